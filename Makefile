@@ -1,0 +1,29 @@
+# Two commands do all set-up on a fresh Debian 12 machine:
+#   make demo   installs what is missing, builds Release, trains the branchy CNN
+#   make test   installs what is missing, builds, runs every test
+BUILD ?= build
+JOBS ?= 2
+CMAKE_FLAGS ?=
+
+.PHONY: deps configure build test demo bench clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
+
+demo: build
+	@$(BUILD)/tools/trident/trident train --config examples/fmnist-inception.yaml
+
+bench: build
+	@bash bench/run.sh
+
+clean:
+	@rm -rf $(BUILD)

@@ -1,0 +1,120 @@
+// OpGraph: the operator-level DAG of a model, the one representation that the
+// planner (torch-free), the executor (nn) and the tools share.
+//
+// Every op has exactly one output tensor; its consumers read that tensor. An
+// op's `name` is the fully qualified prefix of its parameters (e.g.
+// `branch2.layer3.ffn.fc1`, whose weight is `branch2.layer3.ffn.fc1.weight`),
+// so parameters, checkpoints and plans all speak of the same names.
+// Sizes are per sample: FLOPs, activation bytes and tensor shapes exclude the
+// batch dimension; parameter bytes are per model.
+//
+// Ops are appended in any order that respects their inputs (an op's inputs
+// must already exist), so ids are a topological order by construction; the
+// graph is nevertheless validated as a DAG when read from JSON.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trident/graph/tensor_spec.h"
+
+namespace trident::graph {
+
+// Every graph error: a bad op, a shape that disagrees across an edge, a
+// cycle, an unreadable JSON document. The message names the op.
+class GraphError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using OpId = std::int32_t;
+
+struct ParamSpec {
+  std::string name;  // fully qualified, e.g. "fc1.weight"
+  std::vector<std::int64_t> shape;
+  DType dtype = DType::kFloat32;
+  std::int64_t bytes() const;
+};
+
+// One input of an op: which op produces it and the spec the consumer expects.
+// Validation checks that the expectation equals the producer's output.
+struct OpInput {
+  OpId producer = -1;
+  TensorSpec expected;
+};
+
+struct Op {
+  std::string name;        // unique; parameter prefix
+  std::string kind;        // "linear", "conv2d", "concat", "input", "cross_entropy", ...
+  nlohmann::json attrs = nlohmann::json::object();  // kind-specific settings
+  std::vector<OpInput> inputs;
+  TensorSpec output;       // per sample
+  std::vector<ParamSpec> params;
+  double forward_flops = 0;   // per sample
+  double backward_flops = 0;  // per sample (input and weight gradients)
+  // Bytes kept from forward for backward, per sample.
+  std::int64_t activation_bytes = 0;
+
+  std::int64_t param_bytes() const;
+  bool is_input() const { return kind == "input"; }
+};
+
+class OpGraph {
+ public:
+  OpGraph() = default;
+  explicit OpGraph(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+
+  // Appends an op; its inputs must name existing ops and its name must be
+  // new. Returns its id. Throws GraphError otherwise.
+  OpId add(Op op);
+
+  std::int32_t size() const { return static_cast<std::int32_t>(ops_.size()); }
+  const Op& op(OpId id) const;
+  const std::vector<Op>& ops() const { return ops_; }
+  std::optional<OpId> find(const std::string& name) const;
+  OpId id_of(const std::string& name) const;  // throws GraphError if absent
+
+  // Ops that read the output of `id`, in id order.
+  const std::vector<OpId>& consumers(OpId id) const;
+
+  // Ids in a topological order (Kahn's algorithm, smallest id first).
+  std::vector<OpId> topo_order() const;
+
+  // The single sink that computes the loss (kind in loss_kinds()).
+  OpId loss() const;
+  static const std::set<std::string>& loss_kinds();
+
+  // Whole-graph checks: acyclic, unique names, each input's expected spec
+  // equals its producer's output, exactly one loss op and it is the only op
+  // without consumers, input ops have no inputs. Throws GraphError naming the
+  // first problem.
+  void validate() const;
+
+  // A subset S is convex when no path leaves S and comes back into it; such a
+  // subset can run as one pipeline stage.
+  bool is_convex(const std::set<OpId>& subset) const;
+
+  // Totals over the whole graph.
+  std::int64_t param_bytes() const;
+  double forward_flops() const;
+
+  nlohmann::json to_json() const;
+  static OpGraph from_json(const nlohmann::json& doc);  // validates
+
+ private:
+  std::string name_;
+  std::vector<Op> ops_;
+  std::vector<std::vector<OpId>> consumers_;
+  std::map<std::string, OpId> by_name_;
+};
+
+}  // namespace trident::graph

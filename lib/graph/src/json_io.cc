@@ -1,0 +1,89 @@
+// JSON form of an OpGraph ("format": "trident-graph/1"): a list of ops, each
+// with its inputs by producer name, so a file can be read and edited by hand.
+#include "trident/graph/op_graph.h"
+
+namespace trident::graph {
+namespace {
+
+using nlohmann::json;
+
+json spec_json(const TensorSpec& s) { return {{"shape", s.shape}, {"dtype", to_string(s.dtype)}}; }
+
+template <typename T>
+T field(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) throw GraphError(where + ": missing field '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception& e) {
+    throw GraphError(where + ": field '" + key + "' has the wrong type (" + e.what() + ")");
+  }
+}
+
+TensorSpec spec_from(const json& j, const std::string& where) {
+  TensorSpec s;
+  s.shape = field<std::vector<std::int64_t>>(j, "shape", where);
+  s.dtype = dtype_from_string(field<std::string>(j, "dtype", where));
+  return s;
+}
+
+}  // namespace
+
+json OpGraph::to_json() const {
+  json ops = json::array();
+  for (const auto& o : ops_) {
+    json inputs = json::array();
+    for (const auto& in : o.inputs) {
+      inputs.push_back({{"op", ops_[in.producer].name}, {"expected", spec_json(in.expected)}});
+    }
+    json params = json::array();
+    for (const auto& p : o.params) {
+      params.push_back({{"name", p.name}, {"shape", p.shape}, {"dtype", to_string(p.dtype)}});
+    }
+    ops.push_back({{"name", o.name},
+                   {"kind", o.kind},
+                   {"attrs", o.attrs},
+                   {"inputs", inputs},
+                   {"output", spec_json(o.output)},
+                   {"params", params},
+                   {"forward_flops", o.forward_flops},
+                   {"backward_flops", o.backward_flops},
+                   {"activation_bytes", o.activation_bytes}});
+  }
+  return {{"format", "trident-graph/1"}, {"name", name_}, {"ops", ops}};
+}
+
+OpGraph OpGraph::from_json(const json& doc) {
+  if (!doc.is_object() || doc.value("format", "") != "trident-graph/1") {
+    throw GraphError("graph JSON: field 'format' must be \"trident-graph/1\"");
+  }
+  OpGraph g(field<std::string>(doc, "name", "graph JSON"));
+  for (const auto& jo : field<json>(doc, "ops", "graph JSON")) {
+    Op o;
+    o.name = field<std::string>(jo, "name", "graph JSON op");
+    const std::string where = "graph JSON op '" + o.name + "'";
+    o.kind = field<std::string>(jo, "kind", where);
+    o.attrs = jo.value("attrs", json::object());
+    for (const auto& ji : field<json>(jo, "inputs", where)) {
+      const auto producer = field<std::string>(ji, "op", where);
+      auto id = g.find(producer);
+      if (!id) throw GraphError(where + ": input '" + producer + "' is not defined before it");
+      o.inputs.push_back({*id, spec_from(field<json>(ji, "expected", where), where)});
+    }
+    o.output = spec_from(field<json>(jo, "output", where), where);
+    for (const auto& jp : jo.value("params", json::array())) {
+      ParamSpec p;
+      p.name = field<std::string>(jp, "name", where);
+      p.shape = field<std::vector<std::int64_t>>(jp, "shape", where);
+      p.dtype = dtype_from_string(field<std::string>(jp, "dtype", where));
+      o.params.push_back(std::move(p));
+    }
+    o.forward_flops = jo.value("forward_flops", 0.0);
+    o.backward_flops = jo.value("backward_flops", 0.0);
+    o.activation_bytes = jo.value("activation_bytes", std::int64_t{0});
+    g.add(std::move(o));
+  }
+  g.validate();
+  return g;
+}
+
+}  // namespace trident::graph

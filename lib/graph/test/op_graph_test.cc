@@ -1,0 +1,122 @@
+#include "trident/graph/op_graph.h"
+
+#include <gtest/gtest.h>
+
+#include "trident/graph/subgraph.h"
+
+namespace trident::graph {
+namespace {
+
+TensorSpec vec(std::int64_t n) { return {{n}, DType::kFloat32}; }
+
+// A diamond: in -> a -> {b, c} -> d -> loss (with a label input).
+struct Diamond {
+  OpGraph g{"diamond"};
+  OpId in, label, a, b, c, d, loss;
+  Diamond() {
+    in = g.add({"x", "input", {{"field", "x"}}, {}, vec(4)});
+    label = g.add({"y", "input", {{"field", "label"}}, {}, {{}, DType::kInt64}});
+    a = g.add({"a", "linear", {}, {{in, vec(4)}}, vec(8)});
+    b = g.add({"b", "relu", {}, {{a, vec(8)}}, vec(8)});
+    c = g.add({"c", "relu", {}, {{a, vec(8)}}, vec(8)});
+    d = g.add({"d", "add", {}, {{b, vec(8)}, {c, vec(8)}}, vec(8)});
+    loss = g.add({"loss", "cross_entropy", {}, {{d, vec(8)}, {label, {{}, DType::kInt64}}}, {{}, DType::kFloat32}});
+  }
+};
+
+TEST(OpGraph, ValidDiamondPassesAndHasTopologicalOrder) {
+  Diamond m;
+  EXPECT_NO_THROW(m.g.validate());
+  auto order = m.g.topo_order();
+  ASSERT_EQ(order.size(), 7u);
+  std::vector<int> pos(7);
+  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = static_cast<int>(i);
+  for (OpId id = 0; id < m.g.size(); ++id)
+    for (const auto& in : m.g.op(id).inputs) EXPECT_LT(pos[in.producer], pos[id]);
+  EXPECT_EQ(m.g.loss(), m.loss);
+  EXPECT_EQ(m.g.consumers(m.a), (std::vector<OpId>{m.b, m.c}));
+}
+
+TEST(OpGraph, ShapeMismatchAcrossAnEdgeNamesBothOps) {
+  OpGraph g("bad");
+  auto x = g.add({"x", "input", {}, {}, vec(4)});
+  auto y = g.add({"y", "input", {}, {}, {{}, DType::kInt64}});
+  auto a = g.add({"a", "linear", {}, {{x, vec(5)}}, vec(3)});
+  g.add({"loss", "cross_entropy", {}, {{a, vec(3)}, {y, {{}, DType::kInt64}}}, {{}, DType::kFloat32}});
+  try {
+    g.validate();
+    FAIL() << "expected GraphError";
+  } catch (const GraphError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("'x' -> 'a'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[4] float32"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[5] float32"), std::string::npos) << msg;
+  }
+}
+
+TEST(OpGraph, RejectsDuplicateNamesUnknownInputsAndMissingLoss) {
+  OpGraph g("g");
+  auto x = g.add({"x", "input", {}, {}, vec(2)});
+  EXPECT_THROW(g.add({"x", "relu", {}, {{x, vec(2)}}, vec(2)}), GraphError);
+  EXPECT_THROW(g.add({"r", "relu", {}, {{7, vec(2)}}, vec(2)}), GraphError);
+  g.add({"r", "relu", {}, {{x, vec(2)}}, vec(2)});
+  EXPECT_THROW(g.validate(), GraphError);  // no loss
+  EXPECT_THROW(g.id_of("nope"), GraphError);
+}
+
+TEST(OpGraph, DanglingOpIsRejected) {
+  Diamond m;
+  m.g.add({"dangling", "relu", {}, {{m.a, vec(8)}}, vec(8)});
+  EXPECT_THROW(m.g.validate(), GraphError);
+}
+
+TEST(OpGraph, ConvexityOfSubsets) {
+  Diamond m;
+  EXPECT_TRUE(m.g.is_convex({m.a, m.b, m.c, m.d}));
+  EXPECT_TRUE(m.g.is_convex({m.b}));
+  EXPECT_TRUE(m.g.is_convex({m.b, m.c}));  // parallel branches: no path between
+  EXPECT_FALSE(m.g.is_convex({m.a, m.d}));  // a -> b -> d leaves and re-enters
+  EXPECT_FALSE(m.g.is_convex({m.a, m.b, m.d}));
+}
+
+TEST(Subgraph, BoundaryOfABranchStage) {
+  Diamond m;
+  auto sg = make_subgraph(m.g, {m.b, m.c, m.d});
+  EXPECT_EQ(sg.inputs, (std::vector<OpId>{m.a}));
+  EXPECT_EQ(sg.outputs, (std::vector<OpId>{m.d}));
+  EXPECT_FALSE(sg.has_loss);
+  auto head = make_subgraph(m.g, {m.label, m.loss});
+  EXPECT_EQ(head.inputs, (std::vector<OpId>{m.d}));
+  EXPECT_EQ(head.sources, (std::vector<OpId>{m.label}));
+  EXPECT_TRUE(head.has_loss);
+  EXPECT_THROW(make_subgraph(m.g, {m.a, m.d}), GraphError);
+  EXPECT_THROW(make_subgraph(m.g, {}), GraphError);
+}
+
+TEST(OpGraph, JsonRoundTripKeepsEverything) {
+  Diamond m;
+  Diamond m2;
+  auto doc = m2.g.to_json();
+  OpGraph back = OpGraph::from_json(doc);
+  EXPECT_EQ(back.to_json(), doc);
+  EXPECT_EQ(back.size(), m2.g.size());
+  EXPECT_EQ(back.op(m2.d).inputs[1].producer, m2.c);
+}
+
+TEST(OpGraph, JsonErrorsNameTheField) {
+  Diamond m;
+  auto doc = m.g.to_json();
+  doc["ops"][2]["inputs"][0]["op"] = "nowhere";
+  try {
+    OpGraph::from_json(doc);
+    FAIL();
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("'nowhere'"), std::string::npos);
+  }
+  auto bad_format = m.g.to_json();
+  bad_format["format"] = "x";
+  EXPECT_THROW(OpGraph::from_json(bad_format), GraphError);
+}
+
+}  // namespace
+}  // namespace trident::graph

@@ -1,0 +1,205 @@
+#include "trident/zoo/builder.h"
+
+#include <functional>
+#include <numeric>
+
+namespace trident::zoo {
+
+using graph::DType;
+using graph::GraphError;
+using graph::Op;
+using graph::ParamSpec;
+
+namespace {
+
+// Product of the first `count` axes (all of them by default).
+std::int64_t product(const std::vector<std::int64_t>& v) {
+  return std::accumulate(v.begin(), v.end(), std::int64_t{1}, std::multiplies<>());
+}
+std::int64_t leading(const std::vector<std::int64_t>& v) {
+  return std::accumulate(v.begin(), v.end() - 1, std::int64_t{1}, std::multiplies<>());
+}
+
+void require(bool ok, const std::string& op, const std::string& what) {
+  if (!ok) throw GraphError("op '" + op + "': " + what);
+}
+
+std::int64_t pooled(std::int64_t size, std::int64_t kernel, std::int64_t stride, std::int64_t pad) {
+  return (size + 2 * pad - kernel) / stride + 1;
+}
+
+}  // namespace
+
+OpId GraphBuilder::push(Op op) { return g_.add(std::move(op)); }
+
+OpId GraphBuilder::input(const std::string& field, TensorSpec spec, std::int64_t range) {
+  Op op{field, "input", {{"field", field}, {"dtype", graph::to_string(spec.dtype)}}, {}, spec};
+  if (range > 0) op.attrs["range"] = range;
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::linear(const std::string& name, OpId x, std::int64_t out) {
+  const auto& s = spec(x);
+  require(!s.shape.empty(), name, "linear needs an input with at least one axis");
+  const std::int64_t in_f = s.shape.back(), rows = leading(s.shape);
+  TensorSpec o = s;
+  o.shape.back() = out;
+  Op op{name, "linear", {{"in", in_f}, {"out", out}}, {this->in(x)}, o};
+  op.params = {{name + ".weight", {out, in_f}}, {name + ".bias", {out}}};
+  op.forward_flops = 2.0 * rows * in_f * out;
+  op.backward_flops = 2 * op.forward_flops;
+  op.activation_bytes = s.bytes();
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::conv2d(const std::string& name, OpId x, std::int64_t out, std::int64_t kernel,
+                          std::int64_t stride, std::int64_t padding) {
+  const auto& s = spec(x);
+  require(s.shape.size() == 3, name, "conv2d needs a [C,H,W] input, got " + graph::to_string(s));
+  const std::int64_t c = s.shape[0];
+  const std::int64_t h = pooled(s.shape[1], kernel, stride, padding);
+  const std::int64_t w = pooled(s.shape[2], kernel, stride, padding);
+  require(h > 0 && w > 0, name, "kernel larger than the padded input");
+  Op op{name, "conv2d",
+        {{"in", c}, {"out", out}, {"kernel", kernel}, {"stride", stride}, {"padding", padding}},
+        {in(x)}, {{out, h, w}, s.dtype}};
+  op.params = {{name + ".weight", {out, c, kernel, kernel}}, {name + ".bias", {out}}};
+  op.forward_flops = 2.0 * c * kernel * kernel * out * h * w;
+  op.backward_flops = 2 * op.forward_flops;
+  op.activation_bytes = s.bytes();
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::max_pool2d(const std::string& name, OpId x, std::int64_t kernel, std::int64_t stride,
+                              std::int64_t padding) {
+  const auto& s = spec(x);
+  require(s.shape.size() == 3, name, "max_pool2d needs a [C,H,W] input");
+  TensorSpec o{{s.shape[0], pooled(s.shape[1], kernel, stride, padding), pooled(s.shape[2], kernel, stride, padding)},
+               s.dtype};
+  Op op{name, "max_pool2d", {{"kernel", kernel}, {"stride", stride}, {"padding", padding}}, {in(x)}, o};
+  op.forward_flops = static_cast<double>(o.elements() * kernel * kernel);
+  op.backward_flops = static_cast<double>(o.elements());
+  op.activation_bytes = s.bytes() + o.bytes();
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::global_avg_pool(const std::string& name, OpId x) {
+  const auto& s = spec(x);
+  require(s.shape.size() == 3, name, "global_avg_pool needs a [C,H,W] input");
+  Op op{name, "global_avg_pool", {}, {in(x)}, {{s.shape[0]}, s.dtype}};
+  op.forward_flops = op.backward_flops = static_cast<double>(s.elements());
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::activation(const std::string& name, const std::string& kind, OpId x) {
+  require(kind == "relu" || kind == "gelu" || kind == "tanh", name, "unknown activation '" + kind + "'");
+  const auto& s = spec(x);
+  Op op{name, kind, {}, {in(x)}, s};
+  op.forward_flops = static_cast<double>(s.elements()) * (kind == "relu" ? 1 : 8);
+  op.backward_flops = op.forward_flops;
+  op.activation_bytes = s.bytes();
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::flatten(const std::string& name, OpId x) {
+  const auto& s = spec(x);
+  return push({name, "flatten", {}, {in(x)}, {{s.elements()}, s.dtype}});
+}
+
+OpId GraphBuilder::reshape(const std::string& name, OpId x, std::vector<std::int64_t> shape) {
+  const auto& s = spec(x);
+  require(product(shape) == s.elements(), name,
+          "reshape of " + graph::to_string(s) + " must keep " + std::to_string(s.elements()) + " elements");
+  return push({name, "reshape", {{"shape", shape}}, {in(x)}, {shape, s.dtype}});
+}
+
+OpId GraphBuilder::concat(const std::string& name, const std::vector<OpId>& xs, std::int64_t axis) {
+  require(!xs.empty(), name, "concat needs inputs");
+  TensorSpec o = spec(xs[0]);
+  require(axis >= 0 && axis < static_cast<std::int64_t>(o.shape.size()), name, "concat axis out of range");
+  std::vector<graph::OpInput> inputs;
+  o.shape[axis] = 0;
+  for (OpId x : xs) {
+    const auto& s = spec(x);
+    require(s.shape.size() == o.shape.size() && s.dtype == o.dtype, name, "concat inputs differ in rank or dtype");
+    for (size_t a = 0; a < s.shape.size(); ++a) {
+      if (static_cast<std::int64_t>(a) != axis)
+        require(s.shape[a] == spec(xs[0]).shape[a], name, "concat inputs differ off the concat axis");
+    }
+    o.shape[axis] += s.shape[axis];
+    inputs.push_back(in(x));
+  }
+  return push({name, "concat", {{"axis", axis}}, inputs, o});
+}
+
+OpId GraphBuilder::add(const std::string& name, OpId a, OpId b) {
+  require(spec(a) == spec(b), name, "add needs equal specs, got " + graph::to_string(spec(a)) + " and " +
+                                        graph::to_string(spec(b)));
+  Op op{name, "add", {}, {in(a), in(b)}, spec(a)};
+  op.forward_flops = static_cast<double>(spec(a).elements());
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::layer_norm(const std::string& name, OpId x) {
+  const auto& s = spec(x);
+  const std::int64_t dim = s.shape.back();
+  Op op{name, "layer_norm", {{"dim", dim}}, {in(x)}, s};
+  op.params = {{name + ".weight", {dim}}, {name + ".bias", {dim}}};
+  op.forward_flops = 8.0 * s.elements();
+  op.backward_flops = 16.0 * s.elements();
+  op.activation_bytes = s.bytes();
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::self_attention(const std::string& name, OpId x, std::int64_t heads) {
+  const auto& s = spec(x);
+  require(s.shape.size() == 2, name, "self_attention needs a [S,H] input, got " + graph::to_string(s));
+  const std::int64_t seq = s.shape[0], h = s.shape[1];
+  require(heads > 0 && h % heads == 0, name, "hidden " + std::to_string(h) + " is not divisible by heads " +
+                                                 std::to_string(heads));
+  Op op{name, "self_attention", {{"hidden", h}, {"heads", heads}}, {in(x)}, s};
+  op.params = {{name + ".in_proj.weight", {3 * h, h}},
+               {name + ".in_proj.bias", {3 * h}},
+               {name + ".out_proj.weight", {h, h}},
+               {name + ".out_proj.bias", {h}}};
+  op.forward_flops = 2.0 * seq * h * 4 * h + 4.0 * seq * seq * h;
+  op.backward_flops = 2 * op.forward_flops;
+  op.activation_bytes = (5 * seq * h + heads * seq * seq) * graph::element_bytes(s.dtype);
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::mean_seq(const std::string& name, OpId x) {
+  const auto& s = spec(x);
+  require(s.shape.size() == 2, name, "mean_seq needs a [S,H] input");
+  Op op{name, "mean_seq", {}, {in(x)}, {{s.shape[1]}, s.dtype}};
+  op.forward_flops = op.backward_flops = static_cast<double>(s.elements());
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::embedding_bag(const std::string& name, OpId ids, std::int64_t rows, std::int64_t dim) {
+  const auto& s = spec(ids);
+  require(s.dtype == DType::kInt64 && s.shape.size() == 1, name, "embedding_bag needs int64 [bag] ids");
+  Op op{name, "embedding_bag", {{"rows", rows}, {"dim", dim}}, {in(ids)}, {{dim}, DType::kFloat32}};
+  op.params = {{name + ".weight", {rows, dim}}};
+  op.forward_flops = static_cast<double>(s.shape[0] * dim);
+  op.backward_flops = op.forward_flops;
+  op.activation_bytes = s.bytes();
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::cross_entropy(const std::string& name, OpId logits, OpId label) {
+  const auto& s = spec(logits);
+  require(s.shape.size() == 1, name, "cross_entropy needs [C] logits");
+  require(spec(label) == TensorSpec{{}, DType::kInt64}, name, "cross_entropy needs an int64 [] label");
+  Op op{name, "cross_entropy", {}, {in(logits), in(label)}, {{}, DType::kFloat32}};
+  op.forward_flops = op.backward_flops = 4.0 * s.elements();
+  op.activation_bytes = s.bytes();
+  return push(std::move(op));
+}
+
+OpGraph GraphBuilder::finish() {
+  g_.validate();
+  return std::move(g_);
+}
+
+}  // namespace trident::zoo

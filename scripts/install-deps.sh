@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package that trident's build, tests, demo and
+# benchmarks need. Idempotent: runs `apt-get update` and `apt-get install`
+# only when a package is missing. Needs root (or sudo) on Debian 12.
+set -euo pipefail
+
+packages=(
+  # build
+  cmake ninja-build ccache g++ make pkg-config
+  # tensors, autograd, collectives (Gloo headers are needed by c10d's headers)
+  libtorch-dev libgloo-dev
+  # fast BLAS: without it LibTorch falls back to reference BLAS (~30x slower)
+  libopenblas0-pthread
+  # configs, plans, CLI, logs, compression
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev zlib1g-dev
+  # tests and micro-benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # data
+  dataset-fashion-mnist
+  # the PyTorch peer for the comparison benchmark
+  python3-torch
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: missing packages (${missing[*]}) and not root; run as root" >&2; exit 2; }
+  sudo=sudo
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
