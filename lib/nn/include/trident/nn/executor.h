@@ -1,0 +1,48 @@
+// GraphExecutor: runs one convex subgraph of an OpGraph — a pipeline stage, or
+// the whole model — on given tensors. Inputs are the outputs of producer ops
+// outside the subgraph (keyed by producer id) plus dataset fields for the
+// input ops inside it; the result holds the subgraph's outputs (ops read
+// outside it, and the loss when it holds the loss). Autograd flows through:
+// calling backward on outputs reaches the inputs and the parameters.
+//
+// Note [Loss scale]
+// The loss op returns the sum of per-sample losses of the rows it saw. The
+// caller divides by the *global* batch size, so gradients summed across
+// micro-batches, replicas and stages equal those of one process computing the
+// mean over the global batch (DESIGN.md contract 1).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "trident/graph/subgraph.h"
+#include "trident/nn/graph_module.h"
+
+namespace trident::nn {
+
+using TensorMap = std::map<graph::OpId, torch::Tensor>;
+using Batch = std::map<std::string, torch::Tensor>;  // dataset field -> [batch, ...]
+
+class GraphExecutor {
+ public:
+  // `module` must outlive the executor.
+  GraphExecutor(const GraphModule& module, graph::Subgraph subgraph);
+
+  const graph::Subgraph& subgraph() const { return subgraph_; }
+
+  // Checks every input against its edge's declared per-sample shape and dtype
+  // and that all rows agree; throws std::invalid_argument naming the edge.
+  TensorMap forward(const TensorMap& inputs, const Batch& fields) const;
+
+ private:
+  void check(graph::OpId producer, const torch::Tensor& t, const std::string& what, int64_t rows) const;
+
+  const GraphModule& module_;
+  graph::Subgraph subgraph_;
+};
+
+torch::ScalarType to_torch(graph::DType dtype);
+
+}  // namespace trident::nn

@@ -1,0 +1,148 @@
+#include "trident/nn/graph_module.h"
+
+#include <cmath>
+
+namespace trident::nn {
+
+using graph::GraphError;
+using graph::Op;
+
+namespace {
+
+std::int64_t attr(const Op& op, const char* key) {
+  if (!op.attrs.contains(key)) throw GraphError("op '" + op.name + "' (" + op.kind + ") needs attr '" + key + "'");
+  return op.attrs.at(key).get<std::int64_t>();
+}
+
+// Multi-head self-attention with packed q/k/v projection, written out so its
+// parameter names are plain (`in_proj`, `out_proj`).
+class SelfAttentionImpl : public torch::nn::Module {
+ public:
+  SelfAttentionImpl(std::int64_t hidden, std::int64_t heads)
+      : heads_(heads),
+        in_proj_(register_module("in_proj", torch::nn::Linear(hidden, 3 * hidden))),
+        out_proj_(register_module("out_proj", torch::nn::Linear(hidden, hidden))) {}
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto b = x.size(0), s = x.size(1), h = x.size(2), dh = h / heads_;
+    auto qkv = in_proj_->forward(x).view({b, s, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
+    auto q = qkv[0], k = qkv[1], v = qkv[2];  // [b, heads, s, dh]
+    auto att = torch::softmax(torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh)), -1);
+    auto y = torch::matmul(att, v).transpose(1, 2).reshape({b, s, h});
+    return out_proj_->forward(y);
+  }
+
+ private:
+  std::int64_t heads_;
+  torch::nn::Linear in_proj_, out_proj_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& supported_kinds() {
+  static const std::vector<std::string> kinds = {
+      "input", "linear", "conv2d", "max_pool2d", "global_avg_pool", "relu", "gelu", "tanh", "flatten",
+      "reshape", "concat", "add", "layer_norm", "self_attention", "mean_seq", "embedding_bag", "cross_entropy"};
+  return kinds;
+}
+
+void GraphModule::place(const std::string& dotted_name, std::shared_ptr<torch::nn::Module> module) {
+  torch::nn::Module* parent = this;
+  size_t start = 0;
+  for (size_t dot; (dot = dotted_name.find('.', start)) != std::string::npos; start = dot + 1) {
+    const std::string part = dotted_name.substr(start, dot - start);
+    auto children = parent->named_children();
+    if (auto* found = children.find(part)) {
+      parent = found->get();
+    } else {
+      parent = parent->register_module(part, std::make_shared<torch::nn::Module>()).get();
+    }
+  }
+  parent->register_module(dotted_name.substr(start), std::move(module));
+}
+
+GraphModule::GraphModule(const graph::OpGraph& graph) : graph_(graph) {
+  graph_.validate();
+  fns_.resize(graph_.size());
+  for (graph::OpId id = 0; id < graph_.size(); ++id) {
+    const Op& op = graph_.op(id);
+    const std::string& k = op.kind;
+    OpFn fn;
+    if (k == "input") {
+      fn = [name = op.name](const std::vector<torch::Tensor>&) -> torch::Tensor {
+        throw GraphError("input op '" + name + "' is fed from the dataset, not computed");
+      };
+    } else if (k == "linear") {
+      auto m = torch::nn::Linear(attr(op, "in"), attr(op, "out"));
+      place(op.name, m.ptr());
+      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
+    } else if (k == "conv2d") {
+      auto m = torch::nn::Conv2d(torch::nn::Conv2dOptions(attr(op, "in"), attr(op, "out"), attr(op, "kernel"))
+                                     .stride(attr(op, "stride"))
+                                     .padding(attr(op, "padding")));
+      place(op.name, m.ptr());
+      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
+    } else if (k == "max_pool2d") {
+      const auto kk = attr(op, "kernel"), s = attr(op, "stride"), p = attr(op, "padding");
+      fn = [kk, s, p](const std::vector<torch::Tensor>& in) { return torch::max_pool2d(in[0], kk, s, p); };
+    } else if (k == "global_avg_pool") {
+      fn = [](const std::vector<torch::Tensor>& in) { return in[0].mean({2, 3}); };
+    } else if (k == "relu") {
+      fn = [](const std::vector<torch::Tensor>& in) { return torch::relu(in[0]); };
+    } else if (k == "gelu") {
+      fn = [](const std::vector<torch::Tensor>& in) { return torch::gelu(in[0]); };
+    } else if (k == "tanh") {
+      fn = [](const std::vector<torch::Tensor>& in) { return torch::tanh(in[0]); };
+    } else if (k == "flatten") {
+      fn = [](const std::vector<torch::Tensor>& in) { return in[0].flatten(1); };
+    } else if (k == "reshape") {
+      std::vector<std::int64_t> shape = {-1};
+      for (auto d : op.output.shape) shape.push_back(d);
+      fn = [shape](const std::vector<torch::Tensor>& in) { return in[0].reshape(shape); };
+    } else if (k == "concat") {
+      const auto axis = attr(op, "axis") + 1;
+      fn = [axis](const std::vector<torch::Tensor>& in) { return torch::cat(in, axis); };
+    } else if (k == "add") {
+      fn = [](const std::vector<torch::Tensor>& in) { return in[0] + in[1]; };
+    } else if (k == "layer_norm") {
+      auto m = torch::nn::LayerNorm(torch::nn::LayerNormOptions({attr(op, "dim")}));
+      place(op.name, m.ptr());
+      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
+    } else if (k == "self_attention") {
+      auto m = std::make_shared<SelfAttentionImpl>(attr(op, "hidden"), attr(op, "heads"));
+      place(op.name, m);
+      fn = [m](const std::vector<torch::Tensor>& in) { return m->forward(in[0]); };
+    } else if (k == "mean_seq") {
+      fn = [](const std::vector<torch::Tensor>& in) { return in[0].mean(1); };
+    } else if (k == "embedding_bag") {
+      auto m = torch::nn::EmbeddingBag(
+          torch::nn::EmbeddingBagOptions(attr(op, "rows"), attr(op, "dim")).mode(torch::kMean));
+      place(op.name, m.ptr());
+      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
+    } else if (k == "cross_entropy") {
+      fn = [](const std::vector<torch::Tensor>& in) {
+        return torch::nn::functional::cross_entropy(
+            in[0], in[1], torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+      };
+    } else {
+      throw GraphError("op '" + op.name + "' has kind '" + k + "', which the executor does not implement");
+    }
+    fns_[id] = std::move(fn);
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> GraphModule::parameters_of(
+    const std::vector<graph::OpId>& ops) const {
+  auto all = named_parameters();
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (graph::OpId id : ops) {
+    for (const auto& p : graph_.op(id).params) {
+      auto* t = all.find(p.name);
+      if (!t) throw GraphError("parameter '" + p.name + "' of op '" + graph_.op(id).name + "' has no module");
+      out.emplace_back(p.name, *t);
+    }
+  }
+  return out;
+}
+
+}  // namespace trident::nn
