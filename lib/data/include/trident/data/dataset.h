@@ -1,0 +1,67 @@
+// Datasets held in memory as one tensor per field (first axis = sample), so
+// any sample or set of samples is one index_select away: batches, shards and
+// micro-batch slices all come from the same per-sample access.
+//
+// Fields are named after the graph's input ops ("image", "modality0",
+// "sparse3", ...) plus "label" (int64 class ids). A stage that owns only some
+// input ops asks only for their fields (select()).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "trident/graph/op_graph.h"
+
+namespace trident::data {
+
+using Batch = std::map<std::string, torch::Tensor>;
+
+// A missing, unreadable or corrupt data file, or a dataset that does not fit
+// the model. The message names the path or field and how to fix it.
+class DataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Dataset {
+  std::string name;
+  std::map<std::string, torch::Tensor> fields;
+  std::int64_t num_classes = 0;
+
+  std::int64_t size() const;
+  // The rows `indices` (int64, 1-D) of the chosen fields (all when empty).
+  Batch batch(const torch::Tensor& indices, const std::set<std::string>& only = {}) const;
+  // Checks that every input op of `graph` has a field of its per-sample shape
+  // and dtype, and that the labels fit the loss; throws DataError naming it.
+  void check_fits(const graph::OpGraph& graph) const;
+};
+
+struct Splits {
+  Dataset train;
+  Dataset test;
+};
+
+// Fashion-MNIST from the IDX .gz files of Debian's dataset-fashion-mnist.
+// Images become float [1,28,28] normalised by the training set's mean and
+// std; labels int64. `limit` > 0 keeps only the first `limit` samples of each
+// split (for quick tests).
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+Splits load_fashion_mnist(const std::string& dir = kFashionMnistDir, std::int64_t limit = 0);
+
+// Teacher-labelled data for any graph's input fields: float fields are
+// N(0, 1), int64 fields uniform ids below the input op's `range`; the label is
+// the argmax of a fixed random teacher (a random linear read-out of tanh of
+// each float field plus a random embedding of each id field). Deterministic
+// given the seed; the test split continues the same stream.
+Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std::int64_t test_size,
+                      std::uint64_t seed);
+
+// Bytes the synthetic data of `graph` would take (to refuse absurd sizes early).
+std::int64_t synthetic_bytes(const graph::OpGraph& graph, std::int64_t samples);
+
+}  // namespace trident::data

@@ -1,0 +1,45 @@
+#include "trident/data/dataset.h"
+
+#include "trident/nn/executor.h"
+
+namespace trident::data {
+
+std::int64_t Dataset::size() const { return fields.empty() ? 0 : fields.begin()->second.size(0); }
+
+Batch Dataset::batch(const torch::Tensor& indices, const std::set<std::string>& only) const {
+  Batch b;
+  for (const auto& [name, t] : fields) {
+    if (only.empty() || only.count(name)) b[name] = t.index_select(0, indices);
+  }
+  return b;
+}
+
+void Dataset::check_fits(const graph::OpGraph& graph) const {
+  for (const auto& op : graph.ops()) {
+    if (!op.is_input()) continue;
+    const std::string field = op.attrs.value("field", op.name);
+    auto it = fields.find(field);
+    if (it == fields.end()) {
+      std::string have;
+      for (const auto& f : fields) have += (have.empty() ? "" : ", ") + f.first;
+      throw DataError("data.name = " + name + ": model '" + graph.name() + "' reads field '" + field +
+                      "', which this dataset lacks (it has " + have + ")");
+    }
+    const auto& t = it->second;
+    bool ok = t.dim() == static_cast<int64_t>(op.output.shape.size()) + 1 &&
+              t.scalar_type() == nn::to_torch(op.output.dtype);
+    for (size_t a = 0; ok && a < op.output.shape.size(); ++a) ok = t.size(a + 1) == op.output.shape[a];
+    if (!ok) {
+      throw DataError("data.name = " + name + ": field '" + field + "' has per-sample shape " +
+                      std::string(c10::str(t.sizes().slice(1))) + " but model '" + graph.name() + "' expects " +
+                      graph::to_string(op.output));
+    }
+  }
+  const auto classes = graph.op(graph.loss()).inputs[0].expected.shape.at(0);
+  if (num_classes > classes) {
+    throw DataError("data.name = " + name + " has " + std::to_string(num_classes) + " classes but model '" +
+                    graph.name() + "' predicts " + std::to_string(classes));
+  }
+}
+
+}  // namespace trident::data

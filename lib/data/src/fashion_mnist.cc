@@ -1,0 +1,84 @@
+// IDX reader: big-endian header (magic, dimension sizes), then uint8 data.
+#include <zlib.h>
+
+#include <array>
+#include <memory>
+
+#include "trident/data/dataset.h"
+
+namespace trident::data {
+namespace {
+
+constexpr const char* kPackageHint = " (install Debian package dataset-fashion-mnist: make deps)";
+
+std::vector<std::uint8_t> read_gz(const std::string& path) {
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), gzclose);
+  if (!f) throw DataError("fashion-mnist: cannot open " + path + kPackageHint);
+  std::vector<std::uint8_t> out;
+  std::array<std::uint8_t, 1 << 16> buf;
+  for (;;) {
+    const int n = gzread(f.get(), buf.data(), buf.size());
+    if (n < 0) throw DataError("fashion-mnist: " + path + " is corrupt (gzip read failed)" + kPackageHint);
+    if (n == 0) break;
+    out.insert(out.end(), buf.begin(), buf.begin() + n);
+  }
+  return out;
+}
+
+std::uint32_t be32(const std::vector<std::uint8_t>& b, size_t at) {
+  return (std::uint32_t{b[at]} << 24) | (std::uint32_t{b[at + 1]} << 16) | (std::uint32_t{b[at + 2]} << 8) | b[at + 3];
+}
+
+// Returns the data bytes after checking the magic number and sizes.
+torch::Tensor read_idx(const std::string& path, std::uint32_t magic, std::vector<std::int64_t> dims) {
+  auto bytes = read_gz(path);
+  const size_t header = 4 + 4 * dims.size();
+  if (bytes.size() < header || be32(bytes, 0) != magic) {
+    throw DataError("fashion-mnist: " + path + " is not an IDX file of the expected kind (magic " +
+                    std::to_string(magic) + ")" + kPackageHint);
+  }
+  std::int64_t expected = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const std::int64_t n = be32(bytes, 4 + 4 * d);
+    if (d > 0 && n != dims[d]) {
+      throw DataError("fashion-mnist: " + path + " has dimension " + std::to_string(d) + " = " + std::to_string(n) +
+                      ", expected " + std::to_string(dims[d]));
+    }
+    dims[d] = n;
+    expected *= n;
+  }
+  if (static_cast<std::int64_t>(bytes.size() - header) != expected) {
+    throw DataError("fashion-mnist: " + path + " is truncated: " + std::to_string(bytes.size() - header) +
+                    " data bytes, expected " + std::to_string(expected) + kPackageHint);
+  }
+  return torch::from_blob(bytes.data() + header, dims, torch::kUInt8).clone();
+}
+
+Dataset read_split(const std::string& dir, const std::string& prefix, std::int64_t limit) {
+  auto images = read_idx(dir + "/" + prefix + "-images-idx3-ubyte.gz", 2051, {0, 28, 28});
+  auto labels = read_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz", 2049, {0});
+  if (images.size(0) != labels.size(0)) {
+    throw DataError("fashion-mnist: " + dir + "/" + prefix + " has " + std::to_string(images.size(0)) +
+                    " images but " + std::to_string(labels.size(0)) + " labels");
+  }
+  if (limit > 0 && limit < images.size(0)) {
+    images = images.slice(0, 0, limit);
+    labels = labels.slice(0, 0, limit);
+  }
+  // Mean and std of the Fashion-MNIST training images.
+  constexpr double kMean = 0.2860, kStd = 0.3530;
+  Dataset d;
+  d.name = "fashion-mnist";
+  d.num_classes = 10;
+  d.fields["image"] = ((images.to(torch::kFloat32) / 255.0 - kMean) / kStd).unsqueeze(1).contiguous();
+  d.fields["label"] = labels.to(torch::kInt64);
+  return d;
+}
+
+}  // namespace
+
+Splits load_fashion_mnist(const std::string& dir, std::int64_t limit) {
+  return {read_split(dir, "train", limit), read_split(dir, "t10k", limit)};
+}
+
+}  // namespace trident::data
