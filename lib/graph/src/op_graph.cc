@@ -31,6 +31,7 @@ OpId OpGraph::add(Op op) {
     auto& cons = consumers_[in.producer];
     if (cons.empty() || cons.back() != id) cons.push_back(id);
   }
+  if (op.attrs.is_null()) op.attrs = nlohmann::json::object();
   by_name_[op.name] = id;
   ops_.push_back(std::move(op));
   consumers_.emplace_back();

@@ -1,0 +1,88 @@
+// Trainer: single-process training of a zoo model from a TrainConfig.
+// Owns the run directory `runs_dir/name/`:
+//   config.yaml     the resolved config (every default filled in)
+//   metrics.jsonl   one JSON object per line: training windows
+//                   {step, epoch, loss, accuracy, lr, samples_per_s, wall_s}
+//                   and evaluations {step, epoch, test_loss, test_accuracy, wall_s}
+//   checkpoint.pt   weights + optimizer state by parameter name (atomic)
+// A fresh run starts a new metrics file; a resumed run (resume = true) loads
+// checkpoint.pt and appends. With one thread and a fixed seed a resumed run
+// ends with bitwise the same weights as an uninterrupted one: the sample
+// order is a function of (seed, step) and the update of (weights, state).
+#pragma once
+
+#include <atomic>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "trident/data/dataset.h"
+#include "trident/data/sampler.h"
+#include "trident/nn/executor.h"
+#include "trident/runtime/config.h"
+#include "trident/runtime/optimizer.h"
+
+namespace trident::runtime {
+
+// A failure while training (non-finite loss, unreadable checkpoint); the CLI
+// exits 1 with its message.
+class TrainingError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainResult {
+  std::int64_t steps = 0;  // optimizer steps completed in total
+  double last_loss = 0;    // mean loss over the last logging window
+  std::optional<double> test_accuracy, test_loss;
+  bool interrupted = false;
+};
+
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+};
+
+class Trainer {
+ public:
+  // Sets threads and seed, builds the model and data, and with `resume`
+  // loads the run's checkpoint. Throws ConfigError / data::DataError for bad
+  // input, TrainingError for an unusable checkpoint.
+  Trainer(TrainConfig config, bool resume, std::ostream& out);
+  ~Trainer();
+
+  // Trains to the configured end; `stop_after` ends early after that many
+  // total steps without a final checkpoint, as a crash would (for tests).
+  TrainResult run(std::optional<std::int64_t> stop_after = std::nullopt);
+  Evaluation evaluate(const data::Dataset& split) const;
+
+  const nn::GraphModule& module() const { return *module_; }
+  const data::Splits& data() const { return data_; }
+  const std::string& run_dir() const { return run_dir_; }
+  std::int64_t total_steps() const { return total_steps_; }
+  std::int64_t steps_done() const { return step_; }
+
+  // Set from a signal handler: the trainer finishes the current step, writes
+  // a checkpoint and returns with `interrupted`.
+  static std::atomic<bool>& stop_requested();
+
+ private:
+  void save(double wall_s) const;
+  void append_metrics(const std::string& line) const;
+
+  TrainConfig config_;
+  std::ostream& out_;
+  std::string run_dir_;
+  std::shared_ptr<nn::GraphModule> module_;
+  std::unique_ptr<nn::GraphExecutor> executor_;  // whole graph, loss and logits out
+  graph::OpId logits_ = -1;
+  data::Splits data_;
+  std::unique_ptr<data::EpochSampler> sampler_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::int64_t total_steps_ = 0, step_ = 0;
+  double wall_offset_s_ = 0;  // wall time of the run before a resume
+};
+
+}  // namespace trident::runtime

@@ -1,0 +1,71 @@
+#include "trident/runtime/optimizer.h"
+
+#include <cmath>
+
+namespace trident::runtime {
+namespace {
+
+class Sgd : public Optimizer {
+ public:
+  explicit Sgd(const OptimizerConfig& c) : c_(c) {}
+  void step(const std::string& name, torch::Tensor& p, const torch::Tensor& grad, double lr) override {
+    torch::NoGradGuard no_grad;
+    auto d = c_.weight_decay != 0 ? grad.add(p, c_.weight_decay) : grad;
+    if (c_.momentum != 0) {
+      auto& slots = state_[name];
+      auto it = slots.find("momentum_buffer");
+      if (it == slots.end()) {
+        d = slots["momentum_buffer"] = d.clone();
+      } else {
+        d = it->second.mul_(c_.momentum).add_(d);
+      }
+    }
+    p.add_(d, -lr);
+  }
+
+ private:
+  OptimizerConfig c_;
+};
+
+class Adam : public Optimizer {
+ public:
+  explicit Adam(const OptimizerConfig& c) : c_(c) {}
+  void step(const std::string& name, torch::Tensor& p, const torch::Tensor& grad, double lr) override {
+    torch::NoGradGuard no_grad;
+    auto& s = state_[name];
+    if (s.empty()) {
+      s["step"] = torch::zeros({}, torch::kFloat64);
+      s["exp_avg"] = torch::zeros_like(p);
+      s["exp_avg_sq"] = torch::zeros_like(p);
+    }
+    s["step"].add_(1);
+    const double t = s["step"].item<double>();
+    auto g = c_.weight_decay != 0 ? grad.add(p, c_.weight_decay) : grad;
+    s["exp_avg"].mul_(c_.beta1).add_(g, 1 - c_.beta1);
+    s["exp_avg_sq"].mul_(c_.beta2).addcmul_(g, g, 1 - c_.beta2);
+    const double bc1 = 1 - std::pow(c_.beta1, t), bc2 = 1 - std::pow(c_.beta2, t);
+    auto denom = (s["exp_avg_sq"].sqrt() / std::sqrt(bc2)).add_(c_.eps);
+    p.addcdiv_(s["exp_avg"], denom, -lr / bc1);
+  }
+
+ private:
+  OptimizerConfig c_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> Optimizer::make(const OptimizerConfig& config) {
+  if (config.name == "sgd") return std::make_unique<Sgd>(config);
+  if (config.name == "adam") return std::make_unique<Adam>(config);
+  throw ConfigError("optimizer.name = '" + config.name + "': allowed: sgd, adam");
+}
+
+double learning_rate(const OptimizerConfig& c, std::int64_t step, std::int64_t total_steps) {
+  if (step < c.warmup_steps) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
+  if (c.schedule != "cosine") return c.lr;
+  const double span = static_cast<double>(std::max<std::int64_t>(1, total_steps - 1 - c.warmup_steps));
+  const double progress = std::min(1.0, static_cast<double>(step - c.warmup_steps) / span);
+  return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * progress));
+}
+
+}  // namespace trident::runtime

@@ -1,0 +1,224 @@
+#include "trident/runtime/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "trident/runtime/checkpoint.h"
+#include "trident/runtime/progress.h"
+
+namespace trident::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+bool is_terminal(const std::ostream& out) {
+  return (&out == &std::cout && ::isatty(1)) || (&out == &std::cerr && ::isatty(2));
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g) {
+  if (c.data.name == "fashion-mnist") {
+    auto s = data::load_fashion_mnist(c.data.path, 0);
+    if (c.data.train_size) {
+      for (auto& [f, t] : s.train.fields) t = t.slice(0, 0, c.data.train_size);
+    }
+    if (c.data.test_size) {
+      for (auto& [f, t] : s.test.fields) t = t.slice(0, 0, c.data.test_size);
+    }
+    return s;
+  }
+  return data::make_synthetic(g, c.data.train_size, c.data.test_size, c.train.seed);
+}
+
+}  // namespace
+
+std::atomic<bool>& Trainer::stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+Trainer::~Trainer() = default;
+
+Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out) : config_(std::move(config)), out_(out) {
+  const auto threads = config_.train.threads ? config_.train.threads
+                                             : std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+  torch::set_num_threads(static_cast<int>(threads));
+  torch::manual_seed(config_.train.seed);
+
+  auto graph = zoo::build_graph(config_.model);
+  module_ = std::make_shared<nn::GraphModule>(graph);
+  auto sg = graph::whole_graph(module_->graph());
+  logits_ = module_->graph().op(module_->graph().loss()).inputs[0].producer;
+  sg.outputs.push_back(logits_);
+  executor_ = std::make_unique<nn::GraphExecutor>(*module_, sg);
+  params_ = module_->parameters_of(sg.ops);
+
+  data_ = load_data(config_, module_->graph());
+  data_.train.check_fits(module_->graph());
+  sampler_ = std::make_unique<data::EpochSampler>(data_.train.size(), config_.train.mini_batch, config_.train.seed);
+  total_steps_ = config_.train.steps ? config_.train.steps : config_.train.epochs * sampler_->steps_per_epoch();
+  optimizer_ = Optimizer::make(config_.optimizer);
+
+  run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
+  std::filesystem::create_directories(run_dir_);
+  if (resume) {
+    Checkpoint ck;
+    try {
+      ck = load_checkpoint(run_dir_ + "/checkpoint.pt");
+    } catch (const std::exception& e) {
+      throw TrainingError(std::string("--resume ") + run_dir_ + ": " + e.what());
+    }
+    torch::NoGradGuard no_grad;
+    for (auto& [name, p] : params_) {
+      auto it = ck.params.find(name);
+      if (it == ck.params.end()) throw TrainingError("--resume " + run_dir_ + ": checkpoint lacks parameter " + name);
+      if (it->second.sizes() != p.sizes()) {
+        throw TrainingError("--resume " + run_dir_ + ": parameter " + name + " has shape " +
+                            c10::str(it->second.sizes()) + " in the checkpoint but " + c10::str(p.sizes()) +
+                            " in the model");
+      }
+      p.copy_(it->second);
+    }
+    optimizer_->load_state(std::move(ck.optimizer));
+    step_ = ck.step;
+    wall_offset_s_ = ck.meta.value("wall_s", 0.0);
+  } else {
+    std::ofstream(run_dir_ + "/metrics.jsonl", std::ios::trunc);
+  }
+  write_file_atomic(run_dir_ + "/config.yaml", config_.to_yaml());
+}
+
+void Trainer::append_metrics(const std::string& line) const {
+  std::ofstream out(run_dir_ + "/metrics.jsonl", std::ios::app);
+  out << line << "\n";
+}
+
+void Trainer::save(double wall_s) const {
+  Checkpoint ck;
+  ck.step = step_;
+  ck.meta = {{"model", config_.model.name}, {"preset", config_.model.preset}, {"wall_s", wall_s},
+             {"config", config_.to_yaml()}};
+  for (const auto& [name, p] : params_) ck.params[name] = p;
+  ck.optimizer = optimizer_->state();
+  save_checkpoint(run_dir_ + "/checkpoint.pt", ck);
+}
+
+Evaluation Trainer::evaluate(const data::Dataset& split) const {
+  torch::NoGradGuard no_grad;
+  constexpr std::int64_t kChunk = 1000;
+  double loss = 0, correct = 0;
+  const std::int64_t n = split.size();
+  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
+    auto idx = torch::arange(begin, std::min(n, begin + kChunk), torch::kInt64);
+    auto batch = split.batch(idx);
+    auto out = executor_->forward({}, batch);
+    loss += out.at(module_->graph().loss()).item<double>();
+    correct += out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
+  }
+  return {loss / static_cast<double>(n), correct / static_cast<double>(n)};
+}
+
+TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
+  Progress progress(out_, is_terminal(out_));
+  const auto spe = sampler_->steps_per_epoch();
+  const auto batch_size = config_.train.mini_batch;
+  progress.line("trident: training " + config_.model.name + "/" + config_.model.preset + " on " +
+                config_.data.name + " (" + std::to_string(data_.train.size()) + " samples), " +
+                std::to_string(total_steps_) + " steps of " + std::to_string(batch_size) + ", " +
+                config_.optimizer.name + " lr " + fixed(config_.optimizer.lr, 4) + ", " +
+                std::to_string(torch::get_num_threads()) + " threads; run dir " + run_dir_ +
+                (step_ ? "; resumed at step " + std::to_string(step_) : ""));
+
+  const auto start = Clock::now();
+  auto window_start = Clock::now();
+  double window_loss = 0, window_correct = 0;
+  std::int64_t window_steps = 0;
+  TrainResult result;
+  auto wall = [&] { return wall_offset_s_ + seconds_since(start); };
+  auto eval_line = [&](std::int64_t epoch) {
+    auto ev = evaluate(data_.test);
+    result.test_accuracy = ev.accuracy;
+    result.test_loss = ev.loss;
+    append_metrics(nlohmann::json{{"step", step_}, {"epoch", epoch}, {"test_loss", ev.loss},
+                                  {"test_accuracy", ev.accuracy}, {"wall_s", wall()}}
+                       .dump());
+    progress.line("epoch " + std::to_string(epoch) + " step " + std::to_string(step_) + ": test accuracy " +
+                  fixed(100 * ev.accuracy, 2) + "%, test loss " + fixed(ev.loss, 4));
+  };
+
+  const auto loss_id = module_->graph().loss();
+  while (step_ < total_steps_) {
+    if (stop_after && step_ >= *stop_after) return result;
+    const double lr = learning_rate(config_.optimizer, step_, total_steps_);
+    auto batch = data_.train.batch(sampler_->batch_indices(step_));
+    auto out = executor_->forward({}, batch);
+    // See Note [Loss scale] in nn/executor.h.
+    auto loss = out.at(loss_id) / static_cast<double>(batch_size);
+    const double loss_value = loss.item<double>();
+    if (!std::isfinite(loss_value)) {
+      throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(loss_value) +
+                          "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
+    }
+    loss.backward();
+    for (auto& [name, p] : params_) {
+      if (!p.grad().defined()) continue;
+      optimizer_->step(name, p, p.grad(), lr);
+      p.mutable_grad().zero_();
+    }
+    ++step_;
+    window_loss += loss_value;
+    window_correct += out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
+    ++window_steps;
+
+    const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;
+    const double window_s = seconds_since(window_start);
+    const double steps_per_s = window_s > 0 ? window_steps / window_s : 0;
+    const double acc = window_correct / static_cast<double>(window_steps * batch_size);
+    progress.update(step_, total_steps_, steps_per_s,
+                    "epoch " + std::to_string(sampler_->epoch_of(step_ - 1) + 1) + " loss " +
+                        fixed(window_loss / window_steps, 4) + " acc " + fixed(100 * acc, 1) + "%",
+                    log_now);
+    if (log_now) {
+      result.last_loss = window_loss / window_steps;
+      append_metrics(nlohmann::json{{"step", step_}, {"epoch", sampler_->epoch_of(step_ - 1)},
+                                    {"loss", result.last_loss}, {"accuracy", acc}, {"lr", lr},
+                                    {"samples_per_s", steps_per_s * batch_size}, {"wall_s", wall()}}
+                         .dump());
+      window_loss = window_correct = 0;
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+    if (config_.checkpoint.every && step_ % config_.checkpoint.every == 0 && step_ < total_steps_) save(wall());
+    if (config_.train.eval && step_ % spe == 0 && step_ < total_steps_) eval_line(step_ / spe);
+    if (stop_requested().load()) {
+      save(wall());
+      progress.line("interrupted at step " + std::to_string(step_) + "; checkpoint written; continue with --resume " +
+                    run_dir_);
+      result.interrupted = true;
+      result.steps = step_;
+      return result;
+    }
+  }
+  progress.finish();
+  if (config_.train.eval) eval_line((step_ + spe - 1) / spe);
+  save(wall());
+  result.steps = step_;
+  progress.line("done: " + std::to_string(step_) + " steps in " + Progress::duration(wall()) + "; checkpoint " +
+                run_dir_ + "/checkpoint.pt, metrics " + run_dir_ + "/metrics.jsonl");
+  return result;
+}
+
+}  // namespace trident::runtime

@@ -1,0 +1,99 @@
+#include "trident/runtime/config.h"
+
+#include <gtest/gtest.h>
+
+namespace trident::runtime {
+namespace {
+
+const char* kGood = R"(
+name: t
+model: {name: mlp, preset: tiny}
+train: {epochs: 2, mini_batch: 64, seed: 3}
+optimizer: {name: adam, lr: 0.001}
+)";
+
+// Parses and expects a ConfigError whose one-line message holds every needle.
+void expect_error(const std::string& yaml, const std::vector<std::string>& overrides,
+                  const std::vector<std::string>& needles) {
+  try {
+    parse_config(yaml, overrides, "cfg.yaml");
+    FAIL() << "expected ConfigError for " << yaml;
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
+    for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
+  }
+}
+
+TEST(Config, GoodConfigFillsDefaults) {
+  auto c = parse_config(kGood);
+  EXPECT_EQ(c.model.name, "mlp");
+  EXPECT_EQ(c.train.epochs, 2);
+  EXPECT_EQ(c.train.mini_batch, 64);
+  EXPECT_EQ(c.optimizer.name, "adam");
+  EXPECT_EQ(c.data.name, "fashion-mnist");
+  EXPECT_EQ(c.parallel.devices, 1);
+  // The resolved YAML parses back to the same config.
+  auto again = parse_config(c.to_yaml());
+  EXPECT_EQ(again.to_yaml(), c.to_yaml());
+}
+
+TEST(Config, OverridesApplyInOrderAndCreateSections) {
+  auto c = parse_config(kGood, {"train.epochs=3", "optimizer.lr=0.01", "checkpoint.every=7", "train.epochs=4"});
+  EXPECT_EQ(c.train.epochs, 4);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.01);
+  EXPECT_EQ(c.checkpoint.every, 7);
+  expect_error(kGood, {"train.epochs"}, {"--set 'train.epochs'", "key=value"});
+  expect_error(kGood, {"model.name.x=1"}, {"--set model.name.x", "not a section"});
+}
+
+TEST(Config, UnknownKeyNamesTheKeyTheAllowedOnesAndASuggestion) {
+  expect_error(std::string(kGood) + "extra: 1\n", {}, {"unknown key 'extra'", "allowed top-level keys"});
+  expect_error(kGood, {"train.epoch=3"}, {"unknown key 'train.epoch'", "did you mean 'epochs'", "mini_batch"});
+}
+
+TEST(Config, WrongTypeNamesFieldAndValue) {
+  expect_error(kGood, {"train.epochs=three"}, {"train.epochs = 'three'", "integer >= 1"});
+  expect_error(kGood, {"train.mini_batch=2.5"}, {"train.mini_batch = '2.5'", "integer"});
+  expect_error(kGood, {"optimizer.lr=fast"}, {"optimizer.lr = 'fast'", "number"});
+  expect_error(kGood, {"train.eval=maybe"}, {"train.eval = 'maybe'", "true or false"});
+  expect_error(kGood, {"train=[1,2]"}, {"train", "mapping"});
+  expect_error("model: [mlp]\n", {}, {"model", "mapping"});
+}
+
+TEST(Config, OutOfRangeValuesNameTheRange) {
+  expect_error(kGood, {"train.epochs=0"}, {"train.epochs = '0'", ">= 1"});
+  expect_error(kGood, {"optimizer.lr=-1"}, {"optimizer.lr = '-1'", "(0, inf)"});
+  expect_error(kGood, {"optimizer.momentum=1"}, {"optimizer.momentum = '1'", "[0, 1)"});
+  expect_error(kGood, {"train.mini_batch=70000"}, {"train.mini_batch = '70000'", "[1, 60000]"});
+  expect_error(kGood, {"parallel.micro_batch=48"}, {"parallel.micro_batch = '48'", "divide train.mini_batch = 64"});
+  expect_error(kGood, {"train.steps=10"}, {"train.steps", "not both"});
+  expect_error(kGood, {"name=my run"}, {"name = 'my run'", "letters"});
+}
+
+TEST(Config, UnknownChoicesListTheAllowedValues) {
+  expect_error(kGood, {"model.name=resnet"}, {"model.name = 'resnet'", "allowed: mlp, cnn, inception"});
+  expect_error(kGood, {"optimizer.name=rmsprop"}, {"optimizer.name = 'rmsprop'", "allowed: sgd, adam"});
+  expect_error(kGood, {"parallel.schedule=zb"}, {"parallel.schedule = 'zb'", "graph-1f1b"});
+  expect_error(kGood, {"parallel.partitioner=magic"}, {"parallel.partitioner = 'magic'", "plan .json"});
+  expect_error("train: {epochs: 1}\n", {}, {"missing key 'model.name'"});
+}
+
+TEST(Config, MissingOrMismatchedDatasetIsRejectedBeforeTraining) {
+  expect_error(kGood, {"data.path=/nonexistent/fm"},
+               {"data.path = '/nonexistent/fm'", "train-images-idx3-ubyte.gz", "dataset-fashion-mnist"});
+  expect_error(kGood, {"model.name=mmt", "data.name=fashion-mnist"}, {"data.name", "'modality0'", "synthetic"});
+  expect_error(kGood, {"model.name=mmt", "model.preset=paper"}, {"data.train_size", "MiB"});
+}
+
+TEST(Config, DistributedSettingsAreValidatedButNotYetRun) {
+  expect_error(kGood, {"parallel.devices=4"}, {"parallel.devices = '4'", "set parallel.devices=1"});
+  expect_error(kGood, {"parallel.devices=0"}, {"parallel.devices = '0'"});
+}
+
+TEST(Config, InvalidYamlNamesTheLine) {
+  expect_error("model: {name: mlp\ntrain: [", {}, {"cfg.yaml: not valid YAML at line"});
+}
+
+}  // namespace
+}  // namespace trident::runtime

@@ -1,0 +1,126 @@
+// The `trident` command line. Exit codes (DESIGN.md): 0 success; 2 bad input
+// (config, flags, missing data) with one line naming the field, the value
+// and what is allowed; 1 a failure while running; 130 interrupted (a
+// checkpoint was written first).
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <iostream>
+
+#include "trident/data/dataset.h"
+#include "trident/runtime/blas.h"
+#include "trident/runtime/checkpoint.h"
+#include "trident/runtime/trainer.h"
+#include "trident/zoo/zoo.h"
+
+namespace {
+
+using namespace trident;
+
+constexpr int kBadInput = 2, kFailure = 1, kInterrupted = 130;
+
+int train(const std::string& config_path, const std::vector<std::string>& sets, const std::string& resume_dir) {
+  std::string path = config_path;
+  if (!resume_dir.empty() && path.empty()) path = resume_dir + "/config.yaml";
+  if (path.empty()) throw runtime::ConfigError("train: give --config FILE, or --resume RUN_DIR");
+  auto config = runtime::load_config(path, sets);
+  if (!resume_dir.empty()) {
+    // The run directory decides where the checkpoint is, whatever the config says.
+    std::filesystem::path dir(resume_dir);
+    config.name = dir.filename().string();
+    config.runs_dir = dir.parent_path().empty() ? "." : dir.parent_path().string();
+  }
+  if (auto warning = runtime::blas_warning(); !warning.empty()) std::cerr << warning << "\n";
+  runtime::Trainer trainer(config, !resume_dir.empty(), std::cout);
+  std::signal(SIGINT, [](int) { runtime::Trainer::stop_requested() = true; });
+  std::signal(SIGTERM, [](int) { runtime::Trainer::stop_requested() = true; });
+  auto result = trainer.run();
+  if (result.interrupted) return kInterrupted;
+  if (result.test_accuracy) {
+    std::cout << "test accuracy: " << std::fixed << std::setprecision(2) << 100 * *result.test_accuracy << "%\n";
+  }
+  return 0;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(u ? 1 : 0) << b << " " << units[u];
+  return s.str();
+}
+
+int show_graph(const std::string& model, const std::string& preset, const std::string& out, bool all_ops) {
+  auto g = zoo::build_graph({model, preset});
+  double fwd = 0, bwd = 0;
+  std::int64_t act = 0;
+  for (const auto& op : g.ops()) fwd += op.forward_flops, bwd += op.backward_flops, act += op.activation_bytes;
+  std::cout << "model " << model << "/" << preset << ": " << g.size() << " ops, parameters "
+            << human_bytes(static_cast<double>(g.param_bytes())) << ", per sample: forward "
+            << fwd / 1e6 << " MFLOP, backward " << bwd / 1e6 << " MFLOP, activations "
+            << human_bytes(static_cast<double>(act)) << "\n";
+  if (all_ops) {
+    std::cout << std::left << std::setw(34) << "op" << std::setw(16) << "kind" << std::setw(22) << "output"
+              << std::right << std::setw(12) << "params" << std::setw(14) << "fwd MFLOP" << "\n";
+    for (const auto& op : g.ops()) {
+      std::cout << std::left << std::setw(34) << op.name << std::setw(16) << op.kind << std::setw(22)
+                << graph::to_string(op.output) << std::right << std::setw(12)
+                << human_bytes(static_cast<double>(op.param_bytes())) << std::setw(14) << std::fixed
+                << std::setprecision(3) << op.forward_flops / 1e6 << "\n";
+    }
+  }
+  if (!out.empty()) {
+    runtime::write_file_atomic(out, g.to_json().dump(1) + "\n");
+    std::cout << "wrote " << out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trident: plan and train multi-branch DNNs (graph pipelines + Poseidon data parallelism)", "trident"};
+  app.require_subcommand(1);
+
+  std::string config_path, resume_dir;
+  std::vector<std::string> sets;
+  auto* train_cmd = app.add_subcommand("train", "train a model from a YAML config");
+  train_cmd->add_option("--config", config_path, "config file (examples/*.yaml)");
+  train_cmd->add_option("--set", sets, "override a config key: --set train.epochs=2 (repeatable)");
+  train_cmd->add_option("--resume", resume_dir, "continue the run in RUN_DIR (e.g. runs/NAME) from its checkpoint");
+
+  std::string model, preset = "tiny", out;
+  bool all_ops = false;
+  auto* graph_cmd = app.add_subcommand("graph", "summarise a zoo model's operator graph; --out writes it as JSON");
+  graph_cmd->add_option("--model", model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
+  graph_cmd->add_option("--preset", preset, "tiny | paper");
+  graph_cmd->add_option("--out", out, "write the graph JSON here");
+  graph_cmd->add_flag("--ops", all_ops, "print one line per op");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "trident: " << e.what() << " (see trident --help)\n";
+    return kBadInput;
+  }
+  try {
+    if (*train_cmd) return train(config_path, sets, resume_dir);
+    if (*graph_cmd) return show_graph(model, preset, out, all_ops);
+  } catch (const runtime::ConfigError& e) {
+    std::cerr << "trident: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const data::DataError& e) {
+    std::cerr << "trident: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "trident: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "trident: " << e.what() << "\n";
+    return kFailure;
+  }
+  return 0;
+}
