@@ -78,6 +78,15 @@ inline torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t k) {
   return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, k).padding(k / 2));
 }
 
+struct Head : torch::nn::Module {
+  torch::nn::Linear fc{nullptr}, out{nullptr};
+  Head(int64_t in, int64_t hidden, int64_t classes) {
+    fc = register_module("fc", torch::nn::Linear(in, hidden));
+    out = register_module("out", torch::nn::Linear(hidden, classes));
+  }
+  Tensor forward(const Tensor& x) { return out(torch::relu(fc(x))); }
+};
+
 struct Branch : torch::nn::Module {};
 
 struct InceptionBlock : torch::nn::Module {
@@ -106,18 +115,18 @@ struct InceptionBlock : torch::nn::Module {
 struct Inception : Model {
   torch::nn::Conv2d stem{nullptr};
   std::shared_ptr<InceptionBlock> block1, block2;
-  torch::nn::Linear head{nullptr};
+  std::shared_ptr<Head> head;
   Inception() {
     stem = register_module("stem", conv(1, 32, 3));
     block1 = register_module("block1", std::make_shared<InceptionBlock>(32, 32));
     block2 = register_module("block2", std::make_shared<InceptionBlock>(96, 48));
-    head = register_module("head", torch::nn::Linear(144, 10));
+    head = register_module("head", std::make_shared<Head>(144 * 3 * 3, 128, 10));
   }
   Tensor loss(const Batch& b) override {
     auto x = torch::max_pool2d(torch::relu(stem(b.at("image"))), 2, 2);
     x = torch::max_pool2d(block1->forward(x), 2, 2);
-    x = block2->forward(x).mean({2, 3});
-    return ce_sum(head(x), b.at("label"));
+    x = torch::max_pool2d(block2->forward(x), 2, 2);
+    return ce_sum(head->forward(x.flatten(1)), b.at("label"));
   }
 };
 
@@ -171,15 +180,6 @@ struct MmtBranch : torch::nn::Module {
     for (auto& l : layers) x = l->forward(x);
     return x.mean(1);
   }
-};
-
-struct Head : torch::nn::Module {
-  torch::nn::Linear fc{nullptr}, out{nullptr};
-  Head(int64_t in, int64_t hidden, int64_t classes) {
-    fc = register_module("fc", torch::nn::Linear(in, hidden));
-    out = register_module("out", torch::nn::Linear(hidden, classes));
-  }
-  Tensor forward(const Tensor& x) { return out(torch::relu(fc(x))); }
 };
 
 struct Mmt : Model {

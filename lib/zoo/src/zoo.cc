@@ -79,8 +79,9 @@ graph::OpGraph inception(const ModelSpec& s) {
   OpId x = b.activation("stem_relu", "relu", b.conv2d("stem", image_input(b), stem, 3, 1, 1));
   x = b.max_pool2d("pool1", x, 2, 2);
   x = b.max_pool2d("pool2", inception_block(b, "block1", x, w1), 2, 2);
-  x = b.global_avg_pool("gap", inception_block(b, "block2", x, w2));
-  b.cross_entropy("loss", b.linear("head", x, 10), label_input(b));
+  x = b.max_pool2d("pool3", inception_block(b, "block2", x, w2), 2, 2);
+  x = b.activation("head.fc_relu", "relu", b.linear("head.fc", b.flatten("flatten", x), paper(s) ? 512 : 128));
+  b.cross_entropy("loss", b.linear("head.out", x, 10), label_input(b));
   return b.finish();
 }
 

@@ -1,0 +1,61 @@
+// Times trident's single-process training step: GraphExecutor forward on the
+// whole graph, loss / batch, backward, per-parameter optimizer step — the
+// same code path as runtime::Trainer. Prints one JSON line.
+//   bench_step MODEL BATCH THREADS STEPS
+// Inputs are one fixed random batch (as in bench/pytorch_step.py), so only
+// the step is timed, not data loading.
+#include <chrono>
+#include <iostream>
+
+#include "trident/nn/executor.h"
+#include "trident/runtime/optimizer.h"
+#include "trident/zoo/zoo.h"
+
+using namespace trident;
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::cerr << "usage: bench_step MODEL BATCH THREADS STEPS\n";
+    return 2;
+  }
+  const std::string model = argv[1];
+  const int64_t batch = std::stoll(argv[2]), threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);
+  torch::set_num_threads(static_cast<int>(threads));
+  torch::manual_seed(0);
+  auto g = zoo::build_graph({model, "tiny"});
+  nn::GraphModule gm(g);
+  nn::GraphExecutor ex(gm, graph::whole_graph(g));
+  auto params = gm.parameters_of(ex.subgraph().ops);
+  runtime::OptimizerConfig oc;  // SGD, momentum 0.9
+  oc.lr = 0.01;
+  auto opt = runtime::Optimizer::make(oc);
+
+  nn::Batch b;
+  const auto classes = g.op(g.loss()).inputs[0].expected.shape[0];
+  for (const auto& op : g.ops()) {
+    if (!op.is_input()) continue;
+    std::vector<int64_t> shape = {batch};
+    shape.insert(shape.end(), op.output.shape.begin(), op.output.shape.end());
+    const std::string field = op.attrs["field"];
+    b[field] = field == "label" ? torch::randint(classes, shape, torch::kInt64)
+               : op.output.dtype == graph::DType::kInt64 ? torch::randint(op.attrs["range"].get<int64_t>(), shape, torch::kInt64)
+                                                          : torch::randn(shape);
+  }
+  auto step = [&] {
+    auto loss = ex.forward({}, b).at(g.loss()) / static_cast<double>(batch);
+    loss.backward();
+    for (auto& [name, p] : params) {
+      opt->step(name, p, p.grad(), oc.lr);
+      p.mutable_grad().zero_();
+    }
+    return loss.item<double>();
+  };
+  for (int i = 0; i < 5; ++i) step();  // warm-up
+  const auto t0 = std::chrono::steady_clock::now();
+  double last = 0;
+  for (int64_t i = 0; i < steps; ++i) last = step();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "{\"system\": \"trident\", \"model\": \"" << model << "\", \"batch\": " << batch
+            << ", \"threads\": " << threads << ", \"steps\": " << steps << ", \"steps_per_s\": " << steps / s
+            << ", \"last_loss\": " << last << "}\n";
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""PyTorch (Debian python3-torch 1.13) side of the step benchmark: the zoo's
+tiny models written as a PyTorch user would, trained with the same batch,
+threads and optimizer (SGD, momentum 0.9, lr 0.01) on one fixed random batch.
+Prints one JSON line.   pytorch_step.py MODEL BATCH THREADS STEPS"""
+import json, math, sys, time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc0, self.fc1, self.head = nn.Linear(784, 256), nn.Linear(256, 256), nn.Linear(256, 10)
+
+    def forward(self, b):
+        x = b["image"].flatten(1)
+        return self.head(F.relu(self.fc1(F.relu(self.fc0(x)))))
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 32, 5, padding=2), nn.Conv2d(32, 64, 5, padding=2)
+        self.fc1, self.head = nn.Linear(64 * 7 * 7, 128), nn.Linear(128, 10)
+
+    def forward(self, b):
+        x = F.max_pool2d(F.relu(self.conv1(b["image"])), 2, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
+        return self.head(F.relu(self.fc1(x.flatten(1))))
+
+
+class Block(nn.Module):
+    def __init__(self, cin, w):
+        super().__init__()
+        self.b1 = nn.Conv2d(cin, w, 1)
+        self.b2r, self.b2 = nn.Conv2d(cin, w // 2, 1), nn.Conv2d(w // 2, w, 3, padding=1)
+        self.b3r, self.b3 = nn.Conv2d(cin, w // 4, 1), nn.Conv2d(w // 4, w // 2, 5, padding=2)
+        self.b4 = nn.Conv2d(cin, w // 2, 1)
+
+    def forward(self, x):
+        return torch.cat([F.relu(self.b1(x)), F.relu(self.b2(F.relu(self.b2r(x)))),
+                          F.relu(self.b3(F.relu(self.b3r(x)))),
+                          F.relu(self.b4(F.max_pool2d(x, 3, 1, 1)))], 1)
+
+
+class Inception(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 32, 3, padding=1)
+        self.block1, self.block2 = Block(32, 32), Block(96, 48)
+        self.fc, self.out = nn.Linear(144 * 3 * 3, 128), nn.Linear(128, 10)
+
+    def forward(self, b):
+        x = F.max_pool2d(F.relu(self.stem(b["image"])), 2, 2)
+        x = F.max_pool2d(self.block1(x), 2, 2)
+        x = F.max_pool2d(self.block2(x), 2, 2)
+        return self.out(F.relu(self.fc(x.flatten(1))))
+
+
+class Attention(nn.Module):
+    def __init__(self, h, heads):
+        super().__init__()
+        self.heads, self.in_proj, self.out_proj = heads, nn.Linear(h, 3 * h), nn.Linear(h, h)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        dh = h // self.heads
+        q, k, v = self.in_proj(x).view(b, s, 3, self.heads, dh).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), -1)
+        return self.out_proj((att @ v).transpose(1, 2).reshape(b, s, h))
+
+
+class Layer(nn.Module):
+    def __init__(self, h, heads, ffn):
+        super().__init__()
+        self.ln1, self.attn, self.ln2 = nn.LayerNorm(h), Attention(h, heads), nn.LayerNorm(h)
+        self.fc1, self.fc2 = nn.Linear(h, ffn), nn.Linear(ffn, h)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Mmt(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.ModuleList([nn.Linear(16, 32) for _ in range(2)])
+        self.layers = nn.ModuleList([nn.ModuleList([Layer(32, 4, 64) for _ in range(2)]) for _ in range(2)])
+        self.fc, self.out = nn.Linear(64, 32), nn.Linear(32, 8)
+
+    def forward(self, b):
+        parts = []
+        for m in range(2):
+            x = self.proj[m](b[f"modality{m}"])
+            for layer in self.layers[m]:
+                x = layer(x)
+            parts.append(x.mean(1))
+        return self.out(F.relu(self.fc(torch.cat(parts, 1))))
+
+
+def main():
+    model, batch, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt}[model]()
+    if model == "mmt":
+        b = {f"modality{m}": torch.randn(batch, 8, 16) for m in range(2)}
+        b["label"] = torch.randint(8, (batch,))
+    else:
+        b = {"image": torch.randn(batch, 1, 28, 28), "label": torch.randint(10, (batch,))}
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        loss = F.cross_entropy(net(b), b["label"], reduction="sum") / batch
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        return loss.item()
+
+    for _ in range(5):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        last = step()
+    s = time.perf_counter() - t0
+    print(json.dumps({"system": "pytorch", "model": model, "batch": batch, "threads": threads, "steps": steps,
+                      "steps_per_s": steps / s, "last_loss": last}))
+
+
+if __name__ == "__main__":
+    main()
