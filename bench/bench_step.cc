@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "trident/nn/executor.h"
+#include "trident/runtime/blas.h"
 #include "trident/runtime/optimizer.h"
 #include "trident/zoo/zoo.h"
 
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
   }
   const std::string model = argv[1];
   const int64_t batch = std::stoll(argv[2]), threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);
-  torch::set_num_threads(static_cast<int>(threads));
+  runtime::set_threads(static_cast<int>(threads));  // torch and OpenBLAS
   torch::manual_seed(0);
   auto g = zoo::build_graph({model, "tiny"});
   nn::GraphModule gm(g);
