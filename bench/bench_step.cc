@@ -31,24 +31,11 @@ int main(int argc, char** argv) {
   oc.lr = 0.01;
   auto opt = runtime::Optimizer::make(oc);
 
-  nn::Batch b;
-  const auto classes = g.op(g.loss()).inputs[0].expected.shape[0];
-  for (const auto& op : g.ops()) {
-    if (!op.is_input()) continue;
-    std::vector<int64_t> shape = {batch};
-    shape.insert(shape.end(), op.output.shape.begin(), op.output.shape.end());
-    const std::string field = op.attrs["field"];
-    b[field] = field == "label" ? torch::randint(classes, shape, torch::kInt64)
-               : op.output.dtype == graph::DType::kInt64 ? torch::randint(op.attrs["range"].get<int64_t>(), shape, torch::kInt64)
-                                                          : torch::randn(shape);
-  }
+  auto b = nn::random_batch(g, batch);
   auto step = [&] {
     auto loss = ex.forward({}, b).at(g.loss()) / static_cast<double>(batch);
     loss.backward();
-    for (auto& [name, p] : params) {
-      opt->step(name, p, p.grad(), oc.lr);
-      p.mutable_grad().zero_();
-    }
+    opt->apply(params, oc.lr);
     return loss.item<double>();
   };
   for (int i = 0; i < 5; ++i) step();  // warm-up

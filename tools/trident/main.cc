@@ -109,18 +109,13 @@ int main(int argc, char** argv) {
   try {
     if (*train_cmd) return train(config_path, sets, resume_dir);
     if (*graph_cmd) return show_graph(model, preset, out, all_ops);
-  } catch (const runtime::ConfigError& e) {
-    std::cerr << "trident: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const data::DataError& e) {
-    std::cerr << "trident: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "trident: " << e.what() << "\n";
-    return kBadInput;
   } catch (const std::exception& e) {
+    // Bad input (config, data, flags) is exit 2; anything while running is 1.
+    const bool bad_input = dynamic_cast<const runtime::ConfigError*>(&e) ||
+                           dynamic_cast<const data::DataError*>(&e) ||
+                           dynamic_cast<const std::invalid_argument*>(&e);
     std::cerr << "trident: " << e.what() << "\n";
-    return kFailure;
+    return bad_input ? kBadInput : kFailure;
   }
   return 0;
 }

@@ -25,14 +25,9 @@ void Dataset::check_fits(const graph::OpGraph& graph) const {
       throw DataError("data.name = " + name + ": model '" + graph.name() + "' reads field '" + field +
                       "', which this dataset lacks (it has " + have + ")");
     }
-    const auto& t = it->second;
-    bool ok = t.dim() == static_cast<int64_t>(op.output.shape.size()) + 1 &&
-              t.scalar_type() == nn::to_torch(op.output.dtype);
-    for (size_t a = 0; ok && a < op.output.shape.size(); ++a) ok = t.size(a + 1) == op.output.shape[a];
-    if (!ok) {
-      throw DataError("data.name = " + name + ": field '" + field + "' has per-sample shape " +
-                      std::string(c10::str(t.sizes().slice(1))) + " but model '" + graph.name() + "' expects " +
-                      graph::to_string(op.output));
+    if (!nn::matches(it->second, op.output)) {
+      throw DataError("data.name = " + name + ": field '" + field + "' holds " + nn::describe(it->second) +
+                      " but model '" + graph.name() + "' expects per sample " + graph::to_string(op.output));
     }
   }
   const auto classes = graph.op(graph.loss()).inputs[0].expected.shape.at(0);

@@ -20,26 +20,24 @@ Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std:
   Dataset all;
   all.name = "synthetic";
   all.num_classes = classes;
+  try {
+    all.fields = nn::random_batch(graph, total, gen);
+  } catch (const std::invalid_argument& e) {
+    throw DataError(std::string("synthetic data: ") + e.what());
+  }
+  // The teacher: a random read-out of every input field; its argmax is the label.
   auto logits = torch::zeros({total, classes});
   for (const auto& op : graph.ops()) {
-    if (!op.is_input()) continue;
     const std::string field = op.attrs.value("field", op.name);
-    if (field == "label") continue;
-    std::vector<std::int64_t> shape = {total};
-    shape.insert(shape.end(), op.output.shape.begin(), op.output.shape.end());
+    if (!op.is_input() || field == "label") continue;
+    const auto& x = all.fields.at(field);
     const std::int64_t per_sample = op.output.elements();
     if (op.output.dtype == graph::DType::kInt64) {
-      const std::int64_t range = op.attrs.value("range", std::int64_t{0});
-      if (range <= 0) throw DataError("synthetic data: int64 input '" + field + "' needs a positive attr 'range'");
-      auto ids = torch::randint(range, shape, gen, torch::kInt64);
-      auto table = torch::randn({range, classes}, gen) * 2.0;
-      logits += table.index_select(0, ids.flatten()).view({total, per_sample, classes}).mean(1);
-      all.fields[field] = ids;
+      auto table = torch::randn({op.attrs.at("range").get<std::int64_t>(), classes}, gen) * 2.0;
+      logits += table.index_select(0, x.flatten()).view({total, per_sample, classes}).mean(1);
     } else {
-      auto x = torch::randn(shape, gen);
       auto w = torch::randn({per_sample, classes}, gen) * (2.0 / std::sqrt(static_cast<double>(per_sample)));
-      logits += torch::tanh(x.view({total, per_sample})).matmul(w);
-      all.fields[field] = x.to(nn::to_torch(op.output.dtype));
+      logits += torch::tanh(x.to(torch::kFloat32).view({total, per_sample})).matmul(w);
     }
   }
   all.fields["label"] = logits.argmax(1);

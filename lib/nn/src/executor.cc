@@ -14,29 +14,52 @@ torch::ScalarType to_torch(graph::DType dtype) {
   return torch::kFloat32;
 }
 
-namespace {
-std::string shape_text(const torch::Tensor& t) {
+bool matches(const torch::Tensor& t, const graph::TensorSpec& spec) {
+  bool ok = t.defined() && t.dim() == static_cast<int64_t>(spec.shape.size()) + 1 &&
+            t.scalar_type() == to_torch(spec.dtype);
+  for (size_t a = 0; ok && a < spec.shape.size(); ++a) ok = t.size(a + 1) == spec.shape[a];
+  return ok;
+}
+
+std::string describe(const torch::Tensor& t) {
+  if (!t.defined()) return "no tensor";
   std::string s = "[";
   for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "," : "") + std::to_string(t.size(d));
   return s + "] " + std::string(c10::toString(t.scalar_type()));
 }
-}  // namespace
+
+Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator gen) {
+  const auto classes = graph.op(graph.loss()).inputs[0].expected.shape.at(0);
+  Batch b;
+  for (const auto& op : graph.ops()) {
+    if (!op.is_input()) continue;
+    std::vector<int64_t> shape = {rows};
+    shape.insert(shape.end(), op.output.shape.begin(), op.output.shape.end());
+    const std::string field = op.attrs.value("field", op.name);
+    if (field == "label") {
+      b[field] = torch::randint(classes, shape, gen, torch::kInt64);
+    } else if (op.output.dtype == graph::DType::kInt64) {
+      const auto range = op.attrs.value("range", std::int64_t{0});
+      if (range <= 0) throw std::invalid_argument("int64 input '" + field + "' needs a positive attr 'range'");
+      b[field] = torch::randint(range, shape, gen, torch::kInt64);
+    } else {
+      b[field] = torch::randn(shape, gen).to(to_torch(op.output.dtype));
+    }
+  }
+  return b;
+}
 
 GraphExecutor::GraphExecutor(const GraphModule& module, graph::Subgraph subgraph)
     : module_(module), subgraph_(std::move(subgraph)) {}
 
-void GraphExecutor::check(graph::OpId producer, const torch::Tensor& t, const std::string& what,
-                          int64_t rows) const {
-  const auto& spec = module_.graph().op(producer).output;
-  bool ok = t.defined() && t.dim() == static_cast<int64_t>(spec.shape.size()) + 1 &&
-            t.scalar_type() == to_torch(spec.dtype) && (rows < 0 || t.size(0) == rows);
-  for (size_t a = 0; ok && a < spec.shape.size(); ++a) ok = t.size(a + 1) == spec.shape[a];
-  if (!ok) {
-    throw std::invalid_argument(what + " expects [batch" + (spec.shape.empty() ? "" : ",") +
-                                graph::to_string(spec).substr(1) +
-                                (rows >= 0 ? " with batch " + std::to_string(rows) : "") + ", got " +
-                                (t.defined() ? shape_text(t) : std::string("no tensor")));
-  }
+void GraphExecutor::check(graph::OpId producer, const torch::Tensor& t, int64_t rows) const {
+  const auto& op = module_.graph().op(producer);
+  if (matches(t, op.output) && (rows < 0 || t.size(0) == rows)) return;
+  const std::string what = op.is_input() ? "dataset field '" + op.attrs.value("field", op.name) + "'"
+                                         : "edge from '" + op.name + "'";
+  throw std::invalid_argument(what + " expects [batch" + (op.output.shape.empty() ? "" : ",") +
+                              graph::to_string(op.output).substr(1) +
+                              (rows >= 0 ? " with batch " + std::to_string(rows) : "") + ", got " + describe(t));
 }
 
 TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) const {
@@ -48,7 +71,7 @@ TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) c
     if (it == inputs.end()) {
       throw std::invalid_argument("stage input from op '" + g.op(p).name + "' was not given");
     }
-    check(p, it->second, "edge from '" + g.op(p).name + "'", rows);
+    check(p, it->second, rows);
     rows = it->second.size(0);
     values[p] = it->second;
   }
@@ -56,7 +79,7 @@ TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) c
     const auto field = g.op(s).attrs.value("field", g.op(s).name);
     auto it = fields.find(field);
     if (it == fields.end()) throw std::invalid_argument("dataset field '" + field + "' is missing from the batch");
-    check(s, it->second, "dataset field '" + field + "'", rows);
+    check(s, it->second, rows);
     rows = it->second.size(0);
     values[s] = it->second;
   }

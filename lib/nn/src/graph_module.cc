@@ -39,13 +39,6 @@ class SelfAttentionImpl : public torch::nn::Module {
 
 }  // namespace
 
-const std::vector<std::string>& supported_kinds() {
-  static const std::vector<std::string> kinds = {
-      "input", "linear", "conv2d", "max_pool2d", "global_avg_pool", "relu", "gelu", "tanh", "flatten",
-      "reshape", "concat", "add", "layer_norm", "self_attention", "mean_seq", "embedding_bag", "cross_entropy"};
-  return kinds;
-}
-
 void GraphModule::place(const std::string& dotted_name, std::shared_ptr<torch::nn::Module> module) {
   torch::nn::Module* parent = this;
   size_t start = 0;

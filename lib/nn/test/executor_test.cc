@@ -8,26 +8,6 @@
 namespace trident::nn {
 namespace {
 
-// A random batch for a graph's input fields.
-Batch random_batch(const graph::OpGraph& g, int64_t rows) {
-  Batch b;
-  const auto classes = g.op(g.loss()).inputs[0].expected.shape[0];
-  for (const auto& op : g.ops()) {
-    if (!op.is_input()) continue;
-    std::vector<int64_t> shape = {rows};
-    shape.insert(shape.end(), op.output.shape.begin(), op.output.shape.end());
-    const std::string field = op.attrs["field"];
-    if (field == "label") {
-      b[field] = torch::randint(classes, shape, torch::kInt64);
-    } else if (op.output.dtype == graph::DType::kInt64) {
-      b[field] = torch::randint(op.attrs.at("range").get<int64_t>(), shape, torch::kInt64);
-    } else {
-      b[field] = torch::randn(shape);
-    }
-  }
-  return b;
-}
-
 class Equivalence : public ::testing::TestWithParam<std::string> {};
 
 // The graph executor on the whole graph equals a hand-written nested module
@@ -51,7 +31,7 @@ TEST_P(Equivalence, WholeGraphMatchesHandWrittenModule) {
       p.value().copy_(*mine);
     }
   }
-  auto batch = random_batch(g, 6);
+  auto batch = nn::random_batch(g, 6);
   GraphExecutor ex(gm, graph::whole_graph(g));
   auto loss = ex.forward({}, batch).at(g.loss());
   auto ref_loss = ref->loss(batch);
@@ -77,7 +57,7 @@ TEST(GraphExecutor, TwoStagesEqualTheWholeGraph) {
   torch::manual_seed(2);
   auto g = zoo::build_graph({"inception", "tiny"});
   GraphModule gm(g);
-  auto batch = random_batch(g, 4);
+  auto batch = nn::random_batch(g, 4);
 
   auto whole = GraphExecutor(gm, graph::whole_graph(g)).forward({}, batch).at(g.loss());
   whole.backward();

@@ -54,6 +54,14 @@ class Adam : public Optimizer {
 
 }  // namespace
 
+void Optimizer::apply(std::vector<std::pair<std::string, torch::Tensor>>& params, double lr) {
+  for (auto& [name, p] : params) {
+    if (!p.grad().defined()) continue;
+    step(name, p, p.grad(), lr);
+    p.mutable_grad().zero_();
+  }
+}
+
 std::unique_ptr<Optimizer> Optimizer::make(const OptimizerConfig& config) {
   if (config.name == "sgd") return std::make_unique<Sgd>(config);
   if (config.name == "adam") return std::make_unique<Adam>(config);

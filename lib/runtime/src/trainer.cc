@@ -30,15 +30,17 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+// Keeps the first `samples` rows (all when 0).
+void truncate(data::Dataset& d, std::int64_t samples) {
+  if (samples == 0) return;
+  for (auto& [field, t] : d.fields) t = t.slice(0, 0, samples);
+}
+
 data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g) {
   if (c.data.name == "fashion-mnist") {
     auto s = data::load_fashion_mnist(c.data.path, 0);
-    if (c.data.train_size) {
-      for (auto& [f, t] : s.train.fields) t = t.slice(0, 0, c.data.train_size);
-    }
-    if (c.data.test_size) {
-      for (auto& [f, t] : s.test.fields) t = t.slice(0, 0, c.data.test_size);
-    }
+    truncate(s.train, c.data.train_size);
+    truncate(s.test, c.data.test_size);
     return s;
   }
   return data::make_synthetic(g, c.data.train_size, c.data.test_size, c.train.seed);
@@ -174,11 +176,7 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
                           "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
     }
     loss.backward();
-    for (auto& [name, p] : params_) {
-      if (!p.grad().defined()) continue;
-      optimizer_->step(name, p, p.grad(), lr);
-      p.mutable_grad().zero_();
-    }
+    optimizer_->apply(params_, lr);
     ++step_;
     window_loss += loss_value;
     window_correct += out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();

@@ -41,7 +41,4 @@ class GraphModule : public torch::nn::Module {
   std::vector<OpFn> fns_;
 };
 
-// Kinds GraphModule can execute (those of zoo::GraphBuilder).
-const std::vector<std::string>& supported_kinds();
-
 }  // namespace trident::nn

@@ -9,6 +9,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -26,6 +28,10 @@ class Optimizer {
 
   // Applies one update to `param` (in place, without autograd) from `grad`.
   virtual void step(const std::string& name, torch::Tensor& param, const torch::Tensor& grad, double lr) = 0;
+
+  // One step for every named parameter that has a gradient, then zeroes the
+  // gradients (kept allocated for the next backward).
+  void apply(std::vector<std::pair<std::string, torch::Tensor>>& params, double lr);
 
   const std::map<std::string, ParamState>& state() const { return state_; }
   void load_state(std::map<std::string, ParamState> state) { state_ = std::move(state); }
