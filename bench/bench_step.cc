@@ -8,7 +8,7 @@
 #include <iostream>
 
 #include "trident/nn/executor.h"
-#include "trident/runtime/blas.h"
+#include "trident/runtime/process.h"
 #include "trident/runtime/optimizer.h"
 #include "trident/zoo/zoo.h"
 
@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   }
   const std::string model = argv[1];
   const int64_t batch = std::stoll(argv[2]), threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);
-  runtime::set_threads(static_cast<int>(threads));  // torch and OpenBLAS
+  runtime::configure_process(static_cast<int>(threads));  // as the trainer does
   torch::manual_seed(0);
   auto g = zoo::build_graph({model, "tiny"});
   nn::GraphModule gm(g);

@@ -1,7 +1,5 @@
 #include "trident/runtime/blas.h"
 
-#include <dlfcn.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -33,16 +31,6 @@ std::string blas_warning() {
   if (blas.find("openblas") != std::string::npos || blas.find("mkl") != std::string::npos) return "";
   return "warning: LibTorch is using " + (blas.empty() ? std::string("no shared BLAS") : blas) +
          ", not OpenBLAS: training runs ~30x slower; install libopenblas0-pthread (make deps)";
-}
-
-}  // namespace trident::runtime
-
-namespace trident::runtime {
-
-void set_threads(int threads) {
-  torch::set_num_threads(threads);
-  using SetThreads = void (*)(int);
-  if (auto fn = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(threads);
 }
 
 }  // namespace trident::runtime

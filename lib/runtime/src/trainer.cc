@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "trident/runtime/blas.h"
+#include "trident/runtime/process.h"
 #include "trident/runtime/checkpoint.h"
 #include "trident/runtime/progress.h"
 
@@ -58,7 +58,7 @@ Trainer::~Trainer() = default;
 Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out) : config_(std::move(config)), out_(out) {
   const auto threads = config_.train.threads ? config_.train.threads
                                              : std::max<std::int64_t>(1, std::thread::hardware_concurrency());
-  set_threads(static_cast<int>(threads));
+  configure_process(static_cast<int>(threads));
   torch::manual_seed(config_.train.seed);
 
   auto graph = zoo::build_graph(config_.model);

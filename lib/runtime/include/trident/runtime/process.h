@@ -1,0 +1,26 @@
+// Process-wide settings that decide CPU training speed, applied once at
+// start by the trainer (and the benchmarks, so they time what users get).
+//
+// Note [CPU process settings]
+// Two defaults of this platform cost more than half the step time, measured
+// on the 2-core machine (docs/benchmarks.md):
+// - Threads. Debian's LibTorch does not forward torch::set_num_threads to
+//   OpenBLAS, whose own pool then spins against torch's: the mlp step ran
+//   2.6x slower at 1 thread. We set OpenBLAS's pool too (found with dlsym, so
+//   nothing links against OpenBLAS directly).
+// - Allocator. glibc serves blocks above 128 KiB with mmap and returns them
+//   at free, so every activation of that size costs fresh page faults each
+//   step (high system time). Raising the mmap threshold to its maximum
+//   (32 MiB) and the trim threshold to 256 MiB keeps those blocks in the heap:
+//   the mmt step ran 2.2x and the inception step 1.8x faster. Memory freed
+//   by a step stays reserved for the next one (up to 256 MiB) instead of
+//   going back to the kernel.
+#pragma once
+
+namespace trident::runtime {
+
+// Sets torch's and OpenBLAS's thread counts and tunes glibc malloc as in
+// Note [CPU process settings].
+void configure_process(int threads);
+
+}  // namespace trident::runtime
