@@ -1,0 +1,75 @@
+// ClusterSpec: the machines a plan runs on, as the planner and simulator see
+// them: identical devices grouped into nodes, one link kind inside a node and
+// one between nodes. Presets describe common clusters; a YAML or JSON file
+// (same keys as `to_yaml`) describes any other. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trident/graph/tensor_spec.h"
+
+namespace trident::cost {
+
+// A bad cluster name or file; the message names the field, value and fix.
+class ClusterError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using DeviceId = int;
+
+struct DeviceSpec {
+  std::string name;
+  std::map<graph::DType, double> peak_flops;  // FLOP/s by dtype
+  double memory_bandwidth = 0;                // bytes/s
+  std::int64_t memory_bytes = 0;
+  // Note [Micro-batch efficiency]: a kernel of w FLOPs runs at
+  // w / (w + half_efficiency_flops) of peak, so small micro-batches run
+  // below peak. Plus a fixed launch/dispatch cost per op call.
+  double half_efficiency_flops = 0;
+  double launch_s = 0;
+
+  double peak(graph::DType dtype) const;  // falls back to float32's rate
+};
+
+// Latency α (seconds) and bandwidth β (bytes/s, one direction).
+struct LinkSpec {
+  double latency_s = 0;
+  double bandwidth = 0;
+};
+
+struct ClusterSpec {
+  std::string name;
+  DeviceSpec device;
+  int devices_per_node = 1;
+  int nodes = 1;
+  LinkSpec intra_node;
+  LinkSpec inter_node;
+
+  int capacity() const { return devices_per_node * nodes; }
+  int node_of(DeviceId d) const { return d / devices_per_node; }
+  // The link between two devices; between the devices of a group, its
+  // slowest link (inter-node as soon as the group spans nodes).
+  const LinkSpec& link(DeviceId a, DeviceId b) const;
+  const LinkSpec& group_link(const std::vector<DeviceId>& devices) const;
+  // The link a group of `count` devices uses when packed from a node
+  // boundary, as the planner places power-of-two groups.
+  const LinkSpec& packed_link(int count) const;
+
+  std::string to_yaml() const;
+};
+
+const std::vector<std::string>& cluster_presets();
+
+// A preset name or a path to a .yaml/.yml/.json file. Throws ClusterError
+// naming the unknown name (and the presets) or the bad field.
+ClusterSpec load_cluster(const std::string& name_or_path);
+// Parses cluster text (YAML or JSON); `origin` names it in errors.
+ClusterSpec parse_cluster(const std::string& text, const std::string& origin);
+
+}  // namespace trident::cost

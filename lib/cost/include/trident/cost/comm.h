@@ -1,0 +1,67 @@
+// Communication costs: point-to-point transfers and the three gradient-sync
+// schemes of Poseidon (REFERENCE.md §1, DESIGN.md "Performance model").
+//
+// Byte counts are per rank and per iteration, counting one direction (what a
+// rank sends; with full-duplex links it receives as much), so a link of
+// bandwidth β moves them in bytes/β seconds:
+//   ring all-reduce   2·S·(P−1)/P                 (S = tensor bytes)
+//   colocated PS      2·S·(P−1)/P   evenly sharded: push S(P−1)/P to the
+//                                    other shards, pull the same back
+//   SFB               K·(P−1)·(M+N)·e             (K rows per rank, e bytes
+//                                    per element; sends its factors to P−1)
+// Send + receive together are twice these, i.e. REFERENCE.md's table:
+// 4MN(P−1)/P, 2MN(P1+P2−2)/P2 and 2K(P1−1)(M+N) floats.
+// Latency: a ring all-reduce has 2(P−1) steps; PS has two rounds (push, pull)
+// whose messages to different peers go at once; SFB one all-gather round of
+// P−1 messages.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "trident/cost/cluster.h"
+#include "trident/graph/op_graph.h"
+
+namespace trident::cost {
+
+enum class SyncMethod { kAllReduce, kPs, kSfb };
+std::string to_string(SyncMethod m);                  // "allreduce" | "ps" | "sfb"
+SyncMethod sync_method_from_string(const std::string& text);  // throws ClusterError
+
+double p2p_s(const LinkSpec& link, double bytes);
+
+double allreduce_bytes(double tensor_bytes, int ranks);
+double ps_bytes(double tensor_bytes, int ranks);
+double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std::int64_t element_bytes, int ranks);
+
+double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks);
+double ps_s(const LinkSpec& link, double tensor_bytes, int ranks);
+// Includes rebuilding ∇W = Σ δ aᵀ from all ranks' factors (one GEMM).
+double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_per_rank, std::int64_t m,
+             std::int64_t n, std::int64_t element_bytes, int ranks);
+
+// The sufficient-factor shape of a parameter: a Linear weight [N, M] whose op
+// sees `factor_rows_per_sample` rows per sample (e.g. sequence length).
+struct SfbShape {
+  std::int64_t m = 0, n = 0, factor_rows_per_sample = 1;
+};
+std::optional<SfbShape> sfb_shape(const graph::Op& op, const graph::ParamSpec& param);
+
+struct SyncChoice {
+  SyncMethod method = SyncMethod::kAllReduce;
+  double seconds = 0;
+  double bytes = 0;  // per rank per iteration, one direction
+};
+
+// Predicted time and bytes of one method for one parameter.
+SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamSpec& param,
+                     std::int64_t samples_per_rank, int ranks, const LinkSpec& link, const DeviceSpec& device);
+
+// HybComm: the cheapest of all-reduce, PS and (Linear weights only) SFB for
+// one parameter synced by `ranks` replicas, each holding `samples_per_rank`
+// samples per iteration. Ties go to all-reduce, then PS. ranks == 1: no sync.
+SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::int64_t samples_per_rank, int ranks,
+                       const LinkSpec& link, const DeviceSpec& device);
+
+}  // namespace trident::cost

@@ -1,0 +1,72 @@
+// CostModel: how long one op takes, forward and backward, for a given number
+// of rows (samples) on one device. The partitioner, the scheduler's stage
+// costs and the simulator all ask the same model, so a plan's predictions
+// and its search agree.
+//
+// Two implementations behind one value type (callers hold a CostModel, not a
+// pointer):
+//   - analytic: FLOPs and bytes over the device's rates, with the
+//     micro-batch efficiency curve of Note [Micro-batch efficiency];
+//   - profiled: per-op times measured at several row counts (profile.json,
+//     written by `trident profile`), interpolated.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trident/cost/cluster.h"
+#include "trident/graph/op_graph.h"
+
+namespace trident::cost {
+
+class ICostModel {
+ public:
+  virtual ~ICostModel() = default;
+  virtual double forward_s(const graph::Op& op, std::int64_t rows) const = 0;
+  virtual double backward_s(const graph::Op& op, std::int64_t rows) const = 0;
+  virtual nlohmann::json describe() const = 0;
+};
+
+class CostModel {
+ public:
+  explicit CostModel(std::shared_ptr<const ICostModel> impl) : impl_(std::move(impl)) {}
+  // 0 for rows == 0 and for input ops (a dataset read is not modelled).
+  double forward_s(const graph::Op& op, std::int64_t rows) const;
+  double backward_s(const graph::Op& op, std::int64_t rows) const;
+  // {"kind": "analytic", ...} or {"kind": "profiled", "profile": path}.
+  nlohmann::json describe() const { return impl_->describe(); }
+
+ private:
+  std::shared_ptr<const ICostModel> impl_;
+};
+
+CostModel analytic_cost_model(const DeviceSpec& device);
+
+// Measured per-op times: "trident-profile/1".
+struct Profile {
+  std::string model, preset, device;
+  std::vector<std::int64_t> rows;  // ascending, e.g. 1, 2, 4, 8
+  struct Times {
+    std::vector<double> forward_s, backward_s;  // one per entry of `rows`
+  };
+  std::map<std::string, Times> ops;  // by op name
+
+  nlohmann::json to_json() const;
+  // Throws ClusterError naming the file and the bad field.
+  static Profile from_json(const nlohmann::json& doc, const std::string& origin);
+};
+
+Profile load_profile(const std::string& path);
+
+// Every non-input op of `graph` must be in the profile (else ClusterError
+// naming the first missing op). Times between measured row counts are
+// interpolated linearly; below the smallest they stay at its time (small
+// batches are overhead-bound); above the largest they grow in proportion.
+CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& graph, const std::string& origin);
+
+}  // namespace trident::cost

@@ -1,0 +1,92 @@
+// Formulas: see comm.h and REFERENCE.md §1.
+#include "trident/cost/comm.h"
+
+#include <algorithm>
+
+namespace trident::cost {
+
+std::string to_string(SyncMethod m) {
+  switch (m) {
+    case SyncMethod::kAllReduce: return "allreduce";
+    case SyncMethod::kPs: return "ps";
+    case SyncMethod::kSfb: return "sfb";
+  }
+  return "?";
+}
+
+SyncMethod sync_method_from_string(const std::string& text) {
+  if (text == "allreduce") return SyncMethod::kAllReduce;
+  if (text == "ps") return SyncMethod::kPs;
+  if (text == "sfb") return SyncMethod::kSfb;
+  throw ClusterError("gradient sync method '" + text + "' is unknown; use allreduce, ps or sfb");
+}
+
+double p2p_s(const LinkSpec& link, double bytes) { return bytes > 0 ? link.latency_s + bytes / link.bandwidth : 0; }
+
+double allreduce_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
+double ps_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
+double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std::int64_t element_bytes, int ranks) {
+  return static_cast<double>(rows_per_rank) * (ranks - 1) * static_cast<double>(m + n) * element_bytes;
+}
+
+double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks) {
+  if (ranks <= 1) return 0;
+  return 2 * (ranks - 1) * link.latency_s + allreduce_bytes(tensor_bytes, ranks) / link.bandwidth;
+}
+
+double ps_s(const LinkSpec& link, double tensor_bytes, int ranks) {
+  if (ranks <= 1) return 0;
+  return 2 * link.latency_s + ps_bytes(tensor_bytes, ranks) / link.bandwidth;
+}
+
+double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_per_rank, std::int64_t m,
+             std::int64_t n, std::int64_t element_bytes, int ranks) {
+  if (ranks <= 1) return 0;
+  const double rebuild_flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * rows_per_rank * ranks;
+  return (ranks - 1) * link.latency_s + sfb_bytes(rows_per_rank, m, n, element_bytes, ranks) / link.bandwidth +
+         rebuild_flops / device.peak(graph::DType::kFloat32);
+}
+
+std::optional<SfbShape> sfb_shape(const graph::Op& op, const graph::ParamSpec& param) {
+  if (op.kind != "linear" || param.shape.size() != 2) return std::nullopt;
+  if (param.name.size() < 7 || param.name.compare(param.name.size() - 7, 7, ".weight") != 0) return std::nullopt;
+  SfbShape s;
+  s.n = param.shape[0], s.m = param.shape[1];
+  s.factor_rows_per_sample = std::max<std::int64_t>(1, op.output.elements() / s.n);
+  return s;
+}
+
+SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamSpec& param,
+                     std::int64_t samples_per_rank, int ranks, const LinkSpec& link, const DeviceSpec& device) {
+  const double bytes = static_cast<double>(param.bytes());
+  switch (method) {
+    case SyncMethod::kAllReduce:
+      return {method, allreduce_s(link, bytes, ranks), ranks > 1 ? allreduce_bytes(bytes, ranks) : 0};
+    case SyncMethod::kPs:
+      return {method, ps_s(link, bytes, ranks), ranks > 1 ? ps_bytes(bytes, ranks) : 0};
+    case SyncMethod::kSfb: {
+      auto s = sfb_shape(op, param);
+      if (!s) throw ClusterError("sfb applies only to Linear weights; '" + param.name + "' is not one");
+      const auto eb = graph::element_bytes(param.dtype);
+      const auto rows = samples_per_rank * s->factor_rows_per_sample;
+      return {method, sfb_s(link, device, rows, s->m, s->n, eb, ranks),
+              ranks > 1 ? sfb_bytes(rows, s->m, s->n, eb, ranks) : 0};
+    }
+  }
+  return {};
+}
+
+SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::int64_t samples_per_rank, int ranks,
+                       const LinkSpec& link, const DeviceSpec& device) {
+  auto best = sync_cost(SyncMethod::kAllReduce, op, param, samples_per_rank, ranks, link, device);
+  if (ranks <= 1) return best;
+  auto ps = sync_cost(SyncMethod::kPs, op, param, samples_per_rank, ranks, link, device);
+  if (ps.seconds < best.seconds) best = ps;
+  if (sfb_shape(op, param)) {
+    auto sfb = sync_cost(SyncMethod::kSfb, op, param, samples_per_rank, ranks, link, device);
+    if (sfb.seconds < best.seconds) best = sfb;
+  }
+  return best;
+}
+
+}  // namespace trident::cost

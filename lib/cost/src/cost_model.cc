@@ -1,0 +1,148 @@
+#include "trident/cost/cost_model.h"
+
+#include <algorithm>
+#include <fstream>
+
+namespace trident::cost {
+namespace {
+
+// Bytes an op reads and writes per sample besides its weights.
+double io_bytes(const graph::Op& op) {
+  double bytes = static_cast<double>(op.output.bytes());
+  for (const auto& in : op.inputs) bytes += static_cast<double>(in.expected.bytes());
+  return bytes;
+}
+
+// Weight bytes one call touches: all of them, except an embedding bag, which
+// reads only the rows of its bag (one element per FLOP).
+double weight_traffic(const graph::Op& op, std::int64_t rows) {
+  if (op.kind == "embedding_bag") return op.forward_flops * static_cast<double>(rows) * 4;
+  return static_cast<double>(op.param_bytes());
+}
+
+// See Note [Micro-batch efficiency] in cluster.h.
+class Analytic final : public ICostModel {
+ public:
+  explicit Analytic(DeviceSpec d) : d_(std::move(d)) {}
+
+  double forward_s(const graph::Op& op, std::int64_t rows) const override {
+    return time(op.forward_flops, weight_traffic(op, rows) + rows * io_bytes(op), op, rows, 1);
+  }
+  double backward_s(const graph::Op& op, std::int64_t rows) const override {
+    // Input and weight gradients: two kernels when the op has weights.
+    const int kernels = op.params.empty() ? 1 : 2;
+    return time(op.backward_flops, 2 * weight_traffic(op, rows) + 2 * rows * io_bytes(op), op, rows,
+                kernels);
+  }
+  nlohmann::json describe() const override { return {{"kind", "analytic"}, {"device", d_.name}}; }
+
+ private:
+  double time(double flops_per_sample, double bytes, const graph::Op& op, std::int64_t rows, int kernels) const {
+    const double work = flops_per_sample * static_cast<double>(rows);
+    const double compute = work > 0 ? (work + kernels * d_.half_efficiency_flops) / d_.peak(op.output.dtype) : 0;
+    const double memory = bytes / d_.memory_bandwidth;
+    return kernels * d_.launch_s + std::max(compute, memory);
+  }
+  DeviceSpec d_;
+};
+
+class Profiled final : public ICostModel {
+ public:
+  Profiled(Profile p, std::string origin) : p_(std::move(p)), origin_(std::move(origin)) {}
+
+  double forward_s(const graph::Op& op, std::int64_t rows) const override {
+    return interpolate(p_.ops.at(op.name).forward_s, rows);
+  }
+  double backward_s(const graph::Op& op, std::int64_t rows) const override {
+    return interpolate(p_.ops.at(op.name).backward_s, rows);
+  }
+  nlohmann::json describe() const override {
+    return {{"kind", "profiled"}, {"profile", origin_}, {"device", p_.device}};
+  }
+
+ private:
+  double interpolate(const std::vector<double>& t, std::int64_t rows) const {
+    const auto& r = p_.rows;
+    if (rows <= r.front()) return t.front();
+    if (rows >= r.back()) return t.back() * static_cast<double>(rows) / static_cast<double>(r.back());
+    std::size_t i = std::upper_bound(r.begin(), r.end(), rows) - r.begin();
+    const double f = static_cast<double>(rows - r[i - 1]) / static_cast<double>(r[i] - r[i - 1]);
+    return t[i - 1] + f * (t[i] - t[i - 1]);
+  }
+  Profile p_;
+  std::string origin_;
+};
+
+}  // namespace
+
+double CostModel::forward_s(const graph::Op& op, std::int64_t rows) const {
+  return rows <= 0 || op.is_input() ? 0 : impl_->forward_s(op, rows);
+}
+
+double CostModel::backward_s(const graph::Op& op, std::int64_t rows) const {
+  return rows <= 0 || op.is_input() ? 0 : impl_->backward_s(op, rows);
+}
+
+CostModel analytic_cost_model(const DeviceSpec& device) { return CostModel(std::make_shared<Analytic>(device)); }
+
+nlohmann::json Profile::to_json() const {
+  nlohmann::json doc{{"format", "trident-profile/1"}, {"model", model}, {"preset", preset},
+                     {"device", device},           {"rows", rows},   {"ops", nlohmann::json::object()}};
+  for (const auto& [name, t] : ops) doc["ops"][name] = {{"forward_s", t.forward_s}, {"backward_s", t.backward_s}};
+  return doc;
+}
+
+Profile Profile::from_json(const nlohmann::json& doc, const std::string& origin) {
+  auto fail = [&](const std::string& what) { throw ClusterError("profile " + origin + ": " + what); };
+  if (!doc.is_object() || doc.value("format", "") != "trident-profile/1")
+    fail("not a trident profile (expected \"format\": \"trident-profile/1\"); write one with `trident profile`");
+  Profile p;
+  try {
+    p.model = doc.at("model").get<std::string>();
+    p.preset = doc.at("preset").get<std::string>();
+    p.device = doc.value("device", "");
+    p.rows = doc.at("rows").get<std::vector<std::int64_t>>();
+    for (const auto& [name, t] : doc.at("ops").items()) {
+      p.ops[name] = {t.at("forward_s").get<std::vector<double>>(), t.at("backward_s").get<std::vector<double>>()};
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("bad field: ") + e.what());
+  }
+  if (p.rows.empty()) fail("'rows' is empty");
+  for (std::size_t i = 0; i < p.rows.size(); ++i)
+    if (p.rows[i] < 1 || (i && p.rows[i] <= p.rows[i - 1])) fail("'rows' must be ascending and >= 1");
+  for (const auto& [name, t] : p.ops) {
+    if (t.forward_s.size() != p.rows.size() || t.backward_s.size() != p.rows.size())
+      fail("op '" + name + "' needs one forward_s and one backward_s per entry of 'rows' (" +
+           std::to_string(p.rows.size()) + ")");
+    for (double v : t.forward_s)
+      if (!(v >= 0)) fail("op '" + name + "' has a negative or missing time");
+    for (double v : t.backward_s)
+      if (!(v >= 0)) fail("op '" + name + "' has a negative or missing time");
+  }
+  return p;
+}
+
+Profile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ClusterError("profile: cannot read '" + path + "'; write one with `trident profile`");
+  nlohmann::json doc;
+  try {
+    in >> doc;
+  } catch (const nlohmann::json::exception& e) {
+    throw ClusterError("profile " + path + ": not valid JSON: " + e.what());
+  }
+  return Profile::from_json(doc, path);
+}
+
+CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& graph, const std::string& origin) {
+  for (const auto& op : graph.ops()) {
+    if (!op.is_input() && !profile.ops.count(op.name))
+      throw ClusterError("profile " + origin + ": op '" + op.name + "' of model " + graph.name() +
+                         " is not in it (profiled " + profile.model + "/" + profile.preset +
+                         "); profile this model with `trident profile`");
+  }
+  return CostModel(std::make_shared<Profiled>(profile, origin));
+}
+
+}  // namespace trident::cost
