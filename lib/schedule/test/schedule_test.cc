@@ -1,0 +1,138 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "trident/schedule/schedule.h"
+#include "trident/schedule/simulator.h"
+
+namespace trident::schedule {
+namespace {
+
+StageGraph chain(int p, double f, double b) {
+  StageGraph g;
+  for (int i = 0; i < p; ++i) g.stages.push_back({"s" + std::to_string(i), 1, f, b});
+  for (int i = 0; i + 1 < p; ++i) g.edges.push_back({i, i + 1});
+  return g;
+}
+
+// s0 -> {s1, s2} -> s3
+StageGraph diamond(double f, double b) {
+  StageGraph g = chain(4, f, b);
+  g.edges = {{0, 1}, {0, 2}, {1, 3}, {2, 3}};
+  return g;
+}
+
+TEST(Simulator, ChainTakesMPlusPMinusOneSteps) {
+  const double F = 1.0, B = 2.0;
+  for (int p : {1, 2, 4, 5})
+    for (int m : {1, 3, 4, 8})
+      for (const auto& name : schedule_names()) {
+        auto g = chain(p, F, B);
+        auto r = simulate(g, make_schedule(name, g, m), 8 * m);
+        EXPECT_NEAR(r.iteration_s, (m + p - 1) * (F + B), 1e-9) << name << " p=" << p << " m=" << m;
+        EXPECT_NEAR(r.bubble_fraction, (p - 1.0) / (m + p - 1), 1e-9) << name;
+        EXPECT_NEAR(r.samples_per_s, 8 * m / r.iteration_s, 1e-9);
+      }
+}
+
+TEST(Simulator, OneFOneBBoundsInFlightAndGpipeDoesNot) {
+  auto g = chain(4, 1, 2);
+  auto one = simulate(g, make_schedule("1f1b", g, 8), 8);
+  auto gp = simulate(g, make_schedule("gpipe", g, 8), 8);
+  EXPECT_EQ(one.in_flight, (std::vector<int>{4, 3, 2, 1}));
+  EXPECT_EQ(gp.in_flight, (std::vector<int>{8, 8, 8, 8}));
+  g.stages[0].activation_bytes = 10, g.stages[0].static_bytes = 5;
+  EXPECT_DOUBLE_EQ(simulate(g, make_schedule("1f1b", g, 8), 8).peak_memory_bytes[0], 45);
+}
+
+TEST(Simulator, GraphOneFOneBRunsBranchesTogether) {
+  auto g = diamond(1, 2);
+  const int m = 6;
+  auto graph = simulate(g, make_schedule("graph-1f1b", g, m), m);
+  EXPECT_EQ(graph.depth, 3);
+  EXPECT_NEAR(graph.iteration_s, (m + 3 - 1) * 3.0, 1e-9);
+  EXPECT_EQ(graph.in_flight, (std::vector<int>{3, 2, 2, 1}));
+  // 1F1B on the stages' linear order keeps more micro-batches in flight.
+  auto linear = simulate(g, make_schedule("1f1b", g, m), m);
+  EXPECT_EQ(linear.in_flight, (std::vector<int>{4, 3, 2, 1}));
+}
+
+TEST(Simulator, TransfersAndGradientSyncTakeTime) {
+  auto g = chain(2, 1, 2);
+  g.edges[0].forward_s = 0.5, g.edges[0].backward_s = 0.25;
+  auto r = simulate(g, make_schedule("1f1b", g, 1), 1);
+  EXPECT_NEAR(r.iteration_s, 1 + 0.5 + 1 + 2 + 0.25 + 2, 1e-9);
+  // One stage: sync of a gradient ready at the start of the last backward
+  // overlaps it (WFBP); one ready at its end does not.
+  auto one = chain(1, 1, 2);
+  one.stages[0].sync = {{"w", 0.0, 3.0}};
+  EXPECT_NEAR(simulate(one, make_schedule("1f1b", one, 1), 1).iteration_s, 4, 1e-9);
+  one.stages[0].sync = {{"w", 1.0, 3.0}};
+  EXPECT_NEAR(simulate(one, make_schedule("1f1b", one, 1), 1).iteration_s, 6, 1e-9);
+  auto trace = chrome_trace(one, simulate(one, make_schedule("1f1b", one, 1), 1));
+  int complete = 0;
+  for (const auto& ev : trace["traceEvents"]) complete += ev["ph"] == "X";
+  EXPECT_EQ(complete, 3);  // F0, B0, sync w
+}
+
+TEST(Schedule, EveryGeneratedScheduleOnRandomDagsIsValid) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 7), m = 1 + static_cast<int>(rng() % 9);
+    StageGraph g = chain(n, 1, 1);
+    g.edges.clear();
+    for (int j = 1; j < n; ++j)
+      for (int i = 0; i < j; ++i)
+        if (rng() % 3 == 0) g.edges.push_back({i, j});
+    const auto h = g.heights();
+    for (const auto& name : schedule_names()) {
+      auto s = make_schedule(name, g, m);
+      ScheduleCheck c;
+      ASSERT_NO_THROW(c = validate(g, s)) << name << " trial " << trial;
+      for (int st = 0; st < n; ++st) {
+        if (name == "graph-1f1b") {
+          EXPECT_EQ(c.in_flight[st], std::min(h[st], m));
+        }
+        if (name == "gpipe") {
+          EXPECT_EQ(c.in_flight[st], m);
+        }
+      }
+    }
+  }
+}
+
+TEST(Schedule, ValidatorRejectsMissingRepeatedAndReorderedActions) {
+  auto g = chain(2, 1, 1);
+  auto expect = [&](std::vector<std::string> lists, const std::string& needle) {
+    Schedule s{"hand", 2, {}};
+    for (const auto& l : lists) s.stages.push_back(parse_actions(l));
+    try {
+      validate(g, s);
+      FAIL() << "expected ScheduleError for " << lists[0] << " | " << lists[1];
+    } catch (const ScheduleError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect({"F0 F1 B0", "F0 B0 F1 B1"}, "stage 0: B1 is missing");
+  expect({"F0 F1 B0 B1 B1", "F0 B0 F1 B1"}, "B1 appears twice");
+  expect({"F0 B1 F1 B0", "F0 B0 F1 B1"}, "B1 comes before its own F1");
+  expect({"F0 F2 B0 B1", "F0 B0 F1 B1"}, "outside micro-batches 0..1");
+  // Stage 0 wants B0 back before it sends F1; stage 1 wants F1 before B0.
+  expect({"F0 B0 F1 B1", "F0 F1 B0 B1"}, "deadlocks: stage 0 at B0 waits for B0 of stage 1; stage 1 at F1 waits for F1 of stage 0");
+  Schedule ok{"hand", 2, {parse_actions("F0 F1 B0 B1"), parse_actions("F0 B0 F1 B1")}};
+  EXPECT_EQ(validate(g, ok).in_flight, (std::vector<int>{2, 1}));
+  EXPECT_THROW(parse_actions("F0 X1"), ScheduleError);
+  EXPECT_EQ(to_string(parse_actions("F0 F1 B0")), "F0 F1 B0");
+}
+
+TEST(StageGraph, CyclesAndBadEdgesAreRejected) {
+  auto g = chain(3, 1, 1);
+  g.edges.push_back({2, 0});
+  EXPECT_THROW(make_schedule("1f1b", g, 2), ScheduleError);
+  g.edges.back() = {0, 7};
+  EXPECT_THROW(g.check(), ScheduleError);
+  EXPECT_THROW(make_schedule("zb", chain(2, 1, 1), 2), ScheduleError);
+}
+
+}  // namespace
+}  // namespace trident::schedule
