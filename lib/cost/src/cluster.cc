@@ -178,30 +178,24 @@ ClusterSpec load_cluster(const std::string& name_or_path) {
   return parse_cluster(s.str(), name_or_path);
 }
 
-std::string ClusterSpec::to_yaml() const {
-  std::ostringstream s;
-  auto num = [](double v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
+nlohmann::json ClusterSpec::to_json() const {
+  auto link_json = [](const LinkSpec& l) {
+    return nlohmann::json{{"latency_us", l.latency_s * 1e6}, {"bandwidth_gbs", l.bandwidth / 1e9}};
   };
-  s << "name: " << name << "\n"
-    << "device:\n"
-    << "  name: " << device.name << "\n"
-    << "  float32_tflops: " << num(device.peak(graph::DType::kFloat32) / 1e12) << "\n"
-    << "  float16_tflops: " << num(device.peak(graph::DType::kFloat16) / 1e12) << "\n"
-    << "  bfloat16_tflops: " << num(device.peak(graph::DType::kBFloat16) / 1e12) << "\n"
-    << "  memory_gib: " << num(static_cast<double>(device.memory_bytes) / kGiB) << "\n"
-    << "  memory_bandwidth_gbs: " << num(device.memory_bandwidth / 1e9) << "\n"
-    << "  half_efficiency_gflop: " << num(device.half_efficiency_flops / 1e9) << "\n"
-    << "  launch_us: " << num(device.launch_s * 1e6) << "\n"
-    << "devices_per_node: " << devices_per_node << "\n"
-    << "nodes: " << nodes << "\n"
-    << "intra_node: {latency_us: " << num(intra_node.latency_s * 1e6)
-    << ", bandwidth_gbs: " << num(intra_node.bandwidth / 1e9) << "}\n"
-    << "inter_node: {latency_us: " << num(inter_node.latency_s * 1e6)
-    << ", bandwidth_gbs: " << num(inter_node.bandwidth / 1e9) << "}\n";
-  return s.str();
+  return {{"name", name},
+          {"device",
+           {{"name", device.name},
+            {"float32_tflops", device.peak(graph::DType::kFloat32) / 1e12},
+            {"float16_tflops", device.peak(graph::DType::kFloat16) / 1e12},
+            {"bfloat16_tflops", device.peak(graph::DType::kBFloat16) / 1e12},
+            {"memory_gib", static_cast<double>(device.memory_bytes) / kGiB},
+            {"memory_bandwidth_gbs", device.memory_bandwidth / 1e9},
+            {"half_efficiency_gflop", device.half_efficiency_flops / 1e9},
+            {"launch_us", device.launch_s * 1e6}}},
+          {"devices_per_node", devices_per_node},
+          {"nodes", nodes},
+          {"intra_node", link_json(intra_node)},
+          {"inter_node", link_json(inter_node)}};
 }
 
 }  // namespace trident::cost

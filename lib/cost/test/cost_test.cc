@@ -41,7 +41,7 @@ TEST(Cluster, PresetsLoadAndUnknownNamesListThem) {
 
 TEST(Cluster, FileRoundTripsAndBadFieldsAreNamed) {
   auto v100 = load_cluster("summit-v100");
-  auto again = parse_cluster(v100.to_yaml(), "x.yaml");
+  auto again = parse_cluster(v100.to_json().dump(), "x.json");
   EXPECT_DOUBLE_EQ(again.inter_node.bandwidth, v100.inter_node.bandwidth);
   EXPECT_DOUBLE_EQ(again.device.peak(graph::DType::kFloat32), v100.device.peak(graph::DType::kFloat32));
   EXPECT_EQ(again.device.memory_bytes, v100.device.memory_bytes);
@@ -60,11 +60,20 @@ TEST(Cluster, FileRoundTripsAndBadFieldsAreNamed) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  std::string bad = v100.to_yaml();
-  expect_error(bad.replace(bad.find("nodes: 64"), 9, "nodes: -1"), "'nodes' must be > 0");
-  expect_error(v100.to_yaml() + "gpus: 3\n", "unknown key 'gpus'");
-  bad = v100.to_yaml();
-  expect_error(bad.replace(bad.find("launch_us: 10"), 13, "launch_us: x"), "'device.launch_us' must be a number");
+  auto doc = v100.to_json();
+  doc["nodes"] = -1;
+  expect_error(doc.dump(), "'nodes' must be > 0");
+  doc = v100.to_json();
+  doc["gpus"] = 3;
+  expect_error(doc.dump(), "unknown key 'gpus'");
+  doc = v100.to_json();
+  doc["device"]["launch_us"] = "x";
+  expect_error(doc.dump(), "'device.launch_us' must be a number");
+  const std::string yaml =
+      "name: y\ndevice: {float32_tflops: 1, memory_gib: 2, memory_bandwidth_gbs: 3, half_efficiency_gflop: 1,"
+      " launch_us: 1}\ndevices_per_node: 2\nnodes: 3\nintra_node: {latency_us: 1, bandwidth_gbs: 10}\n"
+      "inter_node: {latency_us: 2, bandwidth_gbs: 1}\n";
+  EXPECT_EQ(parse_cluster(yaml, "c.yaml").capacity(), 6);
 }
 
 TEST(AnalyticCost, SmallMicroBatchesRunBelowPeak) {

@@ -163,20 +163,23 @@ std::vector<OpId> SpNode::ops() const {
   return out;
 }
 
-SpDecomposition sp_decompose(const OpGraph& graph) {
-  if (graph.size() == 0) throw GraphError("sp_decompose: graph '" + graph.name() + "' has no ops");
+SpDecomposition sp_decompose(const OpGraph& graph, bool skip_inputs) {
+  std::vector<OpId> all;
+  for (OpId id = 0; id < graph.size(); ++id)
+    if (!skip_inputs || !graph.op(id).is_input()) all.push_back(id);
+  if (all.empty()) throw GraphError("sp_decompose: graph '" + graph.name() + "' has no ops to decompose");
   SpDecomposition out;
-  std::vector<OpId> all(graph.size());
-  std::iota(all.begin(), all.end(), 0);
   out.root = Decomposer(graph, out).decompose(all);
   std::sort(out.added_edges.begin(), out.added_edges.end());
   return out;
 }
 
-SpDecomposition linearize(const OpGraph& graph) {
-  if (graph.size() == 0) throw GraphError("linearize: graph '" + graph.name() + "' has no ops");
+SpDecomposition linearize(const OpGraph& graph, bool skip_inputs) {
+  std::vector<OpId> order;
+  for (OpId id : graph.topo_order())
+    if (!skip_inputs || !graph.op(id).is_input()) order.push_back(id);
+  if (order.empty()) throw GraphError("linearize: graph '" + graph.name() + "' has no ops");
   SpDecomposition out;
-  const auto order = graph.topo_order();
   if (order.size() == 1) {
     out.root = SpNode::leaf(order[0]);
     return out;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "trident/graph/tensor_spec.h"
 
 namespace trident::cost {
@@ -61,7 +63,8 @@ struct ClusterSpec {
   // boundary, as the planner places power-of-two groups.
   const LinkSpec& packed_link(int count) const;
 
-  std::string to_yaml() const;
+  // The file format (JSON is YAML too, so parse_cluster reads it back).
+  nlohmann::json to_json() const;
 };
 
 const std::vector<std::string>& cluster_presets();

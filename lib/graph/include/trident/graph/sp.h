@@ -42,13 +42,16 @@ struct SpDecomposition {
   bool is_series_parallel() const { return added_edges.empty(); }
 };
 
-// Throws GraphError on an empty graph.
-SpDecomposition sp_decompose(const OpGraph& graph);
+// With `skip_inputs`, input ops (dataset fields: no cost, no predecessors)
+// are left out, so a label feeding the loss is not a "branch"; the planner
+// attaches them to a stage of their consumers afterwards.
+// Throws GraphError when no ops remain.
+SpDecomposition sp_decompose(const OpGraph& graph, bool skip_inputs = false);
 
 // The sequential view used by pipeline baselines (PipeDream): one Series of
 // leaves in `graph.topo_order()`. Edges between consecutive ops that the
 // graph lacks are reported as added.
-SpDecomposition linearize(const OpGraph& graph);
+SpDecomposition linearize(const OpGraph& graph, bool skip_inputs = false);
 
 // Compact text for tests and logs: leaves are op ids, "S(...)" and "P(...)".
 std::string to_string(const SpNode& node);

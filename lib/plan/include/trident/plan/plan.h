@@ -1,0 +1,94 @@
+// Plan: what to run where — stages (convex op sets) with their devices,
+// micro-batch and schedule actions, the stage graph's edges and the tensors
+// that cross them, a gradient-sync method per parameter, and the planner's
+// predictions. Plans are data ("trident-plan/1" JSON): the planner writes
+// them, people may edit or write them, and the runtime executes any plan that
+// `validate_plan` accepts. Torch-free.
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trident/graph/op_graph.h"
+
+namespace trident::plan {
+
+// A bad plan, a bad planning request, or no feasible plan. The message names
+// the field or stage, the value, and what is allowed.
+class PlanError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct PlanStage {
+  int id = 0;
+  std::vector<std::string> ops;  // op names, topological order
+  std::vector<int> devices;      // global device ids; replicas = devices.size()
+  int micro_batch = 0;           // rows per micro-batch (split among replicas)
+  std::string actions;           // schedule, e.g. "F0 F1 B0 F2 B1 B2"
+  // Filled by prediction (planner or simulate).
+  int in_flight = 0;
+  double predicted_tps_s = 0;     // time per sample of this stage
+  double memory_bytes = 0;        // peak per device
+  double param_bytes = 0;
+  double activation_bytes = 0;    // one micro-batch in flight, per device
+  double forward_s = 0, backward_s = 0, sync_s = 0;
+};
+
+struct PlanTensor {
+  std::string op;  // producer; the tensor is its output
+  std::vector<std::int64_t> shape;
+  std::string dtype;
+};
+
+struct PlanEdge {
+  int from = 0, to = 0;
+  std::vector<PlanTensor> tensors;
+};
+
+struct Prediction {
+  double iteration_s = 0, samples_per_s = 0, bubble_fraction = 0;
+  int depth = 0;
+};
+
+struct Plan {
+  std::string model, preset;
+  nlohmann::json cluster;     // ClusterSpec::to_json(), so a plan stands alone
+  nlohmann::json cost_model;  // CostModel::describe()
+  int devices = 0, mini_batch = 0;
+  std::string partitioner, schedule;
+  int optimizer_states = 2;   // tensors of optimizer state per parameter (Adam 2, SGD+momentum 1)
+  std::vector<PlanStage> stages;
+  std::vector<PlanEdge> edges;
+  std::map<std::string, std::string> grad_sync;  // parameter -> allreduce | ps | sfb
+  Prediction predicted;
+  double search_seconds = 0;
+
+  int micro_batches() const;  // mini_batch / micro_batch
+  nlohmann::json to_json() const;
+  // Throws PlanError naming the missing or mistyped field.
+  static Plan from_json(const nlohmann::json& doc, const std::string& origin);
+};
+
+Plan load_plan(const std::string& path);
+
+// Checks a plan against its model's graph: every op in exactly one stage,
+// stages convex and their dependencies acyclic, devices in range and used
+// once, micro-batch sizes that divide the mini-batch and split evenly among
+// replicas, parameters' sync methods known (sfb only on Linear weights), and
+// schedule actions that pass the schedule validator. Rebuilds `edges` from
+// the graph when the plan has none. Throws PlanError naming the problem.
+void validate_plan(Plan& plan, const graph::OpGraph& graph);
+
+// The stage of every op (by op id) of a validated plan.
+std::vector<int> stage_of_ops(const Plan& plan, const graph::OpGraph& graph);
+
+// Graphviz DOT of the stage graph: one box per stage (ops, devices), edges
+// labelled with the tensors that cross them.
+std::string to_dot(const Plan& plan);
+
+}  // namespace trident::plan

@@ -1,0 +1,105 @@
+// The planner: given a model's graph, a cluster and a cost model, find the
+// plan that trains fastest within device memory, and predict what it does.
+//
+//   graphpipe  GraphPipe (REFERENCE.md §2): binary search on the bottleneck
+//              time per sample (TPS); for each target a dynamic program over
+//              the series-parallel decomposition decides feasibility with the
+//              least pipeline depth. Stages form a DAG; schedule graph-1f1b.
+//   pipedream  the sequential baseline: the same search over a linearised
+//              graph (contiguous cuts of a topological order); schedule 1f1b.
+//   dp         one stage over all devices (pure data parallelism).
+//
+// Every partitioner tries each power-of-two micro-batch that divides the
+// mini-batch (or the one requested), simulates each candidate plan, and keeps
+// the one with the most samples per second. Stage data-parallel degrees are
+// powers of two that divide the micro-batch. Each parameter of a stage with
+// several replicas gets a sync method (HybComm by default). See Note [Stage
+// memory] for what must fit on a device.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trident/cost/cluster.h"
+#include "trident/cost/cost_model.h"
+#include "trident/graph/sp.h"
+#include "trident/plan/plan.h"
+#include "trident/schedule/simulator.h"
+#include "trident/schedule/stage_graph.h"
+
+namespace trident::plan {
+
+struct PlanRequest {
+  std::string model, preset;  // recorded in the plan
+  int devices = 1;
+  int mini_batch = 1;
+  std::optional<int> micro_batch;  // default: searched
+  std::string partitioner = "graphpipe";
+  std::string schedule;            // default: graph-1f1b for graphpipe, else 1f1b
+  std::string grad_sync = "hybrid";  // hybrid | allreduce | ps | sfb (sfb where it applies, else allreduce)
+  int optimizer_states = 2;
+  std::optional<double> device_memory_bytes;  // default: the cluster's device memory
+  double tolerance = 1e-3;  // relative, of the binary search on TPS
+  int max_pieces = 64;      // coarsening: at most this many cut points per series
+};
+
+const std::vector<std::string>& partitioner_names();
+
+class Planner {
+ public:
+  // Throws PlanError naming a bad request field.
+  Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::CostModel cost, PlanRequest request);
+
+  const graph::OpGraph& graph() const { return graph_; }
+  const cost::ClusterSpec& cluster() const { return cluster_; }
+  const cost::CostModel& cost() const { return cost_; }
+  const PlanRequest& request() const { return request_; }
+  double memory_cap() const;
+
+  // Runs the requested partitioner. Throws PlanError "no feasible plan: ..."
+  // naming the stage or op that does not fit, its need and the limit.
+  Plan plan() const;
+
+  // Fills a plan's predictions (per-stage TPS, memory, in-flight, actions if
+  // empty; iteration time, samples/s, bubble, depth) by simulating it.
+  schedule::SimResult predict(Plan& plan) const;
+  schedule::StageGraph stage_graph(const Plan& plan) const;
+
+  // One stage candidate: ops and data-parallel degree.
+  struct StageChoice {
+    std::vector<graph::OpId> ops;
+    int replicas = 1;
+  };
+  // The TPS search at one micro-batch over a decomposition (graphpipe uses
+  // sp_decompose, pipedream linearize): the least bottleneck TPS found (to
+  // the tolerance), and the stages of a least-depth partition at that TPS.
+  struct Search {
+    double tps = 0;
+    int depth = 0;
+    std::vector<StageChoice> stages;
+  };
+  std::optional<Search> search(const graph::SpDecomposition& sp, int micro_batch) const;
+
+  // A plan from stage choices: orders stages, places devices, finds edges and
+  // sync methods, builds the schedule and predicts. Throws PlanError if a
+  // stage does not fit in memory.
+  Plan assemble(const std::vector<StageChoice>& stages, int micro_batch, const std::string& partitioner) const;
+
+  // The bottleneck TPS of a set of stages under this planner's model, and
+  // whether all fit in memory, with in-flight counts from `heights` (longest
+  // path to a sink in stages, per stage). Used by the exhaustive checks.
+  struct Evaluation {
+    double tps = 0;
+    bool fits = false;
+  };
+  Evaluation evaluate(const std::vector<StageChoice>& stages, const std::vector<int>& heights, int micro_batch) const;
+
+ private:
+  const graph::OpGraph& graph_;
+  cost::ClusterSpec cluster_;
+  cost::CostModel cost_;
+  PlanRequest request_;
+};
+
+}  // namespace trident::plan

@@ -1,0 +1,63 @@
+#include "estimate.h"
+
+#include <algorithm>
+
+namespace trident::plan::detail {
+
+cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const graph::ParamSpec& param, int replicas,
+                          const cost::LinkSpec& link) {
+  const auto& rule = planner.request().grad_sync;
+  const std::int64_t samples = planner.request().mini_batch / replicas;
+  const auto& device = planner.cluster().device;
+  if (rule == "hybrid") return cost::choose_sync(op, param, samples, replicas, link, device);
+  auto method = cost::sync_method_from_string(rule);
+  if (method == cost::SyncMethod::kSfb && !cost::sfb_shape(op, param)) method = cost::SyncMethod::kAllReduce;
+  return cost::sync_cost(method, op, param, samples, replicas, link, device);
+}
+
+StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,
+                             int micro_batch, const cost::LinkSpec& link,
+                             const std::map<std::string, std::string>* fixed) {
+  const auto& g = planner.graph();
+  const std::int64_t rows = micro_batch / replicas;
+  const auto& req = planner.request();
+  StageEstimate e;
+  std::vector<double> backward(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto& op = g.op(ops[i]);
+    e.forward_s += planner.cost().forward_s(op, rows);
+    backward[i] = planner.cost().backward_s(op, rows);
+    e.backward_s += backward[i];
+    e.param_bytes += static_cast<double>(op.param_bytes());
+    e.activation_bytes += static_cast<double>(op.activation_bytes * rows);
+  }
+  e.static_bytes = e.param_bytes * (2 + req.optimizer_states);
+  if (replicas <= 1) return e;
+  // WFBP: backward runs from the last op to the first; an op's gradients are
+  // ready once its own backward is done.
+  double done = 0;
+  for (std::size_t i = ops.size(); i-- > 0;) {
+    done += backward[i];
+    const auto& op = g.op(ops[i]);
+    for (const auto& p : op.params) {
+      const std::string* forced = nullptr;
+      if (fixed) {
+        auto it = fixed->find(p.name);
+        if (it != fixed->end()) forced = &it->second;
+      }
+      cost::SyncChoice c;
+      if (forced) {
+        c = cost::sync_cost(cost::sync_method_from_string(*forced), op, p, req.mini_batch / replicas, replicas, link,
+                            planner.cluster().device);
+      } else {
+        c = sync_for(planner, op, p, replicas, link);
+      }
+      e.sync_s += c.seconds;
+      e.sync.push_back({p.name, e.backward_s > 0 ? done / e.backward_s : 1.0, c.seconds});
+      e.methods.emplace_back(p.name, c.method);
+    }
+  }
+  return e;
+}
+
+}  // namespace trident::plan::detail

@@ -1,0 +1,269 @@
+#include "trident/plan/plan.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "trident/cost/comm.h"
+#include "trident/graph/subgraph.h"
+#include "trident/schedule/schedule.h"
+
+namespace trident::plan {
+namespace {
+
+template <class T>
+T field(const nlohmann::json& obj, const std::string& key, const std::string& where, const std::string& origin,
+        const char* expected) {
+  if (!obj.contains(key)) throw PlanError("plan " + origin + ": " + where + key + " is missing");
+  try {
+    return obj.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw PlanError("plan " + origin + ": " + where + key + " must be " + expected + ", got " + obj.at(key).dump());
+  }
+}
+
+}  // namespace
+
+int Plan::micro_batches() const {
+  return stages.empty() || stages[0].micro_batch <= 0 ? 0 : mini_batch / stages[0].micro_batch;
+}
+
+nlohmann::json Plan::to_json() const {
+  nlohmann::json doc{{"format", "trident-plan/1"},
+                     {"model", model},
+                     {"preset", preset},
+                     {"cluster", cluster},
+                     {"cost_model", cost_model},
+                     {"devices", devices},
+                     {"mini_batch", mini_batch},
+                     {"micro_batch", stages.empty() ? 0 : stages[0].micro_batch},
+                     {"partitioner", partitioner},
+                     {"schedule", schedule},
+                     {"optimizer_states", optimizer_states},
+                     {"stages", nlohmann::json::array()},
+                     {"edges", nlohmann::json::array()},
+                     {"grad_sync", grad_sync},
+                     {"predicted",
+                      {{"iteration_s", predicted.iteration_s},
+                       {"samples_per_s", predicted.samples_per_s},
+                       {"bubble_fraction", predicted.bubble_fraction},
+                       {"depth", predicted.depth}}},
+                     {"search_seconds", search_seconds}};
+  for (const auto& s : stages) {
+    doc["stages"].push_back({{"id", s.id},
+                             {"ops", s.ops},
+                             {"devices", s.devices},
+                             {"micro_batch", s.micro_batch},
+                             {"in_flight", s.in_flight},
+                             {"predicted_tps_s", s.predicted_tps_s},
+                             {"memory_bytes", s.memory_bytes},
+                             {"param_bytes", s.param_bytes},
+                             {"activation_bytes", s.activation_bytes},
+                             {"forward_s", s.forward_s},
+                             {"backward_s", s.backward_s},
+                             {"sync_s", s.sync_s},
+                             {"actions", s.actions}});
+  }
+  for (const auto& e : edges) {
+    auto tensors = nlohmann::json::array();
+    for (const auto& t : e.tensors) tensors.push_back({{"op", t.op}, {"shape", t.shape}, {"dtype", t.dtype}});
+    doc["edges"].push_back({{"from", e.from}, {"to", e.to}, {"tensors", tensors}});
+  }
+  return doc;
+}
+
+Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
+  if (!doc.is_object() || doc.value("format", "") != "trident-plan/1")
+    throw PlanError("plan " + origin + ": not a trident plan (expected \"format\": \"trident-plan/1\")");
+  Plan p;
+  p.model = field<std::string>(doc, "model", "", origin, "a model name");
+  p.preset = field<std::string>(doc, "preset", "", origin, "a preset name");
+  p.cluster = doc.value("cluster", nlohmann::json());
+  p.cost_model = doc.value("cost_model", nlohmann::json{{"kind", "analytic"}});
+  p.devices = field<int>(doc, "devices", "", origin, "an integer");
+  p.mini_batch = field<int>(doc, "mini_batch", "", origin, "an integer");
+  p.partitioner = doc.value("partitioner", "hand-written");
+  p.schedule = doc.value("schedule", "1f1b");
+  p.optimizer_states = doc.contains("optimizer_states") ? field<int>(doc, "optimizer_states", "", origin, "an integer") : 2;
+  if (!doc.contains("stages") || !doc["stages"].is_array())
+    throw PlanError("plan " + origin + ": stages must be a list of {id, ops, devices, micro_batch}");
+  for (std::size_t i = 0; i < doc["stages"].size(); ++i) {
+    const auto& js = doc["stages"][i];
+    const std::string where = "stages[" + std::to_string(i) + "].";
+    PlanStage s;
+    s.id = field<int>(js, "id", where, origin, "an integer");
+    s.ops = field<std::vector<std::string>>(js, "ops", where, origin, "a list of op names");
+    s.devices = field<std::vector<int>>(js, "devices", where, origin, "a list of device ids");
+    s.micro_batch = field<int>(js, "micro_batch", where, origin, "an integer");
+    s.actions = js.value("actions", "");
+    s.in_flight = js.value("in_flight", 0);
+    s.predicted_tps_s = js.value("predicted_tps_s", 0.0);
+    s.memory_bytes = js.value("memory_bytes", 0.0);
+    s.param_bytes = js.value("param_bytes", 0.0);
+    s.activation_bytes = js.value("activation_bytes", 0.0);
+    s.forward_s = js.value("forward_s", 0.0);
+    s.backward_s = js.value("backward_s", 0.0);
+    s.sync_s = js.value("sync_s", 0.0);
+    p.stages.push_back(std::move(s));
+  }
+  if (doc.contains("grad_sync"))
+    p.grad_sync = field<std::map<std::string, std::string>>(doc, "grad_sync", "", origin, "a map parameter -> method");
+  if (doc.contains("predicted")) {
+    const auto& pr = doc["predicted"];
+    p.predicted = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), pr.value("bubble_fraction", 0.0),
+                   pr.value("depth", 0)};
+  }
+  p.search_seconds = doc.value("search_seconds", 0.0);
+  return p;
+}
+
+Plan load_plan(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw PlanError("plan: cannot read '" + path + "'");
+  nlohmann::json doc;
+  try {
+    in >> doc;
+  } catch (const nlohmann::json::exception& e) {
+    throw PlanError("plan " + path + ": not valid JSON: " + e.what());
+  }
+  return Plan::from_json(doc, path);
+}
+
+std::vector<int> stage_of_ops(const Plan& plan, const graph::OpGraph& g) {
+  std::vector<int> stage(g.size(), -1);
+  for (const auto& s : plan.stages) {
+    for (const auto& name : s.ops) {
+      auto id = g.find(name);
+      if (!id) throw PlanError("stage " + std::to_string(s.id) + ": op '" + name + "' is not in model " + g.name());
+      if (stage[*id] >= 0)
+        throw PlanError("op '" + name + "' is in stage " + std::to_string(stage[*id]) + " and stage " +
+                        std::to_string(s.id) + "; each op belongs to exactly one stage");
+      stage[*id] = s.id;
+    }
+  }
+  for (graph::OpId id = 0; id < g.size(); ++id)
+    if (stage[id] < 0)
+      throw PlanError("op '" + g.op(id).name + "' is in no stage; every op of " + g.name() +
+                      " must be in exactly one");
+  return stage;
+}
+
+void validate_plan(Plan& plan, const graph::OpGraph& g) {
+  const int n = static_cast<int>(plan.stages.size());
+  if (n == 0) throw PlanError("plan has no stages");
+  if (plan.devices < 1) throw PlanError("plan devices must be >= 1, got " + std::to_string(plan.devices));
+  if (plan.mini_batch < 1) throw PlanError("plan mini_batch must be >= 1, got " + std::to_string(plan.mini_batch));
+  std::vector<int> owner(plan.devices, -1);
+  for (int i = 0; i < n; ++i) {
+    auto& s = plan.stages[i];
+    const std::string st = "stage " + std::to_string(i);
+    if (s.id != i) throw PlanError("stages[" + std::to_string(i) + "].id is " + std::to_string(s.id) + "; ids must be 0, 1, 2, ... in order");
+    if (s.devices.empty()) throw PlanError(st + " has no devices");
+    for (int d : s.devices) {
+      if (d < 0 || d >= plan.devices)
+        throw PlanError(st + ": device " + std::to_string(d) + " is outside 0.." + std::to_string(plan.devices - 1));
+      if (owner[d] >= 0)
+        throw PlanError("device " + std::to_string(d) + " is used by stage " + std::to_string(owner[d]) + " and " + st);
+      owner[d] = i;
+    }
+    if (s.micro_batch < 1 || plan.mini_batch % s.micro_batch)
+      throw PlanError(st + ": micro_batch " + std::to_string(s.micro_batch) + " must divide mini_batch " +
+                      std::to_string(plan.mini_batch));
+    if (s.micro_batch != plan.stages[0].micro_batch)
+      throw PlanError(st + " has micro_batch " + std::to_string(s.micro_batch) + " but stage 0 has " +
+                      std::to_string(plan.stages[0].micro_batch) + "; all stages use the same micro-batch");
+    if (s.micro_batch % static_cast<int>(s.devices.size()))
+      throw PlanError(st + ": micro_batch " + std::to_string(s.micro_batch) + " does not split evenly among its " +
+                      std::to_string(s.devices.size()) + " devices");
+  }
+  const auto stage = stage_of_ops(plan, g);
+  for (int i = 0; i < n; ++i) {
+    std::set<graph::OpId> ops;
+    for (const auto& name : plan.stages[i].ops) ops.insert(g.id_of(name));
+    try {
+      graph::make_subgraph(g, ops);
+    } catch (const graph::GraphError& e) {
+      throw PlanError("stage " + std::to_string(i) + " is not convex: " + e.what());
+    }
+    // Keep ops in topological order, as the runtime runs them.
+    std::vector<graph::OpId> sorted(ops.begin(), ops.end());
+    plan.stages[i].ops.clear();
+    for (auto id : sorted) plan.stages[i].ops.push_back(g.op(id).name);
+  }
+  // Edges: one per stage pair, carrying each producer's output once.
+  std::map<std::pair<int, int>, std::set<graph::OpId>> crossing;
+  for (graph::OpId id = 0; id < g.size(); ++id)
+    for (graph::OpId c : g.consumers(id))
+      if (stage[id] != stage[c]) crossing[{stage[id], stage[c]}].insert(id);
+  plan.edges.clear();
+  schedule::StageGraph sg;
+  sg.stages.resize(n);
+  for (const auto& [key, producers] : crossing) {
+    PlanEdge e{key.first, key.second, {}};
+    for (auto id : producers) {
+      const auto& out = g.op(id).output;
+      e.tensors.push_back({g.op(id).name, out.shape, graph::to_string(out.dtype)});
+    }
+    plan.edges.push_back(std::move(e));
+    sg.edges.push_back({key.first, key.second});
+  }
+  try {
+    sg.check();
+  } catch (const schedule::ScheduleError&) {
+    throw PlanError("the stages' dependencies form a cycle; split or merge stages so that they form a DAG");
+  }
+  for (const auto& [name, method] : plan.grad_sync) {
+    cost::SyncMethod m;
+    try {
+      m = cost::sync_method_from_string(method);
+    } catch (const std::exception& e) {
+      throw PlanError("grad_sync['" + name + "']: " + e.what());
+    }
+    const graph::Op* owner_op = nullptr;
+    const graph::ParamSpec* param = nullptr;
+    for (const auto& op : g.ops())
+      for (const auto& p : op.params)
+        if (p.name == name) owner_op = &op, param = &p;
+    if (!param) throw PlanError("grad_sync names '" + name + "', which is not a parameter of " + g.name());
+    if (m == cost::SyncMethod::kSfb && !cost::sfb_shape(*owner_op, *param))
+      throw PlanError("grad_sync['" + name + "'] is sfb, which applies only to Linear weights; use allreduce or ps");
+  }
+  const bool any_actions = std::any_of(plan.stages.begin(), plan.stages.end(), [](auto& s) { return !s.actions.empty(); });
+  if (any_actions) {
+    schedule::Schedule s{plan.schedule, plan.micro_batches(), {}};
+    for (const auto& st : plan.stages) {
+      try {
+        s.stages.push_back(schedule::parse_actions(st.actions));
+      } catch (const schedule::ScheduleError& e) {
+        throw PlanError("stage " + std::to_string(st.id) + " actions: " + e.what());
+      }
+    }
+    try {
+      schedule::validate(sg, s);
+    } catch (const schedule::ScheduleError& e) {
+      throw PlanError(std::string("plan schedule: ") + e.what());
+    }
+  }
+}
+
+std::string to_dot(const Plan& plan) {
+  std::ostringstream s;
+  s << "digraph plan {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\"];\n";
+  for (const auto& st : plan.stages) {
+    s << "  s" << st.id << " [label=\"stage " << st.id << " (" << st.ops.size() << " ops)\\n";
+    if (!st.ops.empty()) s << st.ops.front() << (st.ops.size() > 1 ? " .. " + st.ops.back() : "") << "\\n";
+    s << "devices";
+    for (int d : st.devices) s << " " << d;
+    s << "\\nmicro-batch " << st.micro_batch << ", in flight " << st.in_flight << "\"];\n";
+  }
+  for (const auto& e : plan.edges) {
+    s << "  s" << e.from << " -> s" << e.to << " [label=\"";
+    for (std::size_t i = 0; i < e.tensors.size(); ++i) s << (i ? "\\n" : "") << e.tensors[i].op;
+    s << "\"];\n";
+  }
+  s << "}\n";
+  return s.str();
+}
+
+}  // namespace trident::plan

@@ -1,0 +1,283 @@
+#include "trident/plan/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "estimate.h"
+#include "trident/graph/sp.h"
+
+namespace trident::plan {
+namespace {
+
+std::string gib(double bytes) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(2);
+  s << bytes / (1024.0 * 1024 * 1024) << " GiB";
+  return s.str();
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+}  // namespace
+
+const std::vector<std::string>& partitioner_names() {
+  static const std::vector<std::string> names{"graphpipe", "pipedream", "dp"};
+  return names;
+}
+
+Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::CostModel cost, PlanRequest request)
+    : graph_(graph), cluster_(std::move(cluster)), cost_(std::move(cost)), request_(std::move(request)) {
+  auto& r = request_;
+  if (r.devices < 1) throw PlanError("devices must be >= 1, got " + std::to_string(r.devices));
+  if (r.devices > cluster_.capacity())
+    throw PlanError("devices " + std::to_string(r.devices) + " is more than cluster " + cluster_.name + " has (" +
+                    std::to_string(cluster_.capacity()) + ")");
+  if (r.mini_batch < 1) throw PlanError("mini-batch must be >= 1, got " + std::to_string(r.mini_batch));
+  if (r.micro_batch && (*r.micro_batch < 1 || r.mini_batch % *r.micro_batch))
+    throw PlanError("micro-batch " + std::to_string(*r.micro_batch) + " must divide the mini-batch " +
+                    std::to_string(r.mini_batch));
+  if (std::find(partitioner_names().begin(), partitioner_names().end(), r.partitioner) == partitioner_names().end())
+    throw PlanError("partitioner '" + r.partitioner + "' is unknown; use " + join(partitioner_names()));
+  if (r.schedule.empty()) r.schedule = r.partitioner == "graphpipe" ? "graph-1f1b" : "1f1b";
+  const auto& sn = schedule::schedule_names();
+  if (std::find(sn.begin(), sn.end(), r.schedule) == sn.end())
+    throw PlanError("schedule '" + r.schedule + "' is unknown; use " + join(sn));
+  if (r.grad_sync != "hybrid" && r.grad_sync != "allreduce" && r.grad_sync != "ps" && r.grad_sync != "sfb")
+    throw PlanError("grad_sync '" + r.grad_sync + "' is unknown; use hybrid, allreduce, ps or sfb");
+  if (r.optimizer_states < 0) throw PlanError("optimizer states must be >= 0");
+  if (r.device_memory_bytes && !(*r.device_memory_bytes > 0)) throw PlanError("device memory must be > 0");
+  if (!(r.tolerance > 0 && r.tolerance < 1)) throw PlanError("tolerance must be in (0, 1)");
+  if (r.max_pieces < 2) throw PlanError("max_pieces must be >= 2");
+}
+
+double Planner::memory_cap() const {
+  return request_.device_memory_bytes ? *request_.device_memory_bytes
+                                      : static_cast<double>(cluster_.device.memory_bytes);
+}
+
+schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
+  schedule::StageGraph sg;
+  std::vector<std::vector<graph::OpId>> ops(plan.stages.size());
+  for (const auto& st : plan.stages) {
+    for (const auto& name : st.ops) ops[st.id].push_back(graph_.id_of(name));
+    auto e = detail::estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
+                                    cluster_.group_link(st.devices), &plan.grad_sync);
+    schedule::StageCost c;
+    c.name = "s" + std::to_string(st.id);
+    c.replicas = static_cast<int>(st.devices.size());
+    c.forward_s = e.forward_s, c.backward_s = e.backward_s;
+    c.static_bytes = e.static_bytes, c.activation_bytes = e.activation_bytes;
+    c.sync = e.sync;
+    sg.stages.push_back(std::move(c));
+  }
+  for (const auto& e : plan.edges) {
+    const auto& a = plan.stages[e.from];
+    const auto& b = plan.stages[e.to];
+    double fwd = 0, bwd = 0;
+    for (const auto& t : e.tensors) {
+      const auto& spec = graph_.op(graph_.id_of(t.op)).output;
+      fwd += static_cast<double>(spec.bytes());
+      if (spec.dtype != graph::DType::kInt64) bwd += static_cast<double>(spec.bytes());
+    }
+    // Replicas send their row slices at once; the slowest link between the
+    // two device groups carries each slice.
+    const int lanes = static_cast<int>(std::min(a.devices.size(), b.devices.size()));
+    std::vector<int> both = a.devices;
+    both.insert(both.end(), b.devices.begin(), b.devices.end());
+    const auto& link = cluster_.group_link(both);
+    const double rows = static_cast<double>(a.micro_batch) / lanes;
+    sg.edges.push_back({e.from, e.to, cost::p2p_s(link, fwd * rows), cost::p2p_s(link, bwd * rows)});
+  }
+  return sg;
+}
+
+schedule::SimResult Planner::predict(Plan& plan) const {
+  const auto sg = stage_graph(plan);
+  schedule::Schedule s;
+  if (std::all_of(plan.stages.begin(), plan.stages.end(), [](auto& st) { return !st.actions.empty(); })) {
+    s = {plan.schedule, plan.micro_batches(), {}};
+    for (const auto& st : plan.stages) s.stages.push_back(schedule::parse_actions(st.actions));
+  } else {
+    s = schedule::make_schedule(plan.schedule, sg, plan.micro_batches());
+    for (auto& st : plan.stages) st.actions = schedule::to_string(s.stages[st.id]);
+  }
+  auto r = schedule::simulate(sg, s, plan.mini_batch);
+  for (auto& st : plan.stages) {
+    const auto& c = sg.stages[st.id];
+    st.in_flight = r.in_flight[st.id];
+    st.memory_bytes = r.peak_memory_bytes[st.id];
+    st.param_bytes = c.static_bytes / (2 + plan.optimizer_states);
+    st.activation_bytes = c.activation_bytes;
+    st.forward_s = c.forward_s, st.backward_s = c.backward_s;
+    st.sync_s = 0;
+    for (const auto& t : c.sync) st.sync_s += t.seconds;
+    st.predicted_tps_s = (c.forward_s + c.backward_s) / st.micro_batch + st.sync_s / plan.mini_batch;
+  }
+  plan.predicted = {r.iteration_s, r.samples_per_s, r.bubble_fraction, r.depth};
+  return r;
+}
+
+Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, const std::string& partitioner) const {
+  // Order stages topologically by their dependencies.
+  const int n = static_cast<int>(stages.size());
+  std::vector<int> stage(graph_.size(), -1);
+  for (int i = 0; i < n; ++i)
+    for (auto id : stages[i].ops) stage[id] = i;
+  auto stage_order = [&] {
+    schedule::StageGraph dag;
+    dag.stages.resize(n);
+    std::set<std::pair<int, int>> seen;
+    for (graph::OpId id = 0; id < graph_.size(); ++id)
+      for (auto c : graph_.consumers(id))
+        if (stage[id] >= 0 && stage[id] != stage[c] && seen.insert({stage[id], stage[c]}).second)
+          dag.edges.push_back({stage[id], stage[c]});
+    return dag.topo_order();
+  };
+  auto order = stage_order();
+  // Input ops the search left out join their earliest consumer's stage, which
+  // keeps every stage convex and the stage graph acyclic.
+  std::vector<int> position(n);
+  for (int i = 0; i < n; ++i) position[order[i]] = i;
+  std::vector<std::vector<graph::OpId>> ops(n);
+  for (int i = 0; i < n; ++i) ops[i] = stages[i].ops;
+  for (graph::OpId id = 0; id < graph_.size(); ++id) {
+    if (stage[id] >= 0) continue;
+    int best = -1;
+    for (auto c : graph_.consumers(id))
+      if (stage[c] >= 0 && (best < 0 || position[stage[c]] < position[best])) best = stage[c];
+    if (best < 0) throw PlanError("internal: op '" + graph_.op(id).name + "' is in no stage");
+    stage[id] = best;
+    ops[best].push_back(id);
+  }
+  for (auto& v : ops) std::sort(v.begin(), v.end());
+  Plan plan;
+  plan.model = request_.model, plan.preset = request_.preset;
+  plan.cluster = cluster_.to_json();
+  plan.cost_model = cost_.describe();
+  plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
+  plan.partitioner = partitioner, plan.schedule = request_.schedule;
+  plan.optimizer_states = request_.optimizer_states;
+  for (int i = 0; i < n; ++i) {
+    PlanStage st;
+    st.id = i;
+    st.micro_batch = micro_batch;
+    for (auto id : ops[order[i]]) st.ops.push_back(graph_.op(id).name);
+    plan.stages.push_back(std::move(st));
+  }
+  // Place power-of-two groups largest first so none straddles a node it fits in.
+  std::vector<int> by_size(n);
+  for (int i = 0; i < n; ++i) by_size[i] = i;
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](int a, int b) { return stages[order[a]].replicas > stages[order[b]].replicas; });
+  int next = 0;
+  for (int i : by_size)
+    for (int r = 0; r < stages[order[i]].replicas; ++r) plan.stages[i].devices.push_back(next++);
+  if (next > request_.devices)
+    throw PlanError("internal: plan uses " + std::to_string(next) + " devices of " + std::to_string(request_.devices));
+  validate_plan(plan, graph_);
+  // Sync methods by the request's rule on each stage's own link.
+  for (const auto& st : plan.stages) {
+    if (st.devices.size() < 2) continue;
+    for (const auto& name : st.ops) {
+      const auto& op = graph_.op(graph_.id_of(name));
+      for (const auto& p : op.params)
+        plan.grad_sync[p.name] = cost::to_string(
+            detail::sync_for(*this, op, p, static_cast<int>(st.devices.size()), cluster_.group_link(st.devices)).method);
+    }
+  }
+  predict(plan);
+  for (const auto& st : plan.stages) {
+    if (st.memory_bytes > memory_cap())
+      throw PlanError("no feasible plan: stage " + std::to_string(st.id) + " (" + std::to_string(st.ops.size()) +
+                      " ops, " + st.ops.front() + " .. " + st.ops.back() + ") needs " + gib(st.memory_bytes) +
+                      " per device (" + gib(st.param_bytes * (2 + plan.optimizer_states)) +
+                      " weights, gradients and optimizer state, " + std::to_string(st.in_flight) + " x " +
+                      gib(st.activation_bytes) + " activations), over the " + gib(memory_cap()) + " of a " +
+                      cluster_.device.name);
+  }
+  return plan;
+}
+
+Planner::Evaluation Planner::evaluate(const std::vector<StageChoice>& stages, const std::vector<int>& heights,
+                                      int micro_batch) const {
+  Evaluation ev{0, true};
+  const int m = request_.mini_batch / micro_batch;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const int d = stages[i].replicas;
+    auto e = detail::estimate_stage(*this, stages[i].ops, d, micro_batch, cluster_.packed_link(d));
+    ev.tps = std::max(ev.tps, e.tps(micro_batch, request_.mini_batch));
+    if (e.memory(std::min(heights[i], m)) > memory_cap()) ev.fits = false;
+  }
+  return ev;
+}
+
+Plan Planner::plan() const {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> micro_batches;
+  if (request_.micro_batch) {
+    micro_batches.push_back(*request_.micro_batch);
+  } else {
+    for (int b = 1; b <= request_.mini_batch; b *= 2)
+      if (request_.mini_batch % b == 0) micro_batches.push_back(b);
+  }
+  std::optional<Plan> best;
+  std::string reason;
+  graph::SpDecomposition sp;
+  if (request_.partitioner == "graphpipe") sp = graph::sp_decompose(graph_, /*skip_inputs=*/true);
+  if (request_.partitioner == "pipedream") sp = graph::linearize(graph_, /*skip_inputs=*/true);
+  for (int b : micro_batches) {
+    std::vector<StageChoice> stages;
+    if (request_.partitioner == "dp") {
+      int d = 1;
+      while (d * 2 <= request_.devices && b % (d * 2) == 0) d *= 2;
+      std::vector<graph::OpId> all(graph_.size());
+      for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
+      stages.push_back({all, d});
+    } else {
+      auto found = search(sp, b);
+      if (!found) continue;
+      stages = found->stages;
+    }
+    try {
+      Plan p = assemble(stages, b, request_.partitioner);
+      if (!best || p.predicted.samples_per_s > best->predicted.samples_per_s) best = std::move(p);
+    } catch (const PlanError& e) {
+      if (reason.empty()) reason = e.what();
+    }
+  }
+  if (!best) {
+    if (reason.empty()) {
+      // Name the op that cannot fit on one device even alone, if there is one.
+      const int b = micro_batches.front();
+      for (graph::OpId id = 0; id < graph_.size(); ++id) {
+        auto e = detail::estimate_stage(*this, {id}, 1, b, cluster_.intra_node);
+        if (e.memory(1) > memory_cap())
+          throw PlanError("no feasible plan: op '" + graph_.op(id).name + "' alone needs " + gib(e.memory(1)) +
+                          " on one device at micro-batch " + std::to_string(b) + ", over the " + gib(memory_cap()) +
+                          " of a " + cluster_.device.name + "; raise --device-memory-gb or use a smaller preset");
+      }
+      double total = 0;
+      std::vector<graph::OpId> all(graph_.size());
+      for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
+      total = detail::estimate_stage(*this, all, 1, b, cluster_.intra_node).static_bytes;
+      reason = "no feasible plan: " + graph_.name() + " needs " + gib(total) +
+               " for weights, gradients and optimizer state plus activations, and no split into stages fits on " +
+               std::to_string(request_.devices) + " devices of " + gib(memory_cap()) +
+               "; add devices or raise --device-memory-gb";
+    }
+    throw PlanError(reason);
+  }
+  best->search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return *best;
+}
+
+}  // namespace trident::plan
