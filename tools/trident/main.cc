@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "plan_commands.h"
 #include "trident/data/dataset.h"
 #include "trident/runtime/blas.h"
 #include "trident/runtime/checkpoint.h"
@@ -99,6 +100,11 @@ int main(int argc, char** argv) {
   graph_cmd->add_option("--out", out, "write the graph JSON here");
   graph_cmd->add_flag("--ops", all_ops, "print one line per op");
 
+  cli::PlanArgs plan_args;
+  auto* plan_cmd = cli::add_plan_command(app, plan_args);
+  cli::SimulateArgs simulate_args;
+  auto* simulate_cmd = cli::add_simulate_command(app, simulate_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -109,11 +115,13 @@ int main(int argc, char** argv) {
   try {
     if (*train_cmd) return train(config_path, sets, resume_dir);
     if (*graph_cmd) return show_graph(model, preset, out, all_ops);
+    if (*plan_cmd) return cli::run_plan(plan_args);
+    if (*simulate_cmd) return cli::run_simulate(simulate_args);
   } catch (const std::exception& e) {
     // Bad input (config, data, flags) is exit 2; anything while running is 1.
     const bool bad_input = dynamic_cast<const runtime::ConfigError*>(&e) ||
                            dynamic_cast<const data::DataError*>(&e) ||
-                           dynamic_cast<const std::invalid_argument*>(&e);
+                           dynamic_cast<const std::invalid_argument*>(&e) || cli::is_plan_input_error(e);
     std::cerr << "trident: " << e.what() << "\n";
     return bad_input ? kBadInput : kFailure;
   }

@@ -235,23 +235,23 @@ Plan Planner::plan() const {
   if (request_.partitioner == "graphpipe") sp = graph::sp_decompose(graph_, /*skip_inputs=*/true);
   if (request_.partitioner == "pipedream") sp = graph::linearize(graph_, /*skip_inputs=*/true);
   for (int b : micro_batches) {
-    std::vector<StageChoice> stages;
+    std::vector<std::vector<StageChoice>> options;
     if (request_.partitioner == "dp") {
       int d = 1;
       while (d * 2 <= request_.devices && b % (d * 2) == 0) d *= 2;
       std::vector<graph::OpId> all(graph_.size());
       for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
-      stages.push_back({all, d});
+      options.push_back({{all, d}});
     } else {
-      auto found = search(sp, b);
-      if (!found) continue;
-      stages = found->stages;
+      for (auto& c : candidates(sp, b)) options.push_back(std::move(c.stages));
     }
-    try {
-      Plan p = assemble(stages, b, request_.partitioner);
-      if (!best || p.predicted.samples_per_s > best->predicted.samples_per_s) best = std::move(p);
-    } catch (const PlanError& e) {
-      if (reason.empty()) reason = e.what();
+    for (const auto& stages : options) {
+      try {
+        Plan p = assemble(stages, b, request_.partitioner);
+        if (!best || p.predicted.samples_per_s > best->predicted.samples_per_s) best = std::move(p);
+      } catch (const PlanError& e) {
+        if (reason.empty()) reason = e.what();
+      }
     }
   }
   if (!best) {

@@ -319,22 +319,57 @@ class Engine {
 
 }  // namespace
 
-std::optional<Planner::Search> Planner::search(const graph::SpDecomposition& sp, int micro_batch) const {
-  Engine engine(*this, sp, micro_batch);
-  Search best;
-  if (!engine.solve(std::numeric_limits<double>::infinity(), &best)) return std::nullopt;
-  double lo = 0, hi = best.tps;
-  Search trial;
-  while (hi - lo > request_.tolerance * hi) {
+namespace {
+
+// Least TPS in [lo, hi] (hi feasible with depth <= max_depth, found as `best`)
+// to the tolerance.
+void bisect(Engine& engine, double lo, double tolerance, int max_depth, Planner::Search& best) {
+  Planner::Search trial;
+  double hi = best.tps;
+  while (hi - lo > tolerance * hi) {
     const double mid = (lo + hi) / 2;
-    if (engine.solve(mid, &trial)) {
+    if (engine.solve(mid, &trial) && trial.depth <= max_depth) {
       best = trial;
       hi = trial.tps;
     } else {
       lo = mid;
     }
   }
+}
+
+}  // namespace
+
+std::optional<Planner::Search> Planner::search(const graph::SpDecomposition& sp, int micro_batch) const {
+  Engine engine(*this, sp, micro_batch);
+  Search best;
+  if (!engine.solve(std::numeric_limits<double>::infinity(), &best)) return std::nullopt;
+  bisect(engine, 0, request_.tolerance, kInf, best);
   return best;
+}
+
+std::vector<Planner::Search> Planner::candidates(const graph::SpDecomposition& sp, int micro_batch) const {
+  // Note [Depth sweep]: the TPS search minimises the bottleneck stage, but an
+  // iteration takes about TPS x (B + (depth - 1) x b): a shallower pipeline
+  // with a slightly slower bottleneck can win, most of all with few
+  // micro-batches. So after the least TPS, look for the least TPS at each
+  // smaller depth, as long as that estimate could still beat the best so far.
+  Engine engine(*this, sp, micro_batch);
+  Search best;
+  if (!engine.solve(std::numeric_limits<double>::infinity(), &best)) return {};
+  bisect(engine, 0, request_.tolerance, kInf, best);
+  std::vector<Search> out{best};
+  const double mini = request_.mini_batch, b = micro_batch;
+  auto estimate = [&](const Search& s) { return s.tps * (mini + (s.depth - 1) * b); };
+  double bound = estimate(best);
+  for (int depth = best.depth - 1; depth >= 1; --depth) {
+    const double hi = bound / (mini + (depth - 1) * b);
+    Search s;
+    if (hi <= out.back().tps || !engine.solve(hi, &s) || s.depth > depth) continue;
+    bisect(engine, out.back().tps, request_.tolerance, depth, s);
+    bound = std::min(bound, estimate(s));
+    out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace trident::plan

@@ -80,6 +80,10 @@ class Planner {
     std::vector<StageChoice> stages;
   };
   std::optional<Search> search(const graph::SpDecomposition& sp, int micro_batch) const;
+  // The least-TPS search followed by the least TPS at each smaller depth
+  // that could still give a shorter iteration (Note [Depth sweep]); the
+  // partitioners simulate every candidate and keep the fastest.
+  std::vector<Search> candidates(const graph::SpDecomposition& sp, int micro_batch) const;
 
   // A plan from stage choices: orders stages, places devices, finds edges and
   // sync methods, builds the schedule and predicts. Throws PlanError if a

@@ -1,0 +1,137 @@
+#include "plan_commands.h"
+
+#include <iostream>
+
+#include "trident/cost/cost_model.h"
+#include "trident/plan/planner.h"
+#include "trident/plan/report.h"
+#include "trident/runtime/checkpoint.h"
+#include "trident/schedule/simulator.h"
+#include "trident/zoo/zoo.h"
+
+namespace trident::cli {
+namespace {
+
+int optimizer_states(const std::string& name) {
+  if (name == "adam") return 2;
+  if (name == "sgd") return 1;  // momentum
+  if (name == "sgd-plain") return 0;
+  throw plan::PlanError("--optimizer '" + name + "' is unknown; use adam, sgd (with momentum) or sgd-plain");
+}
+
+cost::CostModel cost_model_for(const nlohmann::json& described, const std::string& profile_path,
+                               const cost::ClusterSpec& cluster, const graph::OpGraph& g) {
+  std::string path = profile_path;
+  if (path.empty() && described.is_object() && described.value("kind", "analytic") == "profiled")
+    path = described.value("profile", "");
+  if (path.empty()) return cost::analytic_cost_model(cluster.device);
+  return cost::profiled_cost_model(cost::load_profile(path), g, path);
+}
+
+void print_warnings(const plan::Planner& planner, const plan::Plan& p) {
+  for (const auto& st : p.stages)
+    if (st.memory_bytes > planner.memory_cap())
+      std::cerr << "warning: stage " << st.id << " needs " << plan::human_bytes(st.memory_bytes)
+                << " per device, over the " << plan::human_bytes(planner.memory_cap()) << " limit\n";
+}
+
+}  // namespace
+
+CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
+  auto* c = app.add_subcommand("plan", "find the fastest plan (stages, devices, micro-batch, schedule, sync) for a model on a cluster");
+  c->add_option("--model", a.model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
+  c->add_option("--preset", a.preset, "tiny | paper");
+  c->add_option("--cluster", a.cluster, "cpu-local | summit-v100 | dgx-a100 | h200 | a .yaml/.json file");
+  c->add_option("--devices", a.devices, "devices (one process each)")->required();
+  c->add_option("--mini-batch", a.mini_batch, "samples per iteration (global batch)")->required();
+  c->add_option("--micro-batch", a.micro_batch, "fix the micro-batch (default: search powers of two)");
+  c->add_option("--partitioner", a.partitioner, "graphpipe | pipedream | dp");
+  c->add_option("--schedule", a.schedule, "gpipe | 1f1b | graph-1f1b (default: graph-1f1b for graphpipe, else 1f1b)");
+  c->add_option("--grad-sync", a.grad_sync, "hybrid | allreduce | ps | sfb");
+  c->add_option("--optimizer", a.optimizer, "adam | sgd | sgd-plain (sets optimizer-state memory)");
+  c->add_option("--device-memory-gb", a.device_memory_gb, "memory per device in GiB (default: the cluster's)");
+  c->add_option("--profile", a.profile, "profile.json from `trident profile`: measured op times instead of the analytic model");
+  c->add_option("--out", a.out, "write the plan JSON here");
+  c->add_option("--dot", a.dot, "write the stage graph as Graphviz DOT here");
+  c->add_option("--sync-rows", a.sync_rows, "rows of the gradient-sync table");
+  return c;
+}
+
+CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& a) {
+  auto* c = app.add_subcommand("simulate", "predict a plan's iteration: time, samples/s, bubble, memory, timeline");
+  c->add_option("--plan", a.plan, "plan JSON (from `trident plan`, or written by hand)")->required();
+  c->add_option("--trace", a.trace, "write a Chrome trace (chrome://tracing, ui.perfetto.dev)");
+  c->add_flag("--json", a.json, "print the predictions as JSON");
+  return c;
+}
+
+int run_plan(const PlanArgs& a) {
+  const auto g = zoo::build_graph({a.model, a.preset});
+  const auto cluster = cost::load_cluster(a.cluster);
+  plan::PlanRequest r;
+  r.model = a.model, r.preset = a.preset;
+  r.devices = a.devices, r.mini_batch = a.mini_batch;
+  if (a.micro_batch) r.micro_batch = a.micro_batch;
+  r.partitioner = a.partitioner, r.schedule = a.schedule, r.grad_sync = a.grad_sync;
+  r.optimizer_states = optimizer_states(a.optimizer);
+  if (a.device_memory_gb != 0) {
+    if (!(a.device_memory_gb > 0))
+      throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));
+    r.device_memory_bytes = a.device_memory_gb * 1024 * 1024 * 1024;
+  }
+  plan::Planner planner(g, cluster, cost_model_for({}, a.profile, cluster, g), r);
+  auto p = planner.plan();
+  std::cout << plan::stage_table(planner, p) << "\n" << plan::sync_table(planner, p, a.sync_rows);
+  if (!a.out.empty()) {
+    runtime::write_file_atomic(a.out, p.to_json().dump(1) + "\n");
+    std::cout << "wrote " << a.out << "\n";
+  }
+  if (!a.dot.empty()) {
+    runtime::write_file_atomic(a.dot, plan::to_dot(p));
+    std::cout << "wrote " << a.dot << " (render: dot -Tsvg " << a.dot << " -o plan.svg)\n";
+  }
+  return 0;
+}
+
+int run_simulate(const SimulateArgs& a) {
+  auto p = plan::load_plan(a.plan);
+  const auto g = zoo::build_graph({p.model, p.preset});
+  plan::validate_plan(p, g);
+  if (p.cluster.is_null())
+    throw plan::PlanError("plan " + a.plan + ": cluster is missing; add \"cluster\": {...} (see `trident plan --out`)");
+  const auto cluster = cost::parse_cluster(p.cluster.dump(), a.plan + " (cluster)");
+  plan::PlanRequest r;
+  r.model = p.model, r.preset = p.preset, r.devices = p.devices, r.mini_batch = p.mini_batch;
+  r.optimizer_states = p.optimizer_states;
+  const auto& names = schedule::schedule_names();
+  r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
+  plan::Planner planner(g, cluster, cost_model_for(p.cost_model, "", cluster, g), r);
+  const auto result = planner.predict(p);
+  if (a.json) {
+    nlohmann::json out = p.to_json()["predicted"];
+    out["stages"] = nlohmann::json::array();
+    for (const auto& st : p.stages)
+      out["stages"].push_back({{"id", st.id},
+                               {"utilisation", result.utilisation[st.id]},
+                               {"peak_memory_bytes", st.memory_bytes},
+                               {"in_flight", st.in_flight}});
+    std::cout << out.dump(1) << "\n";
+  } else {
+    std::cout << plan::stage_table(planner, p) << "\nutilisation:";
+    for (const auto& st : p.stages) std::cout << " s" << st.id << " " << static_cast<int>(100 * result.utilisation[st.id] + 0.5) << "%";
+    std::cout << "\n";
+  }
+  print_warnings(planner, p);
+  if (!a.trace.empty()) {
+    runtime::write_file_atomic(a.trace, schedule::chrome_trace(planner.stage_graph(p), result).dump() + "\n");
+    if (!a.json) std::cout << "wrote " << a.trace << " (open in ui.perfetto.dev or chrome://tracing)\n";
+  }
+  return 0;
+}
+
+bool is_plan_input_error(const std::exception& e) {
+  return dynamic_cast<const plan::PlanError*>(&e) || dynamic_cast<const cost::ClusterError*>(&e) ||
+         dynamic_cast<const schedule::ScheduleError*>(&e) || dynamic_cast<const graph::GraphError*>(&e);
+}
+
+}  // namespace trident::cli
