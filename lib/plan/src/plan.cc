@@ -84,7 +84,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
   p.devices = field<int>(doc, "devices", "", origin, "an integer");
   p.mini_batch = field<int>(doc, "mini_batch", "", origin, "an integer");
   p.partitioner = doc.value("partitioner", "hand-written");
-  p.schedule = doc.value("schedule", "1f1b");
+  p.schedule = doc.value("schedule", "graph-1f1b");
   p.optimizer_states = doc.contains("optimizer_states") ? field<int>(doc, "optimizer_states", "", origin, "an integer") : 2;
   if (!doc.contains("stages") || !doc["stages"].is_array())
     throw PlanError("plan " + origin + ": stages must be a list of {id, ops, devices, micro_batch}");

@@ -207,19 +207,6 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   return plan;
 }
 
-Planner::Evaluation Planner::evaluate(const std::vector<StageChoice>& stages, const std::vector<int>& heights,
-                                      int micro_batch) const {
-  Evaluation ev{0, true};
-  const int m = request_.mini_batch / micro_batch;
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    const int d = stages[i].replicas;
-    auto e = detail::estimate_stage(*this, stages[i].ops, d, micro_batch, cluster_.packed_link(d));
-    ev.tps = std::max(ev.tps, e.tps(micro_batch, request_.mini_batch));
-    if (e.memory(std::min(heights[i], m)) > memory_cap()) ev.fits = false;
-  }
-  return ev;
-}
-
 Plan Planner::plan() const {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> micro_batches;

@@ -39,6 +39,23 @@ struct Agg {
   }
 };
 
+// Prefix sums of Agg over a sequence of pieces, flat so that the DP's inner
+// loop reads an interval's totals without allocating.
+struct Prefix {
+  int degrees = 0;
+  std::vector<double> comp, sync, static_bytes, act_per_row;  // comp/sync: [i * degrees + k]
+  explicit Prefix(int k = 0) : degrees(k), comp(k, 0), sync(k, 0), static_bytes(1, 0), act_per_row(1, 0) {}
+  void push(const Agg& a) {
+    const std::size_t base = comp.size() - degrees;
+    for (int k = 0; k < degrees; ++k) {
+      comp.push_back(comp[base + k] + a.comp[k]);
+      sync.push_back(sync[base + k] + a.sync[k]);
+    }
+    static_bytes.push_back(static_bytes.back() + a.static_bytes);
+    act_per_row.push_back(act_per_row.back() + a.act_per_row);
+  }
+};
+
 struct Choice {
   int kind = -1;  // 0 base stage, 1 parallel piece / single branch, 2 split
   int j = 0, dev = 0;
@@ -47,6 +64,12 @@ struct Choice {
 class Engine {
  public:
   Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p), b_(b) {
+    // A linearised graph is one series holding every op: give it the cut
+    // points that a tree's several series would have together.
+    const bool chain = sp.root.kind == SpNode::Kind::kSeries &&
+                       std::all_of(sp.root.children.begin(), sp.root.children.end(),
+                                   [](const SpNode& c) { return c.kind == SpNode::Kind::kLeaf; });
+    max_pieces_ = chain ? 2 * p.request().max_pieces : p.request().max_pieces;
     const auto& req = p.request();
     mini_ = req.mini_batch;
     m_ = req.mini_batch / b;
@@ -96,13 +119,13 @@ class Engine {
   };
   struct Series {
     std::vector<Piece> pieces;
-    std::vector<Agg> prefix;  // prefix[i] = pieces [0, i)
+    Prefix prefix;  // over pieces
     std::vector<int> memo;
     std::vector<Choice> choice;
   };
   struct Parallel {
     std::vector<int> children;  // series indices
-    std::vector<Agg> prefix;
+    Prefix prefix;  // over children
     std::vector<int> memo;
     std::vector<Choice> choice;
   };
@@ -136,11 +159,8 @@ class Engine {
       push(node);
     }
     coarsen(s.pieces);
-    s.prefix.assign(1, zero());
-    for (const auto& piece : s.pieces) {
-      s.prefix.push_back(s.prefix.back());
-      s.prefix.back().add(piece.agg);
-    }
+    s.prefix = Prefix(static_cast<int>(degrees_.size()));
+    for (const auto& piece : s.pieces) s.prefix.push(piece.agg);
     const std::size_t states = (s.pieces.size() + 1) * (devices_ + 1) * (hcap_ + 1);
     s.memo.assign(states, -1);
     s.choice.assign(states, {});
@@ -150,11 +170,10 @@ class Engine {
 
   int add_parallel(const SpNode& node) {
     Parallel q;
-    q.prefix.assign(1, zero());
+    q.prefix = Prefix(static_cast<int>(degrees_.size()));
     for (const auto& c : node.children) {
       q.children.push_back(add_series(c));
-      q.prefix.push_back(q.prefix.back());
-      q.prefix.back().add(agg_of(c.ops()));
+      q.prefix.push(agg_of(c.ops()));
     }
     const std::size_t n = q.children.size();
     q.memo.assign(n * n * (devices_ + 1) * (hcap_ + 1), -1);
@@ -166,7 +185,7 @@ class Engine {
   // Merges the cheapest adjacent pair of plain pieces until at most
   // max_pieces remain, keeping parallel pieces whole.
   void coarsen(std::vector<Piece>& pieces) const {
-    while (static_cast<int>(pieces.size()) > p_.request().max_pieces) {
+    while (static_cast<int>(pieces.size()) > max_pieces_) {
       int best = -1;
       double best_cost = std::numeric_limits<double>::infinity();
       for (std::size_t i = 0; i + 1 < pieces.size(); ++i) {
@@ -185,15 +204,16 @@ class Engine {
   }
 
   double tps(const Agg& a, int k) const { return a.comp[k] / b_ + a.sync[k] / mini_; }
-  bool fits(const Agg& a, int k, int height) const {
-    const double rows = static_cast<double>(b_ / degrees_[k]);
-    return a.static_bytes + std::min(height, m_) * a.act_per_row * rows <= cap_;
+  // The same for the pieces [i, j) of a prefix.
+  bool tps_ok(const Prefix& p, int i, int j, int k) const {
+    const int n = p.degrees;
+    return (p.comp[j * n + k] - p.comp[i * n + k]) / b_ + (p.sync[j * n + k] - p.sync[i * n + k]) / mini_ <= target_;
   }
-  bool tps_ok(const Agg& a, int k) const { return tps(a, k) <= target_; }
-  Agg interval(const std::vector<Agg>& prefix, int i, int j) const {  // [i, j)
-    Agg a = prefix[j];
-    a.add(prefix[i], -1);
-    return a;
+  bool fits(const Prefix& p, int i, int j, int k, int height) const {
+    const double rows = static_cast<double>(b_ / degrees_[k]);
+    return p.static_bytes[j] - p.static_bytes[i] +
+               std::min(height, m_) * (p.act_per_row[j] - p.act_per_row[i]) * rows <=
+           cap_;
   }
   std::size_t sidx(int i, int d, int delta) const {
     return (static_cast<std::size_t>(i) * (devices_ + 1) + d) * (hcap_ + 1) + delta;
@@ -214,13 +234,13 @@ class Engine {
     int best = kInf;
     Choice choice;
     for (int j = i; j < n; ++j) {
-      const Agg a = interval(series_[si].prefix, i, j + 1);
+      const Prefix& pre = series_[si].prefix;
       bool any_fast = false;
       for (int k = 0; k < static_cast<int>(degrees_.size()) && degrees_[k] <= d; ++k) {
-        if (!tps_ok(a, k)) continue;
+        if (!tps_ok(pre, i, j + 1, k)) continue;
         any_fast = true;
         const int rest = suffix(si, j + 1, d - degrees_[k], delta);
-        if (rest >= kInf || !fits(a, k, delta + rest + 1)) continue;
+        if (rest >= kInf || !fits(pre, i, j + 1, k, delta + rest + 1)) continue;
         if (1 + rest < best) best = 1 + rest, choice = {0, j, degrees_[k]};
         break;  // more devices for this group only leave fewer for the rest
       }
@@ -249,9 +269,9 @@ class Engine {
     if (parallels_[pi].memo[at] >= 0) return parallels_[pi].memo[at];
     int best = kInf;
     Choice choice;
-    const Agg a = interval(parallels_[pi].prefix, i, j + 1);
+    const Prefix& pre = parallels_[pi].prefix;
     for (int k = 0; k < static_cast<int>(degrees_.size()) && degrees_[k] <= d; ++k) {
-      if (tps_ok(a, k) && fits(a, k, delta + 1)) {
+      if (tps_ok(pre, i, j + 1, k) && fits(pre, i, j + 1, k, delta + 1)) {
         best = 1, choice = {0, j, degrees_[k]};
         break;
       }
@@ -309,6 +329,7 @@ class Engine {
   }
 
   const Planner& p_;
+  int max_pieces_ = 0;
   int b_, mini_ = 0, m_ = 0, devices_ = 0, hcap_ = 0, root_ = 0;
   double cap_ = 0, target_ = 0;
   std::vector<int> degrees_;

@@ -1,33 +1,246 @@
 #include <gtest/gtest.h>
 
+#include "test_graphs.h"
+#include "trident/plan/exhaustive.h"
 #include "trident/plan/planner.h"
+#include "trident/plan/report.h"
 #include "trident/zoo/zoo.h"
 
 namespace trident::plan {
 namespace {
 
-Plan make(const std::string& model, const std::string& preset, const std::string& cluster, int devices, int mini,
-          const std::string& partitioner, std::optional<int> micro = std::nullopt) {
+const graph::OpGraph& model(const std::string& name, const std::string& preset) {
   static std::map<std::string, graph::OpGraph> graphs;
-  auto& g = graphs[model + preset];
-  if (g.size() == 0) g = zoo::build_graph({model, preset});
-  auto c = cost::load_cluster(cluster);
-  PlanRequest r;
-  r.model = model, r.preset = preset, r.devices = devices, r.mini_batch = mini, r.partitioner = partitioner;
-  r.micro_batch = micro;
-  return Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
+  auto& g = graphs[name + "/" + preset];
+  if (g.size() == 0) g = zoo::build_graph({name, preset});
+  return g;
 }
 
-TEST(Planner, GraphPipePlanCoversTheModelWithConcurrentBranches) {
-  auto g = zoo::build_graph({"mmt", "paper"});
-  auto p = make("mmt", "paper", "summit-v100", 8, 64, "graphpipe");
-  EXPECT_NO_THROW(validate_plan(p, g));
-  EXPECT_GT(p.stages.size(), 1u);
-  EXPECT_LT(p.predicted.depth, static_cast<int>(p.stages.size()));  // some stages run side by side
+Planner planner(const graph::OpGraph& g, const std::string& cluster, int devices, int mini,
+                const std::string& partitioner, std::optional<int> micro = std::nullopt) {
+  auto c = cost::load_cluster(cluster);
+  PlanRequest r;
+  r.model = g.name(), r.preset = "?", r.devices = devices, r.mini_batch = mini, r.partitioner = partitioner;
+  r.micro_batch = micro;
+  return Planner(g, c, cost::analytic_cost_model(c.device), r);
+}
+
+TEST(Planner, GraphPipeRunsBranchesSideBySideAndBeatsTheSequentialBaseline) {
+  const auto& g = model("candle_uno", "paper");
+  auto gpp = planner(g, "summit-v100", 8, 128, "graphpipe").plan();
+  auto spp = planner(g, "summit-v100", 8, 128, "pipedream").plan();
+  EXPECT_NO_THROW(validate_plan(gpp, g));
+  EXPECT_LT(gpp.predicted.depth, static_cast<int>(gpp.stages.size()));  // stages side by side
+  EXPECT_GT(gpp.predicted.samples_per_s, spp.predicted.samples_per_s);
+  EXPECT_EQ(gpp.schedule, "graph-1f1b");
+  EXPECT_EQ(spp.schedule, "1f1b");
   int used = 0;
-  for (const auto& s : p.stages) used += static_cast<int>(s.devices.size());
+  for (const auto& s : gpp.stages) {
+    used += static_cast<int>(s.devices.size());
+    EXPECT_LE(s.memory_bytes, 16.0 * (1 << 30));
+    EXPECT_EQ(s.micro_batch % static_cast<int>(s.devices.size()), 0);
+  }
   EXPECT_LE(used, 8);
-  EXPECT_GT(p.predicted.samples_per_s, 0);
+  EXPECT_GT(gpp.search_seconds, 0);
+}
+
+TEST(Planner, OnAChainGraphPipeAndPipeDreamPredictTheSameThroughput) {
+  for (const char* name : {"mlp", "transformer", "cnn"}) {
+    const auto& g = model(name, "paper");
+    ASSERT_EQ(graph::to_string(graph::sp_decompose(g, true).root), graph::to_string(graph::linearize(g, true).root))
+        << name << " is not a chain";
+    for (int devices : {2, 4, 8}) {
+      auto gpp = planner(g, "summit-v100", devices, 64, "graphpipe", 8).plan();
+      auto spp = planner(g, "summit-v100", devices, 64, "pipedream", 8).plan();
+      EXPECT_DOUBLE_EQ(gpp.predicted.samples_per_s, spp.predicted.samples_per_s) << name << " " << devices;
+    }
+  }
+}
+
+TEST(Planner, DataParallelIsOneStageOverAPowerOfTwoDevices) {
+  const auto& g = model("mlp", "tiny");
+  auto p = planner(g, "cpu-local", 6, 64, "dp").plan();
+  ASSERT_EQ(p.stages.size(), 1u);
+  EXPECT_EQ(p.stages[0].devices, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(p.stages[0].ops.size(), static_cast<std::size_t>(g.size()));
+  EXPECT_FALSE(p.grad_sync.empty());  // every parameter gets a method
+  for (const auto& [name, method] : p.grad_sync) EXPECT_TRUE(method == "allreduce" || method == "ps" || method == "sfb");
+}
+
+TEST(Planner, NoFeasiblePlanNamesWhatDoesNotFit) {
+  const auto& g = model("mmt", "paper");
+  auto c = cost::load_cluster("summit-v100");
+  PlanRequest r;
+  r.devices = 1, r.mini_batch = 8, r.device_memory_bytes = 0.05 * (1 << 30);
+  try {
+    Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("no feasible plan: op '"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("0.05 GiB of a V100"), std::string::npos) << e.what();
+  }
+  r.device_memory_bytes = 2.0 * (1 << 30);  // every op fits alone, the model does not
+  try {
+    Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("no feasible plan"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1 devices of 2.00 GiB"), std::string::npos) << e.what();
+  }
+  r.devices = 0;
+  EXPECT_THROW(Planner(g, c, cost::analytic_cost_model(c.device), r), PlanError);
+  r.devices = 2, r.micro_batch = 3;
+  EXPECT_THROW(Planner(g, c, cost::analytic_cost_model(c.device), r), PlanError);
+}
+
+// The DP finds the least TPS of its search space: an exhaustive search over
+// the same space (and the same cost model) finds nothing better by more than
+// the binary search's tolerance, and nothing infeasible that the DP missed.
+TEST(Planner, SearchMatchesExhaustiveSearchOnRandomGraphs) {
+  std::mt19937 rng(2024);
+  int compared = 0, memory_bound = 0, pipelined = 0, branchy = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    auto g = testing::random_model(rng, 10);
+    const int devices = 2 + static_cast<int>(rng() % 3), micro = 4 << (rng() % 3);
+    for (const std::string partitioner : {"graphpipe", "pipedream"}) {
+      auto c = cost::load_cluster("summit-v100");
+      PlanRequest r;
+      r.devices = devices, r.mini_batch = 32, r.partitioner = partitioner;
+      // Memory from "loose" to "binding": a fraction of the model's state.
+      r.device_memory_bytes = static_cast<double>(g.param_bytes()) * 4 * (0.3 + 0.2 * (rng() % 6)) + (1 << 20);
+      Planner p(g, c, cost::analytic_cost_model(c.device), r);
+      auto sp = partitioner == "graphpipe" ? graph::sp_decompose(g, true) : graph::linearize(g, true);
+      auto found = p.search(sp, micro);
+      auto best = exhaustive_sp(p, sp, micro);
+      SCOPED_TRACE("trial " + std::to_string(trial) + " " + partitioner + " " + graph::to_string(sp.root));
+      if (!std::isfinite(best.tps)) {
+        EXPECT_FALSE(found.has_value());
+        ++memory_bound;
+        continue;
+      }
+      ASSERT_TRUE(found.has_value());
+      EXPECT_LE(found->tps, best.tps * (1 + r.tolerance) + 1e-15);
+      EXPECT_GE(found->tps, best.tps * (1 - 1e-9));
+      ++compared;
+      pipelined += best.stages.size() > 1;
+      branchy += graph::to_string(sp.root).find("P(") != std::string::npos;
+    }
+  }
+  EXPECT_GT(compared, 60);
+  EXPECT_GT(pipelined, 30);  // the comparisons are not all one-stage plans
+  EXPECT_GT(branchy, 15);    // nor all chains
+  EXPECT_GT(memory_bound, 0);
+}
+
+TEST(Planner, TrueOptimumIsNeverWorseThanGraphPipe) {
+  std::mt19937 rng(99);
+  for (int trial = 0; trial < 8; ++trial) {
+    auto g = testing::random_model(rng, 8);
+    auto p = planner(g, "summit-v100", 3, 32, "graphpipe");
+    auto found = p.search(graph::sp_decompose(g, true), 8);
+    auto truth = exhaustive_convex(p, 8);
+    ASSERT_TRUE(found.has_value());
+    EXPECT_LE(truth.tps, found->tps * (1 + 1e-9));
+  }
+}
+
+TEST(Plan, JsonRoundTripAndResimulationAgree) {
+  const auto& g = model("mmt", "tiny");
+  auto p = planner(g, "cpu-local", 4, 32, "graphpipe");
+  auto plan = p.plan();
+  auto back = Plan::from_json(nlohmann::json::parse(plan.to_json().dump()), "mem");
+  validate_plan(back, g);
+  p.predict(back);
+  EXPECT_NEAR(back.predicted.iteration_s, plan.predicted.iteration_s, 1e-12);
+  EXPECT_EQ(back.stages.size(), plan.stages.size());
+  EXPECT_EQ(back.edges.size(), plan.edges.size());
+  const auto dot = to_dot(plan);
+  EXPECT_NE(dot.find("s0 -> s"), std::string::npos) << dot;
+  const auto table = stage_table(p, plan);
+  EXPECT_NE(table.find("samples/s"), std::string::npos);
+}
+
+// Hand-written plans on mmt/tiny: 2 branches feeding a head.
+class HandPlan : public ::testing::Test {
+ protected:
+  const graph::OpGraph& g = model("mmt", "tiny");
+  std::vector<std::string> branch(int b, bool early, bool late) {
+    std::vector<std::string> out;
+    const std::string p = "branch" + std::to_string(b) + ".";
+    bool after = false;
+    for (const auto& op : g.ops()) {
+      const bool mine = op.name.rfind(p, 0) == 0 || op.name == "modality" + std::to_string(b);
+      if (!mine) continue;
+      if (op.name.find("layer1") != std::string::npos) after = true;
+      if ((after && late) || (!after && early)) out.push_back(op.name);
+    }
+    return out;
+  }
+  std::vector<std::string> head() {
+    std::vector<std::string> out;
+    for (const auto& op : g.ops())
+      if (op.name.rfind("branch", 0) != 0 && op.name.rfind("modality", 0) != 0) out.push_back(op.name);
+    return out;
+  }
+  Plan make(std::vector<std::vector<std::string>> stages, std::vector<std::vector<int>> devices) {
+    Plan p;
+    p.model = "mmt", p.preset = "tiny", p.devices = 4, p.mini_batch = 8;
+    for (std::size_t i = 0; i < stages.size(); ++i) p.stages.push_back({static_cast<int>(i), stages[i], devices[i], 4});
+    return p;
+  }
+  void expect_error(Plan p, const std::string& needle) {
+    try {
+      validate_plan(p, g);
+      FAIL() << "expected PlanError with " << needle;
+    } catch (const PlanError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+};
+
+TEST_F(HandPlan, FanOutAndFanInPlanIsValid) {
+  auto p = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});
+  ASSERT_NO_THROW(validate_plan(p, g));
+  ASSERT_EQ(p.edges.size(), 2u);
+  EXPECT_EQ(p.edges[0].to, 2);
+  auto pl = planner(g, "cpu-local", 4, 8, "graphpipe");
+  pl.predict(p);
+  EXPECT_EQ(p.predicted.depth, 2);
+  EXPECT_EQ(p.stages[0].in_flight, 2);
+}
+
+TEST_F(HandPlan, ValidationNamesTheProblem) {
+  expect_error(make({branch(0, true, true), head()}, {{0}, {1}}), "is in no stage");
+  auto dup = head();
+  dup.push_back(branch(0, true, false)[0]);
+  expect_error(make({branch(0, true, true), branch(1, true, true), dup}, {{0}, {1}, {2}}), "is in stage 0 and stage 2");
+  expect_error(make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {0}, {2}}),
+               "device 0 is used by stage 0 and stage 1");
+  expect_error(make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {7}}), "device 7 is outside 0..3");
+  // Early branch 0 with the head, late branch 0 apart: a path leaves and re-enters.
+  auto with_head = branch(0, true, false);
+  for (auto& h : head()) with_head.push_back(h);
+  expect_error(make({with_head, branch(0, false, true), branch(1, true, true)}, {{0}, {1}, {2}}), "is not convex");
+  // Each stage holds one branch's early and the other's late half: a cycle.
+  auto a = branch(0, true, false), b = branch(1, true, false);
+  for (auto& n : branch(1, false, true)) a.push_back(n);
+  for (auto& n : branch(0, false, true)) b.push_back(n);
+  expect_error(make({a, b, head()}, {{0}, {1}, {2}}), "form a cycle");
+  auto bad_mb = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});
+  bad_mb.stages[1].micro_batch = 3;
+  bad_mb.stages[0].micro_batch = 3, bad_mb.stages[2].micro_batch = 3;
+  expect_error(bad_mb, "micro_batch 3 must divide mini_batch 8");
+  auto sfb = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});
+  sfb.grad_sync["branch1.proj.bias"] = "sfb";
+  expect_error(sfb, "applies only to Linear weights");
+  auto sched = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});
+  sched.stages[0].actions = "F0 B0 F1 B1";
+  sched.stages[1].actions = "F0 F1 B0 B1";
+  sched.stages[2].actions = "F1 F0 B0 B1";
+  expect_error(sched, "deadlocks");
+  auto unknown = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {2}});
+  unknown.stages[2].ops.push_back("nope");
+  expect_error(unknown, "op 'nope' is not in model mmt");
 }
 
 }  // namespace

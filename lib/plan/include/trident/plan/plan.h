@@ -60,7 +60,7 @@ struct Plan {
   nlohmann::json cluster;     // ClusterSpec::to_json(), so a plan stands alone
   nlohmann::json cost_model;  // CostModel::describe()
   int devices = 0, mini_batch = 0;
-  std::string partitioner, schedule;
+  std::string partitioner = "hand-written", schedule = "graph-1f1b";
   int optimizer_states = 2;   // tensors of optimizer state per parameter (Adam 2, SGD+momentum 1)
   std::vector<PlanStage> stages;
   std::vector<PlanEdge> edges;

@@ -90,14 +90,6 @@ class Planner {
   // stage does not fit in memory.
   Plan assemble(const std::vector<StageChoice>& stages, int micro_batch, const std::string& partitioner) const;
 
-  // The bottleneck TPS of a set of stages under this planner's model, and
-  // whether all fit in memory, with in-flight counts from `heights` (longest
-  // path to a sink in stages, per stage). Used by the exhaustive checks.
-  struct Evaluation {
-    double tps = 0;
-    bool fits = false;
-  };
-  Evaluation evaluate(const std::vector<StageChoice>& stages, const std::vector<int>& heights, int micro_batch) const;
 
  private:
   const graph::OpGraph& graph_;

@@ -1,0 +1,187 @@
+#include "trident/plan/exhaustive.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "estimate.h"
+
+namespace trident::plan {
+namespace {
+
+using graph::OpId;
+using graph::SpNode;
+using Partition = std::vector<std::vector<OpId>>;  // stages, each ascending
+
+Partition canonical(Partition p) {
+  for (auto& s : p) std::sort(s.begin(), s.end());
+  std::sort(p.begin(), p.end());
+  return p;
+}
+
+std::vector<OpId> union_of(const std::vector<const SpNode*>& nodes) {
+  std::vector<OpId> out;
+  for (const auto* n : nodes) {
+    auto ops = n->ops();
+    out.insert(out.end(), ops.begin(), ops.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+class SpSpace {
+ public:
+  std::vector<Partition> series(const std::vector<const SpNode*>& pieces, std::size_t i) {
+    if (i == pieces.size()) return {{}};
+    std::set<Partition> out;
+    for (std::size_t j = i; j < pieces.size(); ++j) {
+      std::vector<Partition> heads{{union_of({pieces.begin() + i, pieces.begin() + j + 1})}};
+      if (j == i && pieces[i]->kind == SpNode::Kind::kParallel) {
+        std::vector<const SpNode*> kids;
+        for (const auto& c : pieces[i]->children) kids.push_back(&c);
+        auto split = parallel(kids, 0, kids.size() - 1);
+        heads.insert(heads.end(), split.begin(), split.end());
+      }
+      for (const auto& rest : series(pieces, j + 1))
+        for (const auto& head : heads) {
+          Partition p = head;
+          p.insert(p.end(), rest.begin(), rest.end());
+          out.insert(canonical(p));
+        }
+    }
+    return {out.begin(), out.end()};
+  }
+
+  std::vector<Partition> parallel(const std::vector<const SpNode*>& kids, std::size_t i, std::size_t j) {
+    std::set<Partition> out;
+    out.insert({union_of({kids.begin() + i, kids.begin() + j + 1})});
+    if (i == j) {
+      for (auto& p : series(pieces_of(*kids[i]), 0)) out.insert(canonical(p));
+    } else {
+      for (std::size_t l = i; l < j; ++l)
+        for (const auto& left : parallel(kids, i, l))
+          for (const auto& right : parallel(kids, l + 1, j)) {
+            Partition p = left;
+            p.insert(p.end(), right.begin(), right.end());
+            out.insert(canonical(p));
+          }
+    }
+    return {out.begin(), out.end()};
+  }
+
+  static std::vector<const SpNode*> pieces_of(const SpNode& n) {
+    if (n.kind != SpNode::Kind::kSeries) return {&n};
+    std::vector<const SpNode*> out;
+    for (const auto& c : n.children) out.push_back(&c);
+    return out;
+  }
+};
+
+// Longest path in stages to a sink, per stage, over the op edges plus
+// `extra` edges; empty when the stages' dependencies have a cycle.
+std::vector<int> heights(const graph::OpGraph& g, const Partition& stages,
+                         const std::vector<std::pair<OpId, OpId>>& extra) {
+  const int n = static_cast<int>(stages.size());
+  std::vector<int> stage(g.size(), -1);
+  for (int i = 0; i < n; ++i)
+    for (auto id : stages[i]) stage[id] = i;
+  std::vector<std::set<int>> succ(n);
+  auto link = [&](OpId a, OpId b) {
+    if (stage[a] >= 0 && stage[b] >= 0 && stage[a] != stage[b]) succ[stage[a]].insert(stage[b]);
+  };
+  for (OpId id = 0; id < g.size(); ++id)
+    for (auto c : g.consumers(id)) link(id, c);
+  for (const auto& [a, b] : extra) link(a, b);
+  std::vector<int> h(n, 0), state(n, 0);  // 0 new, 1 on stack, 2 done
+  bool cycle = false;
+  std::function<void(int)> visit = [&](int s) {
+    state[s] = 1;
+    h[s] = 1;
+    for (int t : succ[s]) {
+      if (state[t] == 1) cycle = true;
+      if (state[t] == 0) visit(t);
+      h[s] = std::max(h[s], h[t] + 1);
+    }
+    state[s] = 2;
+  };
+  for (int s = 0; s < n; ++s)
+    if (!state[s]) visit(s);
+  return cycle ? std::vector<int>{} : h;
+}
+
+// Tries every assignment of degrees to the stages of one partition.
+void assign(const Planner& planner, const Partition& stages, const std::vector<int>& h, int micro_batch,
+            Exhaustive& best) {
+  const auto& req = planner.request();
+  const int m = req.mini_batch / micro_batch;
+  std::vector<int> degrees;
+  for (int d = 1; d <= std::min(req.devices, micro_batch); d *= 2)
+    if (micro_batch % d == 0) degrees.push_back(d);
+  // Per stage and degree: TPS, or infinity when it does not fit.
+  std::vector<std::vector<double>> tps(stages.size());
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    for (int d : degrees) {
+      auto e = detail::estimate_stage(planner, stages[s], d, micro_batch, planner.cluster().packed_link(d));
+      const bool fits = e.memory(std::min(h[s], m)) <= planner.memory_cap();
+      tps[s].push_back(fits ? e.tps(micro_batch, req.mini_batch) : std::numeric_limits<double>::infinity());
+    }
+  std::vector<int> pick(stages.size());
+  std::function<void(std::size_t, int, double)> go = [&](std::size_t s, int left, double worst) {
+    if (s == stages.size()) ++best.plans;
+    if (worst >= best.tps) return;
+    if (s == stages.size()) {
+      best.tps = worst;
+      best.stages.clear();
+      for (std::size_t i = 0; i < stages.size(); ++i) best.stages.push_back({stages[i], degrees[pick[i]]});
+      return;
+    }
+    for (std::size_t k = 0; k < degrees.size() && degrees[k] <= left; ++k) {
+      pick[s] = static_cast<int>(k);
+      go(s + 1, left - degrees[k], std::max(worst, tps[s][k]));
+    }
+  };
+  go(0, req.devices, 0);
+}
+
+}  // namespace
+
+Exhaustive exhaustive_sp(const Planner& planner, const graph::SpDecomposition& sp, int micro_batch) {
+  Exhaustive best;
+  SpSpace space;
+  for (const auto& p : space.series(SpSpace::pieces_of(sp.root), 0)) {
+    if (static_cast<int>(p.size()) > planner.request().devices) continue;
+    assign(planner, p, heights(planner.graph(), p, sp.added_edges), micro_batch, best);
+  }
+  return best;
+}
+
+Exhaustive exhaustive_convex(const Planner& planner, int micro_batch) {
+  const auto& g = planner.graph();
+  std::vector<OpId> ops;
+  for (OpId id = 0; id < g.size(); ++id)
+    if (!g.op(id).is_input()) ops.push_back(id);
+  Exhaustive best;
+  const int max_blocks = planner.request().devices;
+  // Set partitions as restricted growth strings.
+  std::vector<int> block(ops.size(), 0);
+  std::function<void(std::size_t, int)> go = [&](std::size_t i, int used) {
+    if (i == ops.size()) {
+      Partition p(used);
+      for (std::size_t k = 0; k < ops.size(); ++k) p[block[k]].push_back(ops[k]);
+      for (const auto& s : p)
+        if (!g.is_convex({s.begin(), s.end()})) return;
+      auto h = heights(g, p, {});
+      if (!h.empty()) assign(planner, p, h, micro_batch, best);
+      return;
+    }
+    for (int b = 0; b <= used && b < max_blocks; ++b) {
+      block[i] = b;
+      go(i + 1, std::max(used, b + 1));
+    }
+  };
+  if (!ops.empty()) go(0, 0);
+  return best;
+}
+
+}  // namespace trident::plan

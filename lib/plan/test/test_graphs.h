@@ -1,0 +1,50 @@
+// Random small models for the planner's exhaustive checks: a DAG of linear,
+// activation and concat ops of random widths on one input, joined into a
+// classifier. Deterministic for a seed.
+#pragma once
+
+#include <random>
+
+#include "trident/zoo/builder.h"
+
+namespace trident::plan::testing {
+
+inline graph::OpGraph random_model(std::mt19937& rng, int max_ops) {
+  zoo::GraphBuilder b("random");
+  const graph::TensorSpec x_spec{{64}, graph::DType::kFloat32};
+  std::vector<graph::OpId> ops{b.input("x", x_spec)};
+  std::vector<int> uses{0};
+  const std::int64_t widths[] = {64, 256, 512, 1024, 2048, 4096};
+  int count = 0;
+  auto name = [&] { return "op" + std::to_string(count); };
+  auto pick = [&] {  // favour recent tensors so chains and branches both appear
+    const int n = static_cast<int>(ops.size());
+    return static_cast<int>(rng() % 2 ? n - 1 - rng() % std::min(n, 3) : rng() % n);
+  };
+  const int body = 2 + static_cast<int>(rng() % (max_ops - 4));  // leaves room for join, head, loss
+  while (count < body) {
+    const int r = count == 0 ? 0 : static_cast<int>(rng() % 10), a = count == 0 ? 0 : pick();
+    graph::OpId id;
+    if (r < 6 || b.spec(ops[a]).shape[0] > 8192) {
+      id = b.linear(name(), ops[a], widths[rng() % 6]);
+    } else if (r < 8) {
+      const int c = pick();
+      if (c == a) continue;
+      id = b.concat(name(), {ops[a], ops[c]}, 0);
+      ++uses[c];
+    } else {
+      id = b.activation(name(), "relu", ops[a]);
+    }
+    ++uses[a];
+    ops.push_back(id), uses.push_back(0), ++count;
+  }
+  std::vector<graph::OpId> loose;
+  for (std::size_t i = 1; i < ops.size(); ++i)
+    if (!uses[i]) loose.push_back(ops[i]);
+  graph::OpId top = loose.size() > 1 ? b.concat("join", loose, 0) : loose[0];
+  auto label = b.input("label", {{}, graph::DType::kInt64}, 8);
+  b.cross_entropy("loss", b.linear("head", top, 8), label);
+  return b.finish();
+}
+
+}  // namespace trident::plan::testing
