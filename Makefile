@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build test demo bench clean
+.PHONY: deps configure build test demo bench bench-plan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -24,6 +24,10 @@ demo: build
 
 bench: build
 	@bash bench/run.sh
+
+bench-plan: build
+	@$(BUILD)/bench/plan_bench summit-v100 16
+	@$(BUILD)/bench/plan_optimality 200 1
 
 clean:
 	@rm -rf $(BUILD)

@@ -218,9 +218,15 @@ Plan Planner::plan() const {
   }
   std::optional<Plan> best;
   std::string reason;
-  graph::SpDecomposition sp;
-  if (request_.partitioner == "graphpipe") sp = graph::sp_decompose(graph_, /*skip_inputs=*/true);
-  if (request_.partitioner == "pipedream") sp = graph::linearize(graph_, /*skip_inputs=*/true);
+  // Note [Search spaces]: graphpipe searches the SP decomposition and also
+  // the sequential space (contiguous cuts of a topological order), and keeps
+  // the faster plan: the SP space cannot put a fan-in stage together with
+  // the tail of one branch, nor cross an SP-ization cut, and on such graphs
+  // a sequential cut can win. So graphpipe considers every plan pipedream
+  // does (and runs it with graph-1F1B on its real stage DAG).
+  std::vector<graph::SpDecomposition> spaces;
+  if (request_.partitioner == "graphpipe") spaces.push_back(graph::sp_decompose(graph_, /*skip_inputs=*/true));
+  if (request_.partitioner != "dp") spaces.push_back(graph::linearize(graph_, /*skip_inputs=*/true));
   for (int b : micro_batches) {
     std::vector<std::vector<StageChoice>> options;
     if (request_.partitioner == "dp") {
@@ -230,7 +236,8 @@ Plan Planner::plan() const {
       for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
       options.push_back({{all, d}});
     } else {
-      for (auto& c : candidates(sp, b)) options.push_back(std::move(c.stages));
+      for (const auto& sp : spaces)
+        for (auto& c : candidates(sp, b)) options.push_back(std::move(c.stages));
     }
     for (const auto& stages : options) {
       try {

@@ -47,4 +47,35 @@ inline graph::OpGraph random_model(std::mt19937& rng, int max_ops) {
   return b.finish();
 }
 
+// A random series-parallel model: a chain whose links are single layers or
+// fan-outs into 2-3 branches of 1-2 layers joined by a concat, the shape of
+// the zoo's branchy models.
+inline graph::OpGraph random_sp_model(std::mt19937& rng, int max_ops) {
+  zoo::GraphBuilder b("random_sp");
+  const std::int64_t widths[] = {64, 256, 512, 1024, 2048, 4096};
+  graph::OpId x = b.input("x", {{64}, graph::DType::kFloat32});
+  int count = 0;
+  auto name = [&] { return "op" + std::to_string(count++); };
+  const int body = max_ops - 2;  // head and loss
+  x = b.linear(name(), x, widths[rng() % 6]);
+  while (count < body) {
+    const int left = body - count;
+    if (left >= 4 && rng() % 2) {
+      const int branches = 2 + static_cast<int>(rng() % std::min(2, (left - 1) / 2));
+      std::vector<graph::OpId> outs;
+      for (int k = 0; k < branches; ++k) {
+        graph::OpId y = b.linear(name(), x, widths[rng() % 6]);
+        if (count < body - (branches - k) && rng() % 2) y = b.linear(name(), y, widths[rng() % 6]);
+        outs.push_back(y);
+      }
+      x = b.concat(name(), outs, 0);
+    } else {
+      x = rng() % 3 ? b.linear(name(), x, widths[rng() % 6]) : b.activation(name(), "relu", x);
+    }
+  }
+  auto label = b.input("label", {{}, graph::DType::kInt64}, 8);
+  b.cross_entropy("loss", b.linear("head", x, 8), label);
+  return b.finish();
+}
+
 }  // namespace trident::plan::testing

@@ -1,0 +1,60 @@
+// Planner benchmark (issue 3): predicted samples/s of graphpipe, pipedream
+// and dp plans for the paper-size branchy models and a sequential one, and
+// how long each search takes, on one core. Prints a Markdown table.
+//   build/bench/plan_bench [CLUSTER] [SAMPLES_PER_DEVICE]   (make bench-plan)
+// The mini-batch is SAMPLES_PER_DEVICE x devices (weak scaling, default 16).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "trident/plan/planner.h"
+#include "trident/zoo/zoo.h"
+
+using namespace trident;
+
+int main(int argc, char** argv) {
+  const std::string cluster_name = argc > 1 ? argv[1] : "summit-v100";
+  const int per_device = argc > 2 ? std::atoi(argv[2]) : 16;
+  const auto cluster = cost::load_cluster(cluster_name);
+  const auto cost = cost::analytic_cost_model(cluster.device);
+  std::printf("| model | devices | mini-batch | graphpipe samples/s (depth, b) | pipedream samples/s (depth, b) | "
+              "dp samples/s (b) | GPP/SPP | GPP/DP | graphpipe search s | pipedream search s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const char* model : {"mmt", "dlrm", "candle_uno", "transformer"}) {
+    const auto graph = zoo::build_graph({model, "paper"});
+    for (int devices : {4, 8, 16, 32}) {
+      plan::PlanRequest r;
+      r.model = model, r.preset = "paper", r.devices = devices, r.mini_batch = per_device * devices;
+      plan::Plan plans[3];
+      std::string cells[3];
+      const char* names[3] = {"graphpipe", "pipedream", "dp"};
+      for (int i = 0; i < 3; ++i) {
+        r.partitioner = names[i], r.schedule = "";
+        try {
+          plans[i] = plan::Planner(graph, cluster, cost, r).plan();
+          char buf[96];
+          if (i < 2) {
+            std::snprintf(buf, sizeof buf, "%.1f (%d, %d)", plans[i].predicted.samples_per_s,
+                          plans[i].predicted.depth, plans[i].stages[0].micro_batch);
+          } else {
+            std::snprintf(buf, sizeof buf, "%.1f (%d)", plans[i].predicted.samples_per_s, plans[i].stages[0].micro_batch);
+          }
+          cells[i] = buf;
+        } catch (const plan::PlanError&) {
+          cells[i] = "no plan fits";
+        }
+      }
+      auto ratio = [&](int a, int b) {
+        const double x = plans[a].predicted.samples_per_s, y = plans[b].predicted.samples_per_s;
+        char buf[32];
+        std::snprintf(buf, sizeof buf, x > 0 && y > 0 ? "%.2f" : "-", x / y);
+        return std::string(buf);
+      };
+      std::printf("| %s | %d | %d | %s | %s | %s | %s | %s | %.3f | %.3f |\n", model, devices, r.mini_batch,
+                  cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), ratio(0, 1).c_str(), ratio(0, 2).c_str(),
+                  plans[0].search_seconds, plans[1].search_seconds);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
