@@ -226,7 +226,14 @@ Plan Planner::plan() const {
   // does (and runs it with graph-1F1B on its real stage DAG).
   std::vector<graph::SpDecomposition> spaces;
   if (request_.partitioner == "graphpipe") spaces.push_back(graph::sp_decompose(graph_, /*skip_inputs=*/true));
-  if (request_.partitioner != "dp") spaces.push_back(graph::linearize(graph_, /*skip_inputs=*/true));
+  if (request_.partitioner != "dp") {
+    auto chain = graph::linearize(graph_, /*skip_inputs=*/true);
+    // A sequential model decomposes into the same chain: search it once.
+    if (spaces.empty() || graph::to_string(spaces[0].root) != graph::to_string(chain.root)) spaces.push_back(chain);
+  }
+  // Large micro-batches first: they run most efficiently, so a good plan is
+  // found early and bounds the search at smaller ones.
+  std::reverse(micro_batches.begin(), micro_batches.end());
   for (int b : micro_batches) {
     std::vector<std::vector<StageChoice>> options;
     if (request_.partitioner == "dp") {
@@ -236,8 +243,10 @@ Plan Planner::plan() const {
       for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
       options.push_back({{all, d}});
     } else {
-      for (const auto& sp : spaces)
-        for (auto& c : candidates(sp, b)) options.push_back(std::move(c.stages));
+      for (const auto& sp : spaces) {
+        const double bound = best ? best->predicted.iteration_s : std::numeric_limits<double>::infinity();
+        for (auto& c : candidates(sp, b, bound)) options.push_back(std::move(c.stages));
+      }
     }
     for (const auto& stages : options) {
       try {

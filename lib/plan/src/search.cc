@@ -92,6 +92,18 @@ class Engine {
     root_ = add_series(sp.root);
   }
 
+  // Whether some plan could finish an iteration within `bound_s`: every
+  // stage computes B x compute/b and syncs within it. An iteration lasts at
+  // least its busiest stage's compute and at least any stage's sync, so if
+  // none fits, no plan at this micro-batch can beat `bound_s`.
+  bool prune(double bound_s) {
+    bound_s_ = bound_s;
+    Planner::Search unused;
+    const bool possible = solve(std::numeric_limits<double>::infinity(), &unused);
+    bound_s_ = 0;
+    return !possible;
+  }
+
   // Feasibility at target T; fills `out` with a least-depth partition.
   bool solve(double target, Planner::Search* out) {
     target_ = target;
@@ -207,7 +219,9 @@ class Engine {
   // The same for the pieces [i, j) of a prefix.
   bool tps_ok(const Prefix& p, int i, int j, int k) const {
     const int n = p.degrees;
-    return (p.comp[j * n + k] - p.comp[i * n + k]) / b_ + (p.sync[j * n + k] - p.sync[i * n + k]) / mini_ <= target_;
+    const double comp = p.comp[j * n + k] - p.comp[i * n + k], sync = p.sync[j * n + k] - p.sync[i * n + k];
+    if (bound_s_ > 0) return comp / b_ * mini_ <= bound_s_ && sync <= bound_s_;  // see prune()
+    return comp / b_ + sync / mini_ <= target_;
   }
   bool fits(const Prefix& p, int i, int j, int k, int height) const {
     const double rows = static_cast<double>(b_ / degrees_[k]);
@@ -331,7 +345,7 @@ class Engine {
   const Planner& p_;
   int max_pieces_ = 0;
   int b_, mini_ = 0, m_ = 0, devices_ = 0, hcap_ = 0, root_ = 0;
-  double cap_ = 0, target_ = 0;
+  double cap_ = 0, target_ = 0, bound_s_ = 0;
   std::vector<int> degrees_;
   std::vector<Agg> op_agg_;
   std::vector<Series> series_;
@@ -368,18 +382,21 @@ std::optional<Planner::Search> Planner::search(const graph::SpDecomposition& sp,
   return best;
 }
 
-std::vector<Planner::Search> Planner::candidates(const graph::SpDecomposition& sp, int micro_batch) const {
+std::vector<Planner::Search> Planner::candidates(const graph::SpDecomposition& sp, int micro_batch,
+                                                double bound_s) const {
   // Note [Depth sweep]: the TPS search minimises the bottleneck stage, but an
   // iteration takes about TPS x (B + (depth - 1) x b): a shallower pipeline
   // with a slightly slower bottleneck can win, most of all with few
   // micro-batches. So after the least TPS, look for the least TPS at each
   // smaller depth, as long as that estimate could still beat the best so far.
+  //
   Engine engine(*this, sp, micro_batch);
+  const double mini = request_.mini_batch, b = micro_batch;
+  if (std::isfinite(bound_s) && engine.prune(bound_s)) return {};
   Search best;
   if (!engine.solve(std::numeric_limits<double>::infinity(), &best)) return {};
   bisect(engine, 0, request_.tolerance, kInf, best);
   std::vector<Search> out{best};
-  const double mini = request_.mini_batch, b = micro_batch;
   auto estimate = [&](const Search& s) { return s.tps * (mini + (s.depth - 1) * b); };
   double bound = estimate(best);
   for (int depth = best.depth - 1; depth >= 1; --depth) {

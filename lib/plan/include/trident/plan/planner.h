@@ -17,6 +17,7 @@
 // memory] for what must fit on a device.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,8 +83,11 @@ class Planner {
   std::optional<Search> search(const graph::SpDecomposition& sp, int micro_batch) const;
   // The least-TPS search followed by the least TPS at each smaller depth
   // that could still give a shorter iteration (Note [Depth sweep]); the
-  // partitioners simulate every candidate and keep the fastest.
-  std::vector<Search> candidates(const graph::SpDecomposition& sp, int micro_batch) const;
+  // partitioners simulate every candidate and keep the fastest. Plans whose
+  // bottleneck alone would take longer than `bound_s` per iteration are not
+  // searched for (empty result when none is left).
+  std::vector<Search> candidates(const graph::SpDecomposition& sp, int micro_batch,
+                                 double bound_s = std::numeric_limits<double>::infinity()) const;
 
   // A plan from stage choices: orders stages, places devices, finds edges and
   // sync methods, builds the schedule and predicts. Throws PlanError if a
