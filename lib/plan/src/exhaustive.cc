@@ -43,14 +43,65 @@ class SpSpace {
         auto split = parallel(kids, 0, kids.size() - 1);
         heads.insert(heads.end(), split.begin(), split.end());
       }
-      for (const auto& rest : series(pieces, j + 1))
-        for (const auto& head : heads) {
-          Partition p = head;
-          p.insert(p.end(), rest.begin(), rest.end());
-          out.insert(canonical(p));
+      combine(heads, series(pieces, j + 1), out);
+    }
+    // Fork and join stages (Note [Fork and join stages] in search.cc).
+    const std::size_t n = pieces.size();
+    auto merged = [&](const SpNode& par, std::size_t from, std::size_t to, std::vector<Partition>& heads) {
+      std::vector<const SpNode*> kids;
+      for (const auto& c : par.children) kids.push_back(&c);
+      const std::size_t nq = kids.size();
+      for (int side = 0; side < 2; ++side)
+        for (std::size_t l = 0; l + 1 < nq; ++l) {
+          const std::size_t lo = side ? l + 1 : 0, hi = side ? nq : l + 1;
+          const std::size_t olo = side ? 0 : l + 1, ohi = side ? l : nq - 1;
+          std::vector<const SpNode*> nodes(kids.begin() + lo, kids.begin() + hi);
+          nodes.insert(nodes.end(), pieces.begin() + from, pieces.begin() + to);
+          for (auto p : parallel(kids, olo, ohi)) {
+            p.push_back(union_of(nodes));
+            heads.push_back(std::move(p));
+          }
         }
+    };
+    if (pieces[i]->kind == SpNode::Kind::kParallel) {
+      for (std::size_t t = i + 1; t < n && pieces[t]->kind != SpNode::Kind::kParallel; ++t) {
+        std::vector<Partition> heads;
+        merged(*pieces[i], i + 1, t + 1, heads);
+        combine(heads, series(pieces, t + 1), out);
+      }
+    } else {
+      std::size_t p = i;
+      while (p < n && pieces[p]->kind != SpNode::Kind::kParallel) ++p;
+      if (p < n) {
+        std::vector<Partition> heads;
+        merged(*pieces[p], i, p, heads);
+        combine(heads, series(pieces, p + 1), out);
+        const std::size_t nq = pieces[p]->children.size();
+        for (std::size_t t = p + 1; t < n && pieces[t]->kind != SpNode::Kind::kParallel; ++t) {
+          std::vector<Partition> two;
+          for (std::size_t l = 0; l + 1 < nq; ++l)
+            for (int side = 0; side < 2; ++side) {
+              std::vector<const SpNode*> fork(pieces.begin() + i, pieces.begin() + p);
+              std::vector<const SpNode*> join(pieces.begin() + p + 1, pieces.begin() + t + 1);
+              for (std::size_t c = 0; c < nq; ++c)
+                ((c <= l) == (side == 0) ? fork : join).push_back(&pieces[p]->children[c]);
+              two.push_back({union_of(fork), union_of(join)});
+            }
+          combine(two, series(pieces, t + 1), out);
+        }
+      }
     }
     return {out.begin(), out.end()};
+  }
+
+  static void combine(const std::vector<Partition>& heads, const std::vector<Partition>& rests,
+                      std::set<Partition>& out) {
+    for (const auto& rest : rests)
+      for (const auto& head : heads) {
+        Partition p = head;
+        p.insert(p.end(), rest.begin(), rest.end());
+        out.insert(canonical(p));
+      }
   }
 
   std::vector<Partition> parallel(const std::vector<const SpNode*>& kids, std::size_t i, std::size_t j) {

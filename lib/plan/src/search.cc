@@ -18,6 +18,7 @@
 // The binary search on T stops when the interval is within the tolerance.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include "estimate.h"
@@ -57,8 +58,18 @@ struct Prefix {
 };
 
 struct Choice {
-  int kind = -1;  // 0 base stage, 1 parallel piece / single branch, 2 split
+  // 0 base stage, 1 parallel piece split among branches, 2 branch split,
+  // 3 join merged into a branch group, 4 fork merged into a branch group,
+  // 5 fork and join each merged into one of two branch groups
+  int kind = -1;
   int j = 0, dev = 0;
+  int side = 0, l = 0, d1 = 0;  // kinds 3, 4: which branch group absorbs, devices of the others
+};
+
+// A run [i, j) of a Prefix.
+struct Span {
+  const Prefix* p;
+  int i, j;
 };
 
 class Engine {
@@ -131,6 +142,7 @@ class Engine {
   };
   struct Series {
     std::vector<Piece> pieces;
+    std::vector<int> next_parallel;  // per piece: the first parallel piece at or after it (or n)
     Prefix prefix;  // over pieces
     std::vector<int> memo;
     std::vector<Choice> choice;
@@ -173,6 +185,9 @@ class Engine {
     coarsen(s.pieces);
     s.prefix = Prefix(static_cast<int>(degrees_.size()));
     for (const auto& piece : s.pieces) s.prefix.push(piece.agg);
+    s.next_parallel.assign(s.pieces.size() + 1, static_cast<int>(s.pieces.size()));
+    for (int i = static_cast<int>(s.pieces.size()) - 1; i >= 0; --i)
+      s.next_parallel[i] = s.pieces[i].parallel >= 0 ? i : s.next_parallel[i + 1];
     const std::size_t states = (s.pieces.size() + 1) * (devices_ + 1) * (hcap_ + 1);
     s.memo.assign(states, -1);
     s.choice.assign(states, {});
@@ -216,6 +231,25 @@ class Engine {
   }
 
   double tps(const Agg& a, int k) const { return a.comp[k] / b_ + a.sync[k] / mini_; }
+  // A stage made of several runs (a branch group and a fork or join).
+  bool tps_ok(std::initializer_list<Span> spans, int k) const {
+    double comp = 0, sync = 0;
+    for (const auto& s : spans) {
+      const int n = s.p->degrees;
+      comp += s.p->comp[s.j * n + k] - s.p->comp[s.i * n + k];
+      sync += s.p->sync[s.j * n + k] - s.p->sync[s.i * n + k];
+    }
+    if (bound_s_ > 0) return comp / b_ * mini_ <= bound_s_ && sync <= bound_s_;
+    return comp / b_ + sync / mini_ <= target_;
+  }
+  bool fits(std::initializer_list<Span> spans, int k, int height) const {
+    double stat = 0, act = 0;
+    for (const auto& s : spans) {
+      stat += s.p->static_bytes[s.j] - s.p->static_bytes[s.i];
+      act += s.p->act_per_row[s.j] - s.p->act_per_row[s.i];
+    }
+    return stat + std::min(height, m_) * act * static_cast<double>(b_ / degrees_[k]) <= cap_;
+  }
   // The same for the pieces [i, j) of a prefix.
   bool tps_ok(const Prefix& p, int i, int j, int k) const {
     const int n = p.degrees;
@@ -248,6 +282,9 @@ class Engine {
     int best = kInf;
     Choice choice;
     for (int j = i; j < n; ++j) {
+      // Splitting off a group leaves depth >= 2: with best <= 2 only the
+      // whole suffix as one stage can still improve.
+      if (best <= 2 && j + 1 < n) j = n - 1;
       const Prefix& pre = series_[si].prefix;
       bool any_fast = false;
       for (int k = 0; k < static_cast<int>(degrees_.size()) && degrees_[k] <= d; ++k) {
@@ -267,12 +304,131 @@ class Engine {
           const int u = split(par, 0, branches - 1, d1, delta + rest);
           if (u < kInf && u + rest < best) best = u + rest, choice = {1, i, d1};
         }
+        join(si, i, d, delta, best, choice);
       }
       if (!any_fast) break;  // a longer group is slower still
     }
+    fork(si, i, d, delta, best, choice);
+    fork_join(si, i, d, delta, best, choice);
     series_[si].memo[at] = best;
     series_[si].choice[at] = choice;
     return best;
+  }
+
+  // Note [Fork and join stages]: the SP tree alone cannot put a fork (the
+  // pieces before a parallel node) or a join (the pieces after it) in the
+  // same stage as a branch. join() and fork() allow it for a group of
+  // branches at either end that forms one stage, the other branches split as
+  // usual; fork_join() puts the fork with one end group and the join with the
+  // other. Such a stage is convex: the other branches only read
+  // from a fork stage, and only feed a join stage.
+  //
+  // Join: piece i is parallel; pieces i+1..t join a branch group's stage,
+  // which is then the last stage of the unit (height delta + rest + 1).
+  void join(int si, int i, int d, int delta, int& best, Choice& choice) {
+    const Series& s = series_[si];
+    const int n = static_cast<int>(s.pieces.size()), par = s.pieces[i].parallel;
+    const Parallel& q = parallels_[par];
+    const int nq = static_cast<int>(q.children.size());
+    for (int t = i + 1; t < n && best > 2; ++t) {
+      if (s.pieces[t].parallel >= 0) break;
+      bool any_fast = false;
+      for (int side = 0; side < 2; ++side) {
+        for (int l = 0; l + 1 < nq; ++l) {
+          const int lo = side ? l + 1 : 0, hi = side ? nq : l + 1;         // absorbing [lo, hi)
+          const int olo = side ? 0 : l + 1, ohi = side ? l : nq - 1;       // others, inclusive
+          const Span a{&q.prefix, lo, hi}, b{&s.prefix, i + 1, t + 1};
+          for (int k = 0; k < static_cast<int>(degrees_.size()) && degrees_[k] < d; ++k) {
+            if (!tps_ok({a, b}, k)) continue;
+            any_fast = true;
+            for (int d1 = 1; d1 <= d - degrees_[k]; ++d1) {
+              const int rest = suffix(si, t + 1, d - degrees_[k] - d1, delta);
+              if (rest >= kInf || 1 + rest >= best || !fits({a, b}, k, delta + rest + 1)) continue;
+              const int other = split(par, olo, ohi, d1, delta + rest + 1);
+              if (other < kInf && rest + 1 + other < best) {
+                best = rest + 1 + other;
+                choice = {3, t, degrees_[k], side, l, d1};
+              }
+            }
+          }
+        }
+      }
+      if (!any_fast) break;
+    }
+  }
+
+  // Fork: pieces i..p-1 (none parallel) precede parallel piece p and join a
+  // branch group's stage, which feeds the other branches and the rest.
+  void fork(int si, int i, int d, int delta, int& best, Choice& choice) {
+    const Series& s = series_[si];
+    const int n = static_cast<int>(s.pieces.size());
+    const int p = s.next_parallel[i];
+    if (p == i || p == n || best <= 2) return;
+    const int par = s.pieces[p].parallel;
+    const Parallel& q = parallels_[par];
+    const int nq = static_cast<int>(q.children.size());
+    for (int side = 0; side < 2; ++side) {
+      for (int l = 0; l + 1 < nq; ++l) {
+        const int lo = side ? l + 1 : 0, hi = side ? nq : l + 1;
+        const int olo = side ? 0 : l + 1, ohi = side ? l : nq - 1;
+        const Span a{&q.prefix, lo, hi}, b{&s.prefix, i, p};
+        for (int k = 0; k < static_cast<int>(degrees_.size()) && degrees_[k] < d; ++k) {
+          if (!tps_ok({a, b}, k)) continue;
+          for (int d1 = 1; d1 <= d - degrees_[k]; ++d1) {
+            const int rest = suffix(si, p + 1, d - degrees_[k] - d1, delta);
+            if (rest >= kInf || 1 + rest >= best) continue;
+            const int other = split(par, olo, ohi, d1, delta + rest);
+            if (other >= kInf || !fits({a, b}, k, delta + rest + other + 1)) continue;
+            if (rest + other + 1 < best) {
+              best = rest + other + 1;
+              choice = {4, p, degrees_[k], side, l, d1};
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Fork and join together: pieces i..p-1 join one end group of parallel
+  // piece p, pieces p+1..t the other end group, so the parallel node runs as
+  // two stages (the fork stage feeds the join stage).
+  void fork_join(int si, int i, int d, int delta, int& best, Choice& choice) {
+    const Series& s = series_[si];
+    const int n = static_cast<int>(s.pieces.size());
+    const int p = s.next_parallel[i];
+    if (p == i || p == n || best <= 2) return;
+    const Parallel& q = parallels_[s.pieces[p].parallel];
+    const int nq = static_cast<int>(q.children.size());
+    for (int t = p + 1; t < n && s.pieces[t].parallel < 0; ++t) {
+      bool any_fast = false;
+      for (int side = 0; side < 2; ++side) {
+        for (int l = 0; l + 1 < nq; ++l) {
+          // side 0: the fork takes branches [0, l], the join the others.
+          const Span fb = side ? Span{&q.prefix, l + 1, nq} : Span{&q.prefix, 0, l + 1};
+          const Span jb = side ? Span{&q.prefix, 0, l + 1} : Span{&q.prefix, l + 1, nq};
+          const Span fp{&s.prefix, i, p}, jp{&s.prefix, p + 1, t + 1};
+          for (int kj = 0; kj < static_cast<int>(degrees_.size()) && degrees_[kj] < d; ++kj) {
+            if (!tps_ok({jb, jp}, kj)) continue;
+            any_fast = true;
+            for (int kf = 0; kf < static_cast<int>(degrees_.size()) && degrees_[kf] + degrees_[kj] <= d; ++kf) {
+              if (!tps_ok({fb, fp}, kf)) continue;
+              const int rest = suffix(si, t + 1, d - degrees_[kf] - degrees_[kj], delta);
+              if (rest >= kInf || rest + 2 >= best) continue;
+              if (!fits({jb, jp}, kj, delta + rest + 1) || !fits({fb, fp}, kf, delta + rest + 2)) continue;
+              best = rest + 2;
+              choice = {5, t, degrees_[kf], side, l, degrees_[kj]};
+            }
+          }
+        }
+      }
+      if (!any_fast) break;
+    }
+  }
+
+  void add_branch_ops(int pi, int lo, int hi, std::vector<OpId>& out) const {  // children [lo, hi)
+    for (int c = lo; c < hi; ++c)
+      for (const auto& piece : series_[parallels_[pi].children[c]].pieces)
+        out.insert(out.end(), piece.ops.begin(), piece.ops.end());
   }
 
   int split(int pi, int i, int j, int d, int delta) {
@@ -315,6 +471,38 @@ class Engine {
       std::sort(st.ops.begin(), st.ops.end());
       out.push_back(std::move(st));
       emit_suffix(si, c.j + 1, d - c.dev, delta, out);
+    } else if (c.kind == 5) {
+      int p = i;
+      while (s.pieces[p].parallel < 0) ++p;
+      const int par = s.pieces[p].parallel;
+      const int nq = static_cast<int>(parallels_[par].children.size());
+      Planner::StageChoice fork{{}, c.dev}, join{{}, c.d1};
+      add_branch_ops(par, c.side ? c.l + 1 : 0, c.side ? nq : c.l + 1, fork.ops);
+      add_branch_ops(par, c.side ? 0 : c.l + 1, c.side ? c.l + 1 : nq, join.ops);
+      for (int x = i; x < p; ++x) fork.ops.insert(fork.ops.end(), s.pieces[x].ops.begin(), s.pieces[x].ops.end());
+      for (int x = p + 1; x <= c.j; ++x) join.ops.insert(join.ops.end(), s.pieces[x].ops.begin(), s.pieces[x].ops.end());
+      std::sort(fork.ops.begin(), fork.ops.end());
+      std::sort(join.ops.begin(), join.ops.end());
+      out.push_back(std::move(fork));
+      out.push_back(std::move(join));
+      emit_suffix(si, c.j + 1, d - c.dev - c.d1, delta, out);
+    } else if (c.kind == 3 || c.kind == 4) {
+      // See Note [Fork and join stages].
+      const bool join = c.kind == 3;
+      const int par = s.pieces[join ? i : c.j].parallel;
+      const int nq = static_cast<int>(parallels_[par].children.size());
+      const int lo = c.side ? c.l + 1 : 0, hi = c.side ? nq : c.l + 1;
+      const int olo = c.side ? 0 : c.l + 1, ohi = c.side ? c.l : nq - 1;
+      const int left = d - c.dev - c.d1;
+      const int rest = suffix(si, c.j + 1, left, delta);
+      Planner::StageChoice st{{}, c.dev};
+      add_branch_ops(par, lo, hi, st.ops);
+      for (int p = join ? i + 1 : i; p < (join ? c.j + 1 : c.j); ++p)
+        st.ops.insert(st.ops.end(), s.pieces[p].ops.begin(), s.pieces[p].ops.end());
+      std::sort(st.ops.begin(), st.ops.end());
+      out.push_back(std::move(st));
+      emit_split(par, olo, ohi, c.d1, join ? delta + rest + 1 : delta + rest, out);
+      emit_suffix(si, c.j + 1, left, delta, out);
     } else {
       const int rest = suffix(si, i + 1, d - c.dev, delta);
       const int par = s.pieces[i].parallel;
@@ -406,6 +594,22 @@ std::vector<Planner::Search> Planner::candidates(const graph::SpDecomposition& s
     bisect(engine, out.back().tps, request_.tolerance, depth, s);
     bound = std::min(bound, estimate(s));
     out.push_back(s);
+  }
+  // The TPS objective ignores where in the iteration a stage's time falls;
+  // with few micro-batches a plan with a slower bottleneck but a shorter
+  // critical path can win. A few targets above the least TPS give the
+  // simulator such alternatives (the DP prefers plain stages over fork and
+  // join ones when both are as shallow).
+  for (double f : {1.1, 1.25, 1.5}) {
+    Search s;
+    if (!engine.solve(out.front().tps * f, &s)) continue;
+    auto same = [&](const Search& o) {
+      if (o.stages.size() != s.stages.size()) return false;
+      for (std::size_t i = 0; i < o.stages.size(); ++i)
+        if (o.stages[i].ops != s.stages[i].ops || o.stages[i].replicas != s.stages[i].replicas) return false;
+      return true;
+    };
+    if (std::none_of(out.begin(), out.end(), same)) out.push_back(std::move(s));
   }
   return out;
 }

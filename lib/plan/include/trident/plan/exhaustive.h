@@ -25,8 +25,9 @@ struct Exhaustive {
 
 // GraphPipe's search space over `sp` (built without input ops): stages are
 // unions of consecutive series pieces, or parallel nodes split into
-// consecutive groups of branches, recursively — the partitions the dynamic
-// program can form. Heights come from the SP-ized graph, as in the search.
+// consecutive groups of branches, recursively, where a group at either end
+// may also take the fork or the join pieces next to its parallel node — the
+// partitions the dynamic program can form. Heights come from the SP-ized graph, as in the search.
 Exhaustive exhaustive_sp(const Planner& planner, const graph::SpDecomposition& sp, int micro_batch);
 
 // Every partition of the non-input ops into convex stages whose dependencies
