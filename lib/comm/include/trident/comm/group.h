@@ -1,0 +1,52 @@
+// Group: a process group (Gloo on CPU) over all ranks of the world or over a
+// subset, e.g. the replicas of one pipeline stage. A value type: copies share
+// the same underlying c10d group. Every rank of the parent must create the
+// same subgroups in the same order (c10d's rule).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "trident/comm/world.h"
+
+namespace trident::comm {
+
+class Group {
+ public:
+  // Rendezvous over a TCPStore hosted by rank 0 at MASTER_ADDR:MASTER_PORT.
+  // Throws CommError naming the address when the store cannot be reached
+  // within `timeout`.
+  static Group connect(const WorldInfo& world, std::chrono::milliseconds timeout);
+  // A group over a store that every member shares (tests: a HashStore and
+  // one thread per rank).
+  static Group over_store(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                          std::chrono::milliseconds timeout);
+
+  // The members `ranks` (indices into this group, ascending) as a new group;
+  // call on every member with the same arguments. Throws CommError if this
+  // rank is not among them.
+  Group subgroup(const std::vector<int>& ranks, const std::string& name) const;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  c10d::ProcessGroup& pg() const { return *pg_; }
+
+ private:
+  Group(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank, int size,
+        std::chrono::milliseconds timeout, std::string host)
+      : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), size_(size), timeout_(timeout),
+        host_(std::move(host)) {}
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  int rank_ = 0, size_ = 1;
+  std::chrono::milliseconds timeout_{60000};
+  std::string host_;  // Gloo device: "127.0.0.1", or "" for this host's default interface
+};
+
+}  // namespace trident::comm

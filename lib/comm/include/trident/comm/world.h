@@ -1,0 +1,34 @@
+// WorldInfo: which process this is among how many, read from the launcher's
+// environment — `torchrun` / `trident launch` (RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT), `mpirun` (OMPI_COMM_WORLD_*), `srun`
+// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID). When several launchers' variables are
+// present they must agree. With none, the process is alone (rank 0 of 1).
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+
+namespace trident::comm {
+
+// A bad environment, a failed rendezvous, a lost peer or a timed-out
+// collective; the message names the rank, the variable or the operation.
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct WorldInfo {
+  int rank = 0, world_size = 1, local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string launcher = "none";  // torchrun | mpirun | srun | none
+};
+
+// Throws CommError naming the variable: not an integer, out of range,
+// launchers that disagree, or MASTER_ADDR / MASTER_PORT missing when
+// world_size > 1.
+WorldInfo world_from_env(const std::map<std::string, std::string>& env);
+WorldInfo world_from_env();  // the process environment
+
+}  // namespace trident::comm

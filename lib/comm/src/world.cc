@@ -1,0 +1,86 @@
+#include "trident/comm/world.h"
+
+#include <cstdlib>
+#include <optional>
+#include <vector>
+
+extern char** environ;
+
+namespace trident::comm {
+namespace {
+
+struct Source {
+  const char* launcher;
+  const char *rank, *size, *local;
+};
+
+const Source kSources[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+
+std::optional<int> integer(const std::map<std::string, std::string>& env, const std::string& name) {
+  auto it = env.find(name);
+  if (it == env.end()) return std::nullopt;
+  try {
+    std::size_t used = 0;
+    const long v = std::stol(it->second, &used);
+    if (used != it->second.size() || v < 0 || v > 1'000'000) throw std::invalid_argument("range");
+    return static_cast<int>(v);
+  } catch (const std::exception&) {
+    throw CommError("environment: " + name + "='" + it->second + "' is not a non-negative integer");
+  }
+}
+
+}  // namespace
+
+WorldInfo world_from_env(const std::map<std::string, std::string>& env) {
+  WorldInfo w;
+  std::optional<WorldInfo> first;
+  std::string first_vars;
+  for (const auto& s : kSources) {
+    auto rank = integer(env, s.rank), size = integer(env, s.size), local = integer(env, s.local);
+    if (!rank && !size) continue;
+    if (!rank || !size)
+      throw CommError(std::string("environment: ") + (rank ? s.size : s.rank) + " is missing but " +
+                      (rank ? s.rank : s.size) + " is set (" + s.launcher + ")");
+    WorldInfo here;
+    here.rank = *rank, here.world_size = *size, here.local_rank = local.value_or(*rank);
+    here.launcher = s.launcher;
+    if (here.world_size < 1 || here.rank >= here.world_size)
+      throw CommError(std::string("environment: ") + s.rank + "=" + std::to_string(here.rank) + " must be below " +
+                      s.size + "=" + std::to_string(here.world_size));
+    const std::string vars = std::string(s.rank) + "=" + std::to_string(here.rank) + ", " + s.size + "=" +
+                             std::to_string(here.world_size) + " (" + s.launcher + ")";
+    if (first && (first->rank != here.rank || first->world_size != here.world_size))
+      throw CommError("environment: launchers disagree: " + first_vars + " but " + vars);
+    if (!first) first = here, first_vars = vars;
+  }
+  if (first) w = *first;
+  if (w.world_size > 1) {
+    auto addr = env.find("MASTER_ADDR");
+    if (addr == env.end() || addr->second.empty())
+      throw CommError("environment: MASTER_ADDR is missing; set it to the host of rank 0 (e.g. export MASTER_ADDR=node001)");
+    w.master_addr = addr->second;
+    auto port = integer(env, "MASTER_PORT");
+    if (!port)
+      throw CommError("environment: MASTER_PORT is missing; set it to a free TCP port on rank 0's host (e.g. 29500)");
+    if (*port < 1 || *port > 65535)
+      throw CommError("environment: MASTER_PORT=" + std::to_string(*port) + " is not a TCP port (1..65535)");
+    w.master_port = *port;
+  }
+  return w;
+}
+
+WorldInfo world_from_env() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return world_from_env(env);
+}
+
+}  // namespace trident::comm
