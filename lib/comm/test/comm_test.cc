@@ -10,6 +10,7 @@
 #include "trident/cost/comm.h"
 #include "trident/nn/executor.h"
 #include "trident/nn/graph_module.h"
+#include "trident/zoo/builder.h"
 #include "trident/zoo/zoo.h"
 
 namespace trident::comm {
@@ -64,8 +65,22 @@ struct Run {
   std::vector<SyncStats> stats;
 };
 
+// A model with one large fully connected layer (1024 x 1024).
+graph::OpGraph wide_fc() {
+  zoo::GraphBuilder b("wide_fc");
+  auto x = b.input("x", {{1024}, graph::DType::kFloat32});
+  auto h = b.activation("relu", "relu", b.linear("fc", x, 1024));
+  auto y = b.input("label", {{}, graph::DType::kInt64}, 8);
+  b.cross_entropy("loss", b.linear("head", h, 8), y);
+  return b.finish();
+}
+
+graph::OpGraph model_graph(const std::string& model) {
+  return model == "wide_fc" ? wide_fc() : zoo::build_graph({model, "tiny"});
+}
+
 Run train(const std::string& model, int ranks, int steps, std::int64_t batch, const MakeSync& make) {
-  const auto g = zoo::build_graph({model, "tiny"});
+  const auto g = model_graph(model);
   torch::manual_seed(0);
   nn::GraphModule reference(g);
   auto gen = at::detail::createCPUGenerator(7);
@@ -81,15 +96,19 @@ Run train(const std::string& model, int ranks, int steps, std::int64_t batch, co
   }
   auto step = [&](nn::GraphModule& m, const nn::Batch& fields, GradSync* sync) {
     nn::GraphExecutor ex(m, graph::whole_graph(g));
+    if (sync) ex.set_observer(sync->observer());
     auto loss = ex.forward({}, fields).at(g.loss()) / static_cast<double>(batch);
     if (sync) sync->arm();
     loss.backward();
-    if (sync) sync->finish();
     torch::NoGradGuard no_grad;
-    for (auto& p : m.parameters()) {
-      p.sub_(p.grad(), 0.05);
-      p.mutable_grad().zero_();
+    auto update = [](const std::string&, torch::Tensor& p, const torch::Tensor& grad) { p.sub_(grad, 0.05); };
+    if (sync) {
+      sync->finish();
+      sync->apply(update);
+    } else {
+      for (auto& p : m.parameters()) update("", p, p.grad());
     }
+    for (auto& p : m.parameters()) p.mutable_grad().zero_();
   };
   auto weights = [](nn::GraphModule& m) {
     Weights w;
@@ -146,8 +165,47 @@ TEST_P(AllReduce, WeightsEqualSingleProcessTraining) {
   expect_equal(run);
 }
 
+// Every Linear weight by SFB, the rest by all-reduce.
+std::map<std::string, std::string> sfb_where_possible(const graph::OpGraph& g) {
+  std::map<std::string, std::string> m;
+  for (const auto& op : g.ops())
+    for (const auto& p : op.params) m[p.name] = cost::sfb_shape(op, p) ? "sfb" : "allreduce";
+  return m;
+}
+
+TEST_P(AllReduce, ParameterServerEqualsSingleProcessTraining) {
+  const auto& [model, ranks] = GetParam();
+  expect_equal(train(model, ranks, 3, 24, [](Group g, NamedParams p) { return make_ps_sync(g, p); }));
+}
+
+TEST_P(AllReduce, SfbEqualsSingleProcessTraining) {
+  const auto& [model, ranks] = GetParam();
+  const auto g = model_graph(model);
+  expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
+    return make_hybrid_sync(grp, p, g, sfb_where_possible(g));
+  }));
+}
+
+TEST_P(AllReduce, HybridEqualsSingleProcessTraining) {
+  // Methods rotate over the parameters, so all three run side by side.
+  const auto& [model, ranks] = GetParam();
+  const auto g = model_graph(model);
+  std::map<std::string, std::string> methods;
+  int i = 0;
+  for (const auto& op : g.ops())
+    for (const auto& p : op.params) {
+      const char* pick[] = {"ps", "allreduce", "sfb"};
+      std::string m = pick[i++ % 3];
+      if (m == "sfb" && !cost::sfb_shape(op, p)) m = "ps";
+      methods[p.name] = m;
+    }
+  expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
+    return make_hybrid_sync(grp, p, g, methods);
+  }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, AllReduce,
-                         ::testing::Combine(::testing::Values("mlp", "cnn"), ::testing::Values(2, 3, 4)),
+                         ::testing::Combine(::testing::Values("mlp", "cnn", "wide_fc"), ::testing::Values(2, 3, 4)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "_ranks";
                          });
@@ -169,6 +227,67 @@ TEST(AllReduceSync, SmallBucketsAndNoWfbpAgreeAndCountBytes) {
   auto off = train("mlp", 2, 2, 24, [](Group g, NamedParams p) { return make_allreduce_sync(g, p, 4096, false); });
   expect_equal(off);
   EXPECT_GE(off.stats[0].events.front().start_s, off.stats[0].backward_end_s);
+}
+
+TEST(SfbSync, RebuiltGradientEqualsTheAllReducedOneAndBytesFollowTheFormula) {
+  const auto g = wide_fc();
+  // One step, then compare the synced gradients themselves.
+  auto grads = [&](bool sfb) {
+    std::vector<std::map<std::string, torch::Tensor>> out(3);
+    train("wide_fc", 3, 1, 24, [&](Group grp, NamedParams p) {
+      auto sync = sfb ? make_hybrid_sync(grp, p, g, sfb_where_possible(g)) : make_allreduce_sync(grp, p);
+      struct Spy final : GradSync {
+        std::unique_ptr<GradSync> inner;
+        NamedParams params;
+        std::map<std::string, torch::Tensor>* out;
+        void arm() override { inner->arm(); }
+        void finish() override {
+          inner->finish();
+          for (auto& [n, t] : params) (*out)[n] = t.grad().clone();
+        }
+        void apply(const Update& u) override { inner->apply(u); }
+        OpObserver observer() override { return inner->observer(); }
+        const SyncStats& stats() const override { return inner->stats(); }
+        std::string name() const override { return inner->name(); }
+      };
+      auto spy = std::make_unique<Spy>();
+      spy->inner = std::move(sync), spy->params = p, spy->out = &out[grp.rank()];
+      return spy;
+    });
+    return out;
+  };
+  auto sfb = grads(true), ar = grads(false);
+  for (int r = 0; r < 3; ++r)
+    for (const auto& [name, t] : ar[r])
+      EXPECT_TRUE(torch::allclose(sfb[r].at(name), t, 1e-5, 1e-6)) << "rank " << r << " " << name;
+  // Bytes: each rank sends its K = 8 rows of factors (M + N floats) to P - 1 = 2 peers.
+  auto run = train("wide_fc", 3, 1, 24, [&](Group grp, NamedParams p) {
+    return make_hybrid_sync(grp, p, g, sfb_where_possible(g));
+  });
+  EXPECT_DOUBLE_EQ(run.stats[0].sent.at("fc.weight"), 8.0 * 2 * (1024 + 1024) * 4);
+  EXPECT_DOUBLE_EQ(run.stats[0].sent.at("head.weight"), 8.0 * 2 * (1024 + 8) * 4);
+  EXPECT_DOUBLE_EQ(run.stats[0].sent.at("fc.bias"), 2.0 * 1024 * 4 * 2 / 3);  // all-reduce
+}
+
+TEST(PsSync, OwnersBalanceBytesAndCountersFollowRoles) {
+  const auto g = wide_fc();
+  auto run = train("wide_fc", 3, 1, 24, [](Group grp, NamedParams p) { return make_ps_sync(grp, p); });
+  NamedParams params;
+  for (const auto& op : g.ops())
+    for (const auto& p : op.params) params.emplace_back(p.name, torch::zeros(p.shape));
+  const auto owners = ps_owners(params, 3);
+  EXPECT_EQ(owners[0], 0);  // fc.weight, the largest, goes to rank 0
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const double bytes = 4.0 * params[i].second.numel();
+    double sent = 0;
+    for (int r = 0; r < 3; ++r) {
+      const double want = owners[i] == r ? 2 * bytes : bytes;  // owner: P-1 pulls; others: one push
+      EXPECT_DOUBLE_EQ(run.stats[r].sent.at(params[i].first), want) << params[i].first << " rank " << r;
+      sent += run.stats[r].sent.at(params[i].first);
+    }
+    // Summed over ranks: 2 S (P - 1), i.e. P times the colocated average 2 S (P - 1) / P.
+    EXPECT_DOUBLE_EQ(sent, 2 * bytes * 2);
+  }
 }
 
 }  // namespace

@@ -90,6 +90,7 @@ TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) c
     args.clear();
     for (const auto& in : op.inputs) args.push_back(values[in.producer]);
     values[id] = module_.op_fn(id)(args);
+    if (observer_) observer_(id, args, values[id]);
   }
   TensorMap out;
   for (graph::OpId id : subgraph_.outputs) out.emplace(id, values[id]);

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +25,8 @@
 #include <vector>
 
 #include <torch/torch.h>
+
+#include "trident/graph/op_graph.h"
 
 #include "trident/comm/group.h"
 
@@ -51,6 +54,16 @@ class GradSync {
   virtual ~GradSync() = default;
   virtual void arm() = 0;
   virtual void finish() = 0;
+  // The optimizer step: calls `update` for the parameters this rank updates
+  // and leaves every rank's parameters equal. All strategies but PS update
+  // every parameter locally; under PS each rank updates the parameters it
+  // owns (so optimizer state lives only on the owner) and broadcasts them.
+  using Update = std::function<void(const std::string& name, torch::Tensor& param, const torch::Tensor& grad)>;
+  virtual void apply(const Update& update) = 0;
+  // An observer for the executors that run this model's ops (SFB captures
+  // Linear layers' inputs and output gradients); empty when not needed.
+  using OpObserver = std::function<void(graph::OpId, const std::vector<torch::Tensor>&, const torch::Tensor&)>;
+  virtual OpObserver observer() { return {}; }
   virtual const SyncStats& stats() const = 0;
   virtual std::string name() const = 0;
 };
@@ -63,5 +76,28 @@ class GradSync {
 // baseline WFBP is measured against).
 std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
                                               std::int64_t bucket_bytes = 25 << 20, bool wfbp = true);
+
+// Colocated sharded parameter server (Poseidon, BSP): every parameter has an
+// owner rank (bytes balanced greedily, largest first); push = reduce of the
+// gradient to the owner, started by the same WFBP hooks; the owner applies
+// the optimizer; pull = broadcast from the owner.
+std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params);
+// The owner of each parameter under make_ps_sync, by index.
+std::vector<int> ps_owners(const NamedParams& params, int ranks);
+
+// Sufficient-factor broadcasting for Linear weights (every parameter given
+// must be one, in `graph`): the layer's inputs a_k and output gradients
+// δ_k of every row are captured (attach observer() to the executor),
+// all-gathered when the last backward produces them, and ∇W = Σ_k δ_k a_kᵀ
+// is rebuilt with one GEMM on every rank. Throws CommError naming a
+// parameter that is not a Linear weight.
+std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const graph::OpGraph& graph);
+
+// Each parameter by its own method ("allreduce", "ps" or "sfb"; missing =
+// allreduce), each method on its own subgroup of the same ranks so their
+// collectives never interleave. Every member calls it with the same methods.
+std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
+                                           const std::map<std::string, std::string>& methods,
+                                           std::int64_t bucket_bytes = 25 << 20);
 
 }  // namespace trident::comm

@@ -12,6 +12,7 @@
 // mean over the global batch (DESIGN.md contract 1).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -36,11 +37,17 @@ class GraphExecutor {
   // and that all rows agree; throws std::invalid_argument naming the edge.
   TensorMap forward(const TensorMap& inputs, const Batch& fields) const;
 
+  // Called after every op with its inputs and output (e.g. to capture the
+  // sufficient factors of Linear layers for SFB gradient sync).
+  using Observer = std::function<void(graph::OpId, const std::vector<torch::Tensor>&, const torch::Tensor&)>;
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
+
  private:
   void check(graph::OpId producer, const torch::Tensor& t, int64_t rows) const;
 
   const GraphModule& module_;
   graph::Subgraph subgraph_;
+  Observer observer_;
 };
 
 torch::ScalarType to_torch(graph::DType dtype);

@@ -1,0 +1,78 @@
+// Per-parameter methods (HybComm), each on its own subgroup (grad_sync.h).
+#include "trident/comm/grad_sync.h"
+
+namespace trident::comm {
+namespace {
+
+class HybridSync final : public GradSync {
+ public:
+  explicit HybridSync(std::vector<std::unique_ptr<GradSync>> parts) : parts_(std::move(parts)) {}
+
+  void arm() override {
+    for (auto& p : parts_) p->arm();
+  }
+  void finish() override {
+    for (auto& p : parts_) p->finish();
+    merge();
+  }
+  void apply(const Update& update) override {
+    for (auto& p : parts_) p->apply(update);
+    merge();
+  }
+  OpObserver observer() override {
+    std::vector<OpObserver> all;
+    for (auto& p : parts_)
+      if (auto o = p->observer()) all.push_back(std::move(o));
+    if (all.empty()) return {};
+    return [all](graph::OpId id, const std::vector<torch::Tensor>& in, const torch::Tensor& out) {
+      for (const auto& o : all) o(id, in, out);
+    };
+  }
+  const SyncStats& stats() const override { return stats_; }
+  std::string name() const override { return "hybrid"; }
+
+ private:
+  void merge() {
+    stats_ = SyncStats{};
+    for (const auto& p : parts_) {
+      const auto& s = p->stats();
+      stats_.sent.insert(s.sent.begin(), s.sent.end());
+      stats_.received.insert(s.received.begin(), s.received.end());
+      stats_.events.insert(stats_.events.end(), s.events.begin(), s.events.end());
+      stats_.backward_end_s = std::max(stats_.backward_end_s, s.backward_end_s);
+      stats_.exposed_s = std::max(stats_.exposed_s, s.exposed_s);
+    }
+  }
+  std::vector<std::unique_ptr<GradSync>> parts_;
+  SyncStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
+                                           const std::map<std::string, std::string>& methods,
+                                           std::int64_t bucket_bytes) {
+  std::map<std::string, NamedParams> split;
+  for (auto& [name, t] : params) {
+    auto it = methods.find(name);
+    const std::string m = it == methods.end() ? "allreduce" : it->second;
+    if (m != "allreduce" && m != "ps" && m != "sfb")
+      throw CommError("gradient sync method '" + m + "' for '" + name + "' is unknown; use allreduce, ps or sfb");
+    split[m].emplace_back(name, t);
+  }
+  std::vector<int> all(group.size());
+  for (int r = 0; r < group.size(); ++r) all[r] = r;
+  std::vector<std::unique_ptr<GradSync>> parts;
+  // Fixed order, so every rank creates the same subgroups.
+  for (const char* m : {"allreduce", "ps", "sfb"}) {
+    auto it = split.find(m);
+    if (it == split.end()) continue;
+    Group sub = group.subgroup(all, std::string("hybrid-") + m);
+    if (it->first == "allreduce") parts.push_back(make_allreduce_sync(sub, it->second, bucket_bytes));
+    if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second));
+    if (it->first == "sfb") parts.push_back(make_sfb_sync(sub, it->second, graph));
+  }
+  return std::make_unique<HybridSync>(std::move(parts));
+}
+
+}  // namespace trident::comm

@@ -1,0 +1,108 @@
+#include "ordered_sync.h"
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+namespace trident::comm::detail {
+namespace {
+
+struct ReadyHook final : torch::autograd::FunctionPostHook {
+  ReadyHook(std::shared_ptr<HookState> s, int p) : state(std::move(s)), param(p) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override;
+  std::shared_ptr<HookState> state;
+  int param;
+};
+
+torch::autograd::variable_list ReadyHook::operator()(const torch::autograd::variable_list& outputs,
+                                                     const torch::autograd::variable_list&) {
+  std::lock_guard<std::mutex> lock(state->mu);
+  if (state->owner) state->owner->mark_ready(param);
+  return outputs;
+}
+
+}  // namespace
+
+OrderedSync::OrderedSync(Group group, NamedParams params, std::vector<std::vector<int>> items, bool wfbp)
+    : group_(std::move(group)), params_(std::move(params)), items_(std::move(items)),
+      state_(std::make_shared<HookState>()), wfbp_(wfbp) {
+  item_of_.assign(params_.size(), -1);
+  for (std::size_t i = 0; i < items_.size(); ++i)
+    for (int p : items_[i]) item_of_[p] = static_cast<int>(i);
+  ready_.assign(items_.size(), 0);
+  state_->owner = this;
+}
+
+OrderedSync::~OrderedSync() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->owner = nullptr;
+}
+
+void OrderedSync::install_grad_hooks() {
+  for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
+    if (item_of_[i] < 0) continue;
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i].second);
+    if (!acc) throw CommError("gradient sync: parameter '" + params_[i].first + "' does not require grad");
+    acc->add_post_hook(std::make_unique<ReadyHook>(state_, i));
+    accumulators_.push_back(std::move(acc));  // keeps the node, and so the hook, alive
+  }
+}
+
+void OrderedSync::arm() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::fill(ready_.begin(), ready_.end(), 0);
+  next_ = 0;
+  armed_ = true;
+  start_ = std::chrono::steady_clock::now();
+  stats_.events.clear();
+}
+
+void OrderedSync::mark_ready(int param) {
+  if (!armed_ || item_of_[param] < 0) return;
+  ++ready_[item_of_[param]];
+  if (!wfbp_) return;
+  while (next_ < items_.size() && ready_[next_] == static_cast<int>(items_[next_].size())) launch(next_++);
+}
+
+void OrderedSync::finish() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!armed_) throw CommError("gradient sync: finish() without arm()");
+  stats_.backward_end_s = seconds();
+  while (next_ < items_.size()) launch(next_++);
+  for (std::size_t i = 0; i < items_.size(); ++i) complete(i);
+  double last = stats_.backward_end_s;
+  for (const auto& e : stats_.events) last = std::max(last, e.end_s);
+  stats_.exposed_s = last - stats_.backward_end_s;
+  armed_ = false;
+}
+
+void OrderedSync::apply(const Update& update) {
+  for (auto& [name, param] : params_) {
+    if (!param.grad().defined()) continue;
+    update(name, param, param.grad());
+  }
+}
+
+double OrderedSync::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+torch::Tensor OrderedSync::grad_or_zeros(int param) const {
+  const auto& p = params_[param].second;
+  return p.grad().defined() ? p.grad() : torch::zeros_like(p);
+}
+
+void OrderedSync::set_grad(int param, const torch::Tensor& value) {
+  auto& p = params_[param].second;
+  if (p.grad().defined()) {
+    p.mutable_grad().copy_(value.view_as(p));
+  } else {
+    p.mutable_grad() = value.view_as(p).clone();
+  }
+}
+
+void OrderedSync::fail(const std::string& what, const std::exception& e) const {
+  throw CommError("rank " + std::to_string(group_.rank()) + ": " + what + " failed: " + e.what());
+}
+
+}  // namespace trident::comm::detail

@@ -1,0 +1,62 @@
+// Internal: the machinery every strategy shares — readiness hooks and
+// launching work items (buckets, parameters) strictly in item order (Note
+// [Deterministic communication order]), then completing them in finish().
+#pragma once
+
+#include <chrono>
+#include <mutex>
+
+#include "trident/comm/grad_sync.h"
+
+namespace trident::comm::detail {
+
+class OrderedSync;
+
+struct HookState {
+  std::mutex mu;
+  OrderedSync* owner = nullptr;
+};
+
+class OrderedSync : public GradSync {
+ public:
+  ~OrderedSync() override;
+  void arm() override;
+  void finish() override;
+  void apply(const Update& update) override;
+  const SyncStats& stats() const override { return stats_; }
+  // A parameter's gradient (or, for SFB, its factors) is ready; called by
+  // hooks under state_->mu.
+  void mark_ready(int param);
+
+ protected:
+  // `items[i]` lists parameter indices; item i starts once all of them are
+  // ready and items 0..i-1 have started (or all at finish() without WFBP).
+  OrderedSync(Group group, NamedParams params, std::vector<std::vector<int>> items, bool wfbp);
+  // AccumulateGrad post-hooks mark a parameter ready (all but SFB use them).
+  void install_grad_hooks();
+  virtual void launch(std::size_t item) = 0;
+  virtual void complete(std::size_t item) = 0;  // wait; leave the summed gradient in place
+  double seconds() const;
+  // A parameter's gradient, or zeros when backward did not reach it.
+  torch::Tensor grad_or_zeros(int param) const;
+  void set_grad(int param, const torch::Tensor& value);
+  void event(const std::string& name, double start) { stats_.events.push_back({name, start, seconds()}); }
+  [[noreturn]] void fail(const std::string& what, const std::exception& e) const;
+
+  Group group_;
+  NamedParams params_;
+  std::vector<std::vector<int>> items_;
+  std::vector<int> item_of_;
+  std::shared_ptr<HookState> state_;
+  SyncStats stats_;
+  bool armed_ = false;
+
+ private:
+  bool wfbp_;
+  std::vector<int> ready_;
+  std::size_t next_ = 0;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace trident::comm::detail

@@ -1,0 +1,110 @@
+// Sufficient-factor broadcasting (grad_sync.h, REFERENCE.md §1).
+#include "ordered_sync.h"
+#include "trident/cost/comm.h"
+
+namespace trident::comm {
+namespace {
+
+class SfbSync final : public detail::OrderedSync {
+ public:
+  SfbSync(Group group, NamedParams params, std::vector<std::vector<int>> items, const graph::OpGraph& g)
+      : OrderedSync(std::move(group), std::move(params), std::move(items), true) {
+    factors_.resize(params_.size());
+    for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
+      const auto& name = params_[i].first;
+      const graph::Op* found = nullptr;
+      const graph::ParamSpec* spec = nullptr;
+      for (const auto& op : g.ops())
+        for (const auto& p : op.params)
+          if (p.name == name) found = &op, spec = &p;
+      if (!found || !cost::sfb_shape(*found, *spec))
+        throw CommError("sfb: '" + name + "' is not the weight of a Linear layer; sync it with allreduce or ps");
+      const auto shape = *cost::sfb_shape(*found, *spec);
+      factors_[i].m = shape.m, factors_[i].n = shape.n;
+      by_op_[g.id_of(found->name)] = i;
+    }
+  }
+
+  OpObserver observer() override {
+    auto state = state_;
+    return [this, state](graph::OpId id, const std::vector<torch::Tensor>& inputs, const torch::Tensor& output) {
+      auto it = by_op_.find(id);
+      if (it == by_op_.end() || !output.requires_grad()) return;
+      const int p = it->second;
+      std::lock_guard<std::mutex> lock(state->mu);
+      auto& f = factors_[p];
+      f.a.push_back(inputs[0].detach().reshape({-1, f.m}));
+      output.register_hook([state, p](torch::Tensor grad) {
+        std::lock_guard<std::mutex> lock(state->mu);
+        if (!state->owner) return;
+        auto* self = static_cast<SfbSync*>(state->owner);
+        auto& f = self->factors_[p];
+        f.d.push_back(grad.detach().reshape({-1, f.n}));
+        // The last micro-batch's output gradient completes this layer's factors.
+        if (f.d.size() == f.a.size()) self->mark_ready(p);
+      });
+    };
+  }
+
+  std::string name() const override { return "sfb"; }
+
+ private:
+  struct Factors {
+    std::int64_t m = 0, n = 0;
+    std::vector<torch::Tensor> a, d;  // per micro-batch: [rows, M], [rows, N]
+    torch::Tensor a_all, d_all;       // this rank's, concatenated
+    std::vector<std::vector<at::Tensor>> a_out, d_out;
+    c10::intrusive_ptr<c10d::Work> wa, wd;
+    double start = 0;
+  };
+
+  void launch(std::size_t item) override {
+    const int p = items_[item].front();
+    auto& f = factors_[p];
+    if (f.a.empty() || f.a.size() != f.d.size())
+      throw CommError("sfb: layer of '" + params_[p].first + "' captured " + std::to_string(f.a.size()) +
+                      " inputs and " + std::to_string(f.d.size()) +
+                      " output gradients; attach observer() to the executor and run backward");
+    f.a_all = torch::cat(f.a);
+    f.d_all = torch::cat(f.d);
+    const auto rows = f.a_all.size(0);
+    const int n = group_.size();
+    const double bytes = static_cast<double>(cost::sfb_bytes(rows, f.m, f.n, f.a_all.element_size(), n));
+    stats_.sent[params_[p].first] = stats_.received[params_[p].first] = bytes;
+    f.a_out.assign(1, std::vector<at::Tensor>(n));
+    f.d_out.assign(1, std::vector<at::Tensor>(n));
+    for (int r = 0; r < n; ++r) f.a_out[0][r] = torch::empty_like(f.a_all), f.d_out[0][r] = torch::empty_like(f.d_all);
+    f.start = seconds();
+    std::vector<at::Tensor> a_in{f.a_all}, d_in{f.d_all};
+    f.wa = group_.pg().allgather(f.a_out, a_in);
+    f.wd = group_.pg().allgather(f.d_out, d_in);
+  }
+
+  void complete(std::size_t item) override {
+    const int p = items_[item].front();
+    auto& f = factors_[p];
+    try {
+      f.wa->wait(group_.timeout());
+      f.wd->wait(group_.timeout());
+    } catch (const std::exception& e) {
+      fail("all-gather of the sufficient factors of '" + params_[p].first + "'", e);
+    }
+    // ∇W = Σ_k δ_k a_kᵀ over every rank's rows: one GEMM.
+    set_grad(p, torch::cat(f.d_out[0]).t().mm(torch::cat(f.a_out[0])));
+    event("sfb " + params_[p].first, f.start);
+    f = Factors{f.m, f.n};
+  }
+
+  std::vector<Factors> factors_;
+  std::map<graph::OpId, int> by_op_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const graph::OpGraph& graph) {
+  std::vector<std::vector<int>> items;
+  for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) items.push_back({i});
+  return std::make_unique<SfbSync>(std::move(group), std::move(params), std::move(items), graph);
+}
+
+}  // namespace trident::comm
