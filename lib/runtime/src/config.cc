@@ -244,7 +244,8 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
   c.optimizer.warmup_steps = r.integer(opt, "optimizer.warmup_steps", 0, 0);
   c.optimizer.min_lr = r.real(opt, "optimizer.min_lr", 0, 0, c.optimizer.lr);
 
-  auto par = r.section("parallel", {"devices", "partitioner", "micro_batch", "schedule", "grad_sync", "staleness"});
+  auto par = r.section("parallel", {"devices", "partitioner", "micro_batch", "schedule", "grad_sync", "staleness",
+                                    "timeout_s", "bucket_mb", "sync"});
   c.parallel.devices = r.integer(par, "parallel.devices", 1, 1, 4096);
   c.parallel.partitioner = r.str(par, "parallel.partitioner", "dp");
   const auto& p = c.parallel.partitioner;
@@ -259,9 +260,27 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
   c.parallel.schedule = r.str(par, "parallel.schedule", "1f1b", {"gpipe", "1f1b", "graph-1f1b"});
   c.parallel.grad_sync = r.str(par, "parallel.grad_sync", "allreduce", {"allreduce", "ps", "sfb", "hybrid"});
   c.parallel.staleness = r.integer(par, "parallel.staleness", 0, 0, 1000);
-  if (c.parallel.devices != 1) {
-    r.fail("parallel.devices", par["devices"],
-           "this build trains on one device (distributed training is not built yet); set parallel.devices=1");
+  c.parallel.timeout_s = r.real(par, "parallel.timeout_s", 60, 1, 86400);
+  c.parallel.bucket_mb = r.real(par, "parallel.bucket_mb", 25, 0, 4096, false, true);
+  if (par["sync"] && !par["sync"].IsNull()) {
+    if (!par["sync"].IsMap()) r.fail("parallel.sync", par["sync"], "must map parameter names to allreduce, ps or sfb");
+    for (const auto& kv : par["sync"]) {
+      const auto method = kv.second.Scalar();
+      if (method != "allreduce" && method != "ps" && method != "sfb")
+        r.fail("parallel.sync." + kv.first.Scalar(), kv.second, "allowed: allreduce, ps, sfb");
+      c.parallel.sync[kv.first.Scalar()] = method;
+    }
+  }
+  if (c.parallel.devices > 1) {
+    if (c.parallel.partitioner != "dp")
+      r.fail("parallel.partitioner", par["partitioner"],
+             "graph pipelines are not built yet; with parallel.devices > 1 use parallel.partitioner=dp");
+    if (c.train.mini_batch % c.parallel.devices)
+      r.fail("parallel.devices", par["devices"],
+             "must divide train.mini_batch = " + std::to_string(c.train.mini_batch) +
+                 " (each process takes an equal slice of every batch)");
+    if (c.parallel.staleness > 0)
+      r.fail("parallel.staleness", par["staleness"], "stale-synchronous PS is not built yet; use 0 (BSP)");
   }
 
   auto ck = r.section("checkpoint", {"every"});
@@ -303,7 +322,14 @@ std::string TrainConfig::to_yaml() const {
     << parallel.devices << YAML::Key << "partitioner" << YAML::Value << parallel.partitioner << YAML::Key
     << "micro_batch" << YAML::Value << parallel.micro_batch << YAML::Key << "schedule" << YAML::Value
     << parallel.schedule << YAML::Key << "grad_sync" << YAML::Value << parallel.grad_sync << YAML::Key
-    << "staleness" << YAML::Value << parallel.staleness << YAML::EndMap;
+    << "staleness" << YAML::Value << parallel.staleness << YAML::Key << "timeout_s" << YAML::Value
+    << parallel.timeout_s << YAML::Key << "bucket_mb" << YAML::Value << parallel.bucket_mb;
+  if (!parallel.sync.empty()) {
+    e << YAML::Key << "sync" << YAML::Value << YAML::BeginMap;
+    for (const auto& [k, v] : parallel.sync) e << YAML::Key << k << YAML::Value << v;
+    e << YAML::EndMap;
+  }
+  e << YAML::EndMap;
   e << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every"
     << YAML::Value << checkpoint.every << YAML::EndMap;
   e << YAML::Key << "runs_dir" << YAML::Value << runs_dir;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "trident/runtime/process.h"
@@ -76,7 +77,8 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out) : config_(s
   optimizer_ = Optimizer::make(config_.optimizer);
 
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
-  std::filesystem::create_directories(run_dir_);
+  if (config_.parallel.devices > 1) world_.rank = comm::world_from_env().rank;  // leader() before connect()
+  if (leader()) std::filesystem::create_directories(run_dir_);
   if (resume) {
     Checkpoint ck;
     try {
@@ -98,24 +100,28 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out) : config_(s
     optimizer_->load_state(std::move(ck.optimizer));
     step_ = ck.step;
     wall_offset_s_ = ck.meta.value("wall_s", 0.0);
-  } else {
+  } else if (leader()) {
     std::ofstream(run_dir_ + "/metrics.jsonl", std::ios::trunc);
   }
-  write_file_atomic(run_dir_ + "/config.yaml", config_.to_yaml());
+  if (leader()) write_file_atomic(run_dir_ + "/config.yaml", config_.to_yaml());
+  if (config_.parallel.devices > 1) connect();
 }
 
 void Trainer::append_metrics(const std::string& line) const {
+  if (!leader()) return;
   std::ofstream out(run_dir_ + "/metrics.jsonl", std::ios::app);
   out << line << "\n";
 }
 
 void Trainer::save(double wall_s) const {
+  auto optimizer_state = gathered_optimizer_state();  // every rank takes part
+  if (!leader()) return;
   Checkpoint ck;
   ck.step = step_;
   ck.meta = {{"model", config_.model.name}, {"preset", config_.model.preset}, {"wall_s", wall_s},
              {"config", config_.to_yaml()}};
   for (const auto& [name, p] : params_) ck.params[name] = p;
-  ck.optimizer = optimizer_->state();
+  ck.optimizer = std::move(optimizer_state);
   save_checkpoint(run_dir_ + "/checkpoint.pt", ck);
 }
 
@@ -124,30 +130,37 @@ Evaluation Trainer::evaluate(const data::Dataset& split) const {
   constexpr std::int64_t kChunk = 1000;
   double loss = 0, correct = 0;
   const std::int64_t n = split.size();
-  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
-    auto idx = torch::arange(begin, std::min(n, begin + kChunk), torch::kInt64);
+  // Each rank evaluates its share of the rows; the sums are added up.
+  const auto part = data::shard_range(n, world_.rank, world_.world_size);
+  for (std::int64_t begin = part.first; begin < part.second; begin += kChunk) {
+    auto idx = torch::arange(begin, std::min(part.second, begin + kChunk), torch::kInt64);
     auto batch = split.batch(idx);
     auto out = executor_->forward({}, batch);
     loss += out.at(module_->graph().loss()).item<double>();
     correct += out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
   }
-  return {loss / static_cast<double>(n), correct / static_cast<double>(n)};
+  const auto total = sum_over_ranks({loss, correct});
+  return {total[0] / static_cast<double>(n), total[1] / static_cast<double>(n)};
 }
 
 TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
-  Progress progress(out_, is_terminal(out_));
+  std::ostringstream quiet;  // only rank 0 reports progress
+  Progress progress(leader() ? out_ : quiet, leader() && is_terminal(out_));
   const auto spe = sampler_->steps_per_epoch();
   const auto batch_size = config_.train.mini_batch;
   progress.line("trident: training " + config_.model.name + "/" + config_.model.preset + " on " +
                 config_.data.name + " (" + std::to_string(data_.train.size()) + " samples), " +
                 std::to_string(total_steps_) + " steps of " + std::to_string(batch_size) + ", " +
                 config_.optimizer.name + " lr " + fixed(config_.optimizer.lr, 4) + ", " +
-                std::to_string(torch::get_num_threads()) + " threads; run dir " + run_dir_ +
+                std::to_string(torch::get_num_threads()) + " threads" +
+                (group_ ? ", " + std::to_string(world_.world_size) + " processes, gradient sync " + sync_->name()
+                        : std::string()) +
+                "; run dir " + run_dir_ +
                 (step_ ? "; resumed at step " + std::to_string(step_) : ""));
 
   const auto start = Clock::now();
   auto window_start = Clock::now();
-  double window_loss = 0, window_correct = 0;
+  double window_loss = 0, window_correct = 0, window_bytes = 0, window_exposed = 0;
   std::int64_t window_steps = 0;
   TrainResult result;
   auto wall = [&] { return wall_offset_s_ + seconds_since(start); };
@@ -166,20 +179,46 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
   while (step_ < total_steps_) {
     if (stop_after && step_ >= *stop_after) return result;
     const double lr = learning_rate(config_.optimizer, step_, total_steps_);
-    auto batch = data_.train.batch(sampler_->batch_indices(step_));
+    auto indices = sampler_->batch_indices(step_);
+    // Data parallel: this rank's contiguous slice of the global batch.
+    const std::int64_t rows = batch_size / world_.world_size;
+    if (group_) indices = indices.narrow(0, world_.rank * rows, rows);
+    auto batch = data_.train.batch(indices);
     auto out = executor_->forward({}, batch);
-    // See Note [Loss scale] in nn/executor.h.
+    // See Note [Loss scale] in nn/executor.h: the sum over this rank's rows,
+    // divided by the global batch, so the ranks' gradients add up.
     auto loss = out.at(loss_id) / static_cast<double>(batch_size);
-    const double loss_value = loss.item<double>();
+    if (sync_) sync_->arm();
+    loss.backward();
+    if (sync_) {
+      sync_->finish();
+      sync_->apply([&](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
+        optimizer_->step(name, p, grad, lr);
+      });
+      for (auto& [name, p] : params_)
+        if (p.grad().defined()) p.mutable_grad().zero_();
+      window_bytes += [&] {
+        double b = 0;
+        for (const auto& [name, v] : sync_->stats().sent) b += v;
+        return b;
+      }();
+      window_exposed += sync_->stats().exposed_s;
+    } else {
+      optimizer_->apply(params_, lr);
+    }
+    // One small collective per step gives every rank the global loss (for
+    // the non-finite check) and the same stop decision after Ctrl-C.
+    const double correct = out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
+    const auto global = sum_over_ranks({loss.item<double>(), correct, stop_requested().load() ? 1.0 : 0.0});
+    const double loss_value = global[0];
     if (!std::isfinite(loss_value)) {
       throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(loss_value) +
                           "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
     }
-    loss.backward();
-    optimizer_->apply(params_, lr);
+    const bool stop = global[2] > 0;
     ++step_;
     window_loss += loss_value;
-    window_correct += out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
+    window_correct += global[1];
     ++window_steps;
 
     const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;
@@ -192,17 +231,23 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
                     log_now);
     if (log_now) {
       result.last_loss = window_loss / window_steps;
-      append_metrics(nlohmann::json{{"step", step_}, {"epoch", sampler_->epoch_of(step_ - 1)},
-                                    {"loss", result.last_loss}, {"accuracy", acc}, {"lr", lr},
-                                    {"samples_per_s", steps_per_s * batch_size}, {"wall_s", wall()}}
-                         .dump());
+      nlohmann::json line{{"step", step_}, {"epoch", sampler_->epoch_of(step_ - 1)}, {"loss", result.last_loss},
+                          {"accuracy", acc}, {"lr", lr}, {"samples_per_s", steps_per_s * batch_size}, {"wall_s", wall()}};
+      if (sync_) {
+        // Rank 0's figures, per iteration: bytes it sent (by the algorithms'
+        // formulas) and communication left after backward ended.
+        line["comm_bytes_sent"] = window_bytes / window_steps;
+        line["exposed_comm_s"] = window_exposed / window_steps;
+        window_bytes = window_exposed = 0;
+      }
+      append_metrics(line.dump());
       window_loss = window_correct = 0;
       window_steps = 0;
       window_start = Clock::now();
     }
     if (config_.checkpoint.every && step_ % config_.checkpoint.every == 0 && step_ < total_steps_) save(wall());
     if (config_.train.eval && step_ % spe == 0 && step_ < total_steps_) eval_line(step_ / spe);
-    if (stop_requested().load()) {
+    if (stop) {
       save(wall());
       progress.line("interrupted at step " + std::to_string(step_) + "; checkpoint written; continue with --resume " +
                     run_dir_);

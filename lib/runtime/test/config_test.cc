@@ -86,9 +86,21 @@ TEST(Config, MissingOrMismatchedDatasetIsRejectedBeforeTraining) {
   expect_error(kGood, {"model.name=mmt", "model.preset=paper"}, {"data.train_size", "MiB"});
 }
 
-TEST(Config, DistributedSettingsAreValidatedButNotYetRun) {
-  expect_error(kGood, {"parallel.devices=4"}, {"parallel.devices = '4'", "set parallel.devices=1"});
+TEST(Config, DistributedSettingsAreValidated) {
+  auto c = parse_config(kGood, {"parallel.devices=4", "parallel.grad_sync=hybrid", "parallel.timeout_s=5"}, "cfg.yaml");
+  EXPECT_EQ(c.parallel.devices, 4);
+  EXPECT_EQ(c.parallel.timeout_s, 5);
+  c = parse_config(std::string(kGood) + "parallel: {devices: 2, sync: {fc1.weight: sfb}}\n", {}, "cfg.yaml");
+  EXPECT_EQ(c.parallel.sync.at("fc1.weight"), "sfb");
+  EXPECT_NE(c.to_yaml().find("fc1.weight: sfb"), std::string::npos);
   expect_error(kGood, {"parallel.devices=0"}, {"parallel.devices = '0'"});
+  expect_error(kGood, {"parallel.devices=3"}, {"parallel.devices = '3'", "must divide train.mini_batch = 64"});
+  expect_error(kGood, {"parallel.devices=2", "parallel.partitioner=graphpipe"},
+               {"parallel.partitioner = 'graphpipe'", "not built yet"});
+  expect_error(kGood, {"parallel.devices=2", "parallel.staleness=2"}, {"parallel.staleness = '2'", "use 0"});
+  expect_error(kGood, {"parallel.timeout_s=0"}, {"parallel.timeout_s = '0'"});
+  expect_error(std::string(kGood) + "parallel: {sync: {fc1.weight: nccl}}\n", {},
+               {"parallel.sync.fc1.weight = 'nccl'", "allowed: allreduce, ps, sfb"});
 }
 
 TEST(Config, InvalidYamlNamesTheLine) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,9 @@ struct OptimizerConfig {
   double min_lr = 0.0;  // cosine floor
 };
 
-// Parallel settings are validated now so configs stay valid as the
-// distributed runtime lands; this build trains on one device.
+// Data-parallel training runs on `devices` processes (one per device, see
+// `trident launch`); graph pipelines (partitioner graphpipe / pipedream / a
+// plan) are validated but not built yet.
 struct ParallelConfig {
   std::int64_t devices = 1;
   std::string partitioner = "dp";  // graphpipe | pipedream | dp | a plan .json path
@@ -56,6 +58,9 @@ struct ParallelConfig {
   std::string schedule = "1f1b";   // gpipe | 1f1b | graph-1f1b
   std::string grad_sync = "allreduce";  // allreduce | ps | sfb | hybrid
   std::int64_t staleness = 0;
+  double timeout_s = 60;          // a collective waiting longer than this fails, naming it
+  double bucket_mb = 25;          // all-reduce bucket size
+  std::map<std::string, std::string> sync;  // hybrid overrides: parameter -> allreduce | ps | sfb
 };
 
 struct CheckpointConfig {

@@ -1,4 +1,9 @@
-// Trainer: single-process training of a zoo model from a TrainConfig.
+// Trainer: training of a zoo model from a TrainConfig, on one process or
+// data parallel on parallel.devices processes (started by `trident launch`,
+// torchrun, mpirun or srun; see comm/world.h). Each process takes a
+// contiguous, equal slice of every global batch and gradients are synced by
+// parallel.grad_sync, so the weights equal single-process training on the
+// same global batch. Rank 0 writes the run directory.
 // Owns the run directory `runs_dir/name/`:
 //   config.yaml     the resolved config (every default filled in)
 //   metrics.jsonl   one JSON object per line: training windows
@@ -18,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "trident/comm/grad_sync.h"
 #include "trident/data/dataset.h"
 #include "trident/data/sampler.h"
 #include "trident/nn/executor.h"
@@ -70,6 +76,12 @@ class Trainer {
  private:
   void save(double wall_s) const;
   void append_metrics(const std::string& line) const;
+  void connect();  // data parallel: rendezvous, preflight, equal weights, gradient sync
+  std::map<std::string, std::string> sync_methods() const;
+  // Sums values over the ranks (a no-op on one process).
+  std::vector<double> sum_over_ranks(std::vector<double> values) const;
+  std::map<std::string, ParamState> gathered_optimizer_state() const;
+  bool leader() const { return world_.rank == 0; }
 
   TrainConfig config_;
   std::ostream& out_;
@@ -82,6 +94,9 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::int64_t total_steps_ = 0, step_ = 0;
+  comm::WorldInfo world_;
+  std::optional<comm::Group> group_;
+  std::unique_ptr<comm::GradSync> sync_;
   double wall_offset_s_ = 0;  // wall time of the run before a resume
 };
 
