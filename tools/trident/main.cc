@@ -8,7 +8,9 @@
 #include <fstream>
 #include <iostream>
 
+#include "launch.h"
 #include "plan_commands.h"
+#include "trident/comm/world.h"
 #include "trident/data/dataset.h"
 #include "trident/runtime/blas.h"
 #include "trident/runtime/checkpoint.h"
@@ -21,11 +23,22 @@ using namespace trident;
 
 constexpr int kBadInput = 2, kFailure = 1, kInterrupted = 130;
 
-int train(const std::string& config_path, const std::vector<std::string>& sets, const std::string& resume_dir) {
+int train(const std::string& config_path, std::vector<std::string> sets, const std::string& resume_dir, int nproc) {
   std::string path = config_path;
   if (!resume_dir.empty() && path.empty()) path = resume_dir + "/config.yaml";
   if (path.empty()) throw runtime::ConfigError("train: give --config FILE, or --resume RUN_DIR");
+  if (nproc < 0) throw runtime::ConfigError("train: --nproc " + std::to_string(nproc) + " must be >= 1");
+  if (nproc > 0) sets.push_back("parallel.devices=" + std::to_string(nproc));
   auto config = runtime::load_config(path, sets);
+  // Data parallel without a launcher around us: become the launcher.
+  if (config.parallel.devices > 1 && comm::world_from_env().launcher == "none") {
+    cli::LaunchOptions lo;
+    lo.nproc = static_cast<int>(config.parallel.devices);
+    lo.args = {"train", "--config", path};
+    for (const auto& s : sets) lo.args.push_back("--set"), lo.args.push_back(s);
+    if (!resume_dir.empty()) lo.args.push_back("--resume"), lo.args.push_back(resume_dir);
+    return cli::launch(lo);
+  }
   if (!resume_dir.empty()) {
     // The run directory decides where the checkpoint is, whatever the config says.
     std::filesystem::path dir(resume_dir);
@@ -91,6 +104,15 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--config", config_path, "config file (examples/*.yaml)");
   train_cmd->add_option("--set", sets, "override a config key: --set train.epochs=2 (repeatable)");
   train_cmd->add_option("--resume", resume_dir, "continue the run in RUN_DIR (e.g. runs/NAME) from its checkpoint");
+  int nproc = 0;
+  train_cmd->add_option("--nproc", nproc, "data parallel on N local processes (sets parallel.devices=N and launches them)");
+
+  cli::LaunchOptions launch_options;
+  auto* launch_cmd = app.add_subcommand("launch", "start N local workers of a trident subcommand: trident launch --nproc N -- train --config f.yaml");
+  launch_cmd->add_option("--nproc", launch_options.nproc, "number of worker processes")->required();
+  launch_cmd->add_option("--master-port", launch_options.master_port, "rendezvous port on 127.0.0.1 (default: a free one)");
+  launch_cmd->add_option("--grace-s", launch_options.grace_s, "after a worker fails, seconds the others get to exit before SIGKILL");
+  launch_cmd->add_option("args", launch_options.args, "the subcommand and its flags, after --");
 
   std::string model, preset = "tiny", out;
   bool all_ops = false;
@@ -113,13 +135,15 @@ int main(int argc, char** argv) {
     return kBadInput;
   }
   try {
-    if (*train_cmd) return train(config_path, sets, resume_dir);
+    if (*train_cmd) return train(config_path, sets, resume_dir, nproc);
+    if (*launch_cmd) return cli::launch(launch_options);
     if (*graph_cmd) return show_graph(model, preset, out, all_ops);
     if (*plan_cmd) return cli::run_plan(plan_args);
     if (*simulate_cmd) return cli::run_simulate(simulate_args);
   } catch (const std::exception& e) {
     // Bad input (config, data, flags) is exit 2; anything while running is 1.
     const bool bad_input = dynamic_cast<const runtime::ConfigError*>(&e) ||
+                           (dynamic_cast<const comm::CommError*>(&e) && std::string(e.what()).rfind("environment:", 0) == 0) ||
                            dynamic_cast<const data::DataError*>(&e) ||
                            dynamic_cast<const std::invalid_argument*>(&e) || cli::is_plan_input_error(e);
     std::cerr << "trident: " << e.what() << "\n";

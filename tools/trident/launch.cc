@@ -1,0 +1,180 @@
+#include "launch.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+
+namespace trident::cli {
+namespace {
+
+volatile sig_atomic_t g_interrupted = 0;
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("launch: cannot find a free TCP port on 127.0.0.1; pass --master-port");
+  }
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+struct Worker {
+  pid_t pid = -1;
+  int out = -1, err = -1;
+  std::string out_buf, err_buf, last;
+  bool exited = false;
+  int status = 0;
+};
+
+// Writes the complete lines of `buf` with the rank prefix, keeps the rest.
+void flush_lines(std::string& buf, std::ostream& to, int rank, std::string& last, bool all) {
+  std::size_t start = 0, nl;
+  while ((nl = buf.find('\n', start)) != std::string::npos || (all && start < buf.size())) {
+    if (nl == std::string::npos) nl = buf.size();
+    std::string line = buf.substr(start, nl - start);
+    // A progress bar redraws with '\r': show only its latest state.
+    if (auto cr = line.rfind('\r'); cr != std::string::npos) line = line.substr(cr + 1);
+    if (!line.empty()) {
+      to << "[rank " << rank << "] " << line << "\n";
+      last = line;
+    }
+    start = nl + 1;
+  }
+  buf.erase(0, std::min(start, buf.size()));
+  to.flush();
+}
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                  strsignal(WTERMSIG(status)) + ")";
+  return "ended";
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& o) {
+  if (o.nproc < 1) {
+    std::cerr << "trident: launch --nproc " << o.nproc << ": must be >= 1\n";
+    return 2;
+  }
+  if (o.args.empty()) {
+    std::cerr << "trident: launch: give the subcommand after --, e.g. trident launch --nproc 2 -- train --config f.yaml\n";
+    return 2;
+  }
+  const int port = o.master_port ? o.master_port : free_port();
+  std::vector<Worker> workers(o.nproc);
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupted = 1; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  for (int r = 0; r < o.nproc; ++r) {
+    int out[2], err[2];
+    if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error("launch: pipe failed");
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("launch: fork failed");
+    if (pid == 0) {
+      dup2(out[1], 1), dup2(err[1], 2);
+      close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      std::vector<char*> argv{const_cast<char*>("trident")};
+      for (const auto& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv("/proc/self/exe", argv.data());
+      std::perror("trident launch: exec");
+      _exit(127);
+    }
+    close(out[1]), close(err[1]);
+    workers[r].pid = pid, workers[r].out = out[0], workers[r].err = err[0];
+  }
+  int failed = -1;
+  bool forwarded = false;
+  auto stop_start = std::chrono::steady_clock::time_point{};
+  bool killed = false;
+  auto running = [&] {
+    for (const auto& w : workers)
+      if (!w.exited || w.out >= 0 || w.err >= 0) return true;
+    return false;
+  };
+  while (running()) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, bool>> owner;  // rank, is stderr
+    for (int r = 0; r < o.nproc; ++r) {
+      if (workers[r].out >= 0) fds.push_back({workers[r].out, POLLIN, 0}), owner.push_back({r, false});
+      if (workers[r].err >= 0) fds.push_back({workers[r].err, POLLIN, 0}), owner.push_back({r, true});
+    }
+    if (!fds.empty()) poll(fds.data(), fds.size(), 200);
+    else usleep(200 * 1000);
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto& w = workers[owner[i].first];
+      char buf[4096];
+      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      auto& text = owner[i].second ? w.err_buf : w.out_buf;
+      if (n > 0) {
+        text.append(buf, n);
+        flush_lines(text, owner[i].second ? std::cerr : std::cout, owner[i].first, w.last, false);
+      } else {
+        flush_lines(text, owner[i].second ? std::cerr : std::cout, owner[i].first, w.last, true);
+        close(fds[i].fd);
+        (owner[i].second ? w.err : w.out) = -1;
+      }
+    }
+    for (int r = 0; r < o.nproc; ++r) {
+      auto& w = workers[r];
+      if (w.exited) continue;
+      if (waitpid(w.pid, &w.status, WNOHANG) == w.pid) {
+        w.exited = true;
+        const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+        const bool interrupted = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 130;
+        if (!ok && !interrupted && failed < 0) {
+          failed = r;
+          stop_start = std::chrono::steady_clock::now();
+          for (auto& other : workers)
+            if (!other.exited) kill(other.pid, SIGTERM);
+        }
+      }
+    }
+    if (g_interrupted && !forwarded) {
+      forwarded = true;
+      for (auto& w : workers)
+        if (!w.exited) kill(w.pid, SIGINT);
+    }
+    if (failed >= 0 && !killed &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_start).count() > o.grace_s) {
+      killed = true;
+      for (auto& w : workers)
+        if (!w.exited) kill(w.pid, SIGKILL);
+    }
+  }
+  if (failed >= 0) {
+    const auto& w = workers[failed];
+    std::cerr << "trident: launch: rank " << failed << " " << describe(w.status)
+              << (w.last.empty() ? "" : "; its last message: " + w.last) << "\n";
+    return 1;
+  }
+  if (forwarded) return 130;
+  return 0;
+}
+
+}  // namespace trident::cli

@@ -1,0 +1,26 @@
+// `trident launch --nproc N [--master-port P] -- <subcommand> ...`: starts N
+// local workers (this same binary) with the torchrun environment (RANK,
+// WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT), prefixes
+// their output with "[rank r] ", forwards Ctrl-C, and — torchrun's semantics
+// — when one worker fails stops the others (SIGTERM, then SIGKILL after a
+// grace period) and exits 1 naming the failed rank and its last message.
+// Multi-machine runs use mpirun or srun directly (see README).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trident::cli {
+
+struct LaunchOptions {
+  int nproc = 1;
+  int master_port = 0;          // 0: pick a free port
+  std::vector<std::string> args;  // the subcommand and its flags
+  double grace_s = 10;          // after a failure, how long the others get to exit
+};
+
+// Returns the exit code for `trident launch`: 0 when every worker exited 0,
+// 130 after Ctrl-C, 1 when a worker failed, 2 for bad options.
+int launch(const LaunchOptions& options);
+
+}  // namespace trident::cli
