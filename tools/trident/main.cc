@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
                            (dynamic_cast<const comm::CommError*>(&e) && std::string(e.what()).rfind("environment:", 0) == 0) ||
                            dynamic_cast<const data::DataError*>(&e) ||
                            dynamic_cast<const std::invalid_argument*>(&e) || cli::is_plan_input_error(e);
-    std::cerr << "trident: " << e.what() << "\n";
+    std::cerr << "trident: " << comm::one_line(e) << "\n";
     return bad_input ? kBadInput : kFailure;
   }
   return 0;

@@ -1,12 +1,85 @@
 #include "trident/comm/group.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace trident::comm {
+
+// A thread that writes this rank's beat counter into the store every 0.5 s,
+// over its own store client (TCPStore clients are not shared across threads).
+class Heartbeat {
+ public:
+  Heartbeat(const WorldInfo& world, std::chrono::milliseconds timeout) : rank_(world.rank), size_(world.world_size) {
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<std::uint16_t>(world.master_port);
+    opts.isServer = false;
+    opts.waitWorkers = false;
+    opts.timeout = timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
+    thread_ = std::thread([this] {
+      std::int64_t beat = 0;
+      while (!stop_) {
+        try {
+          std::lock_guard<std::mutex> lock(mu_);
+          const auto text = std::to_string(++beat);
+          store_->set("heartbeat/" + std::to_string(rank_), std::vector<std::uint8_t>(text.begin(), text.end()));
+        } catch (const std::exception&) {
+          // The store is gone; diagnose() reports it.
+        }
+        for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
+  ~Heartbeat() {
+    stop_ = true;
+    thread_.join();
+    // Rank 0 hosts the store: after a failure it stays a little, so that the
+    // other ranks' diagnose() can still read the heartbeats.
+    if (rank_ == 0 && diagnosed_) std::this_thread::sleep_for(std::chrono::seconds(3));
+  }
+
+  std::string diagnose() {
+    diagnosed_ = true;
+    auto sample = [&]() -> std::vector<std::string> {
+      std::vector<std::string> beats(size_);
+      std::lock_guard<std::mutex> lock(mu_);
+      store_->setTimeout(std::chrono::seconds(2));
+      for (int r = 0; r < size_; ++r) {
+        const std::string key = "heartbeat/" + std::to_string(r);
+        if (!store_->check({key})) continue;
+        auto v = store_->get(key);
+        beats[r].assign(v.begin(), v.end());
+      }
+      return beats;
+    };
+    try {
+      auto before = sample();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      auto after = sample();
+      std::string lost;
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_ && before[r] == after[r]) lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+      if (lost.empty()) return "";
+      return (lost.find(',') == std::string::npos ? "rank " : "ranks ") + lost + " stopped responding";
+    } catch (const std::exception&) {
+      return "the rendezvous store on rank 0 is unreachable: rank 0 stopped responding";
+    }
+  }
+
+ private:
+  int rank_, size_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::mutex mu_;
+  std::atomic<bool> stop_{false}, diagnosed_{false};
+  std::thread thread_;
+};
+
 namespace {
 
 c10::intrusive_ptr<c10d::ProcessGroup> gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -35,15 +108,17 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
   } catch (const std::exception& e) {
     throw CommError("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
                     world.master_addr + ":" + std::to_string(world.master_port) + " within " +
-                    std::to_string(timeout.count()) + " ms (" + e.what() + ")");
+                    std::to_string(timeout.count()) + " ms (" + one_line(e) + ")");
   }
   try {
     const std::string host = is_local(world.master_addr) ? "127.0.0.1" : "";
     auto pg = gloo(store, world.rank, world.world_size, timeout, host);
-    return Group(store, pg, world.rank, world.world_size, timeout, host);
+    Group g(store, pg, world.rank, world.world_size, timeout, host);
+    g.heartbeat_ = std::make_shared<Heartbeat>(world, timeout);
+    return g;
   } catch (const std::exception& e) {
     throw CommError("rank " + std::to_string(world.rank) + ": connecting to the other " +
-                    std::to_string(world.world_size - 1) + " ranks failed: " + e.what());
+                    std::to_string(world.world_size - 1) + " ranks failed: " + one_line(e));
   }
 }
 
@@ -58,7 +133,12 @@ Group Group::subgroup(const std::vector<int>& ranks, const std::string& name) co
     throw CommError("rank " + std::to_string(rank_) + " is not in group '" + name + "'");
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   const int r = static_cast<int>(it - ranks.begin()), n = static_cast<int>(ranks.size());
-  return Group(store, gloo(store, r, n, timeout_, host_), r, n, timeout_, host_);
+  Group g(store, gloo(store, r, n, timeout_, host_), r, n, timeout_, host_);
+  // The heartbeat speaks of world ranks; only a group over all of them can use it.
+  if (n == size_) g.heartbeat_ = heartbeat_;
+  return g;
 }
+
+std::string Group::diagnose() const { return heartbeat_ ? heartbeat_->diagnose() : ""; }
 
 }  // namespace trident::comm

@@ -1,5 +1,7 @@
 #include "trident/comm/world.h"
 
+#include <c10/util/Exception.h>
+
 #include <cstdlib>
 #include <optional>
 #include <vector>
@@ -34,6 +36,13 @@ std::optional<int> integer(const std::map<std::string, std::string>& env, const 
 }
 
 }  // namespace
+
+std::string one_line(const std::exception& e) {
+  std::string text = e.what();
+  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
+  const auto nl = text.find('\n');
+  return nl == std::string::npos ? text : text.substr(0, nl);
+}
 
 WorldInfo world_from_env(const std::map<std::string, std::string>& env) {
   WorldInfo w;

@@ -39,7 +39,7 @@ void Trainer::connect() {
   try {
     group_->pg().allreduce(t)->wait(timeout);
   } catch (const std::exception& e) {
-    throw comm::CommError("rank " + std::to_string(world_.rank) + ": preflight all-reduce failed: " + e.what());
+    throw comm::CommError("rank " + std::to_string(world_.rank) + ": preflight all-reduce failed: " + comm::one_line(e));
   }
   if (probe.item<double>() != world_.world_size)
     throw comm::CommError("preflight all-reduce gave " + std::to_string(probe.item<double>()) + ", expected " +
@@ -47,7 +47,7 @@ void Trainer::connect() {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   out_ << "rank " << world_.rank << "/" << world_.world_size << " on " << host << " (pid " << getpid()
-       << "), rendezvous " << world_.master_addr << ":" << world_.master_port << " ok\n";
+       << "), rendezvous " << world_.master_addr << ":" << world_.master_port << " ok" << std::endl;
   // Every rank starts from rank 0's weights (also after a resume).
   {
     torch::NoGradGuard no_grad;
@@ -126,8 +126,10 @@ std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) const {
   try {
     group_->pg().allreduce(v)->wait(group_->timeout());
   } catch (const std::exception& e) {
+    const auto lost = group_->diagnose();
     throw comm::CommError("rank " + std::to_string(world_.rank) + ": step " + std::to_string(step_) +
-                          ": all-reduce of the loss failed: " + e.what());
+                          ": all-reduce of the loss failed" + (lost.empty() ? "" : " (" + lost + ")") + ": " +
+                          comm::one_line(e));
   }
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }

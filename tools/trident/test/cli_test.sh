@@ -66,5 +66,36 @@ PY
 check simulate-bad-plan 2 "is used by stage 0 and stage 1" -- simulate --plan "$work/bad.json"
 check simulate-missing 2 "cannot read" -- simulate --plan "$work/none.json"
 
+# Data parallel: 2 processes train to the same test accuracy as one.
+common=(--config "$cfg" --set train.steps=30 --set train.epochs=null --set train.threads=1 --set data.test_size=2000)
+one=$("$bin" train "${common[@]}" --set runs_dir=$work/dp1 2>&1 | grep "^test accuracy")
+for sync in allreduce hybrid; do
+  two=$("$bin" train "${common[@]}" --nproc 2 --set parallel.grad_sync=$sync --set runs_dir=$work/dp2-$sync 2>&1); rc=$?
+  if [ $rc -ne 0 ] || [ "$(printf '%s\n' "$two" | grep "^\[rank 0\] test accuracy" | sed 's/^\[rank 0\] //')" != "$one" ]; then
+    echo "FAIL dp-$sync: exit $rc, single: $one; two processes: $two"; fails=$((fails+1)); else passes=$((passes+1)); fi
+done
+# Parameter server: optimizer state lives on the owners; a checkpoint gathers it, a resume continues.
+out=$("$bin" train "${common[@]}" --nproc 2 --set parallel.grad_sync=ps --set train.steps=20 --set runs_dir=$work/ps 2>&1) &&
+out=$("$bin" train --resume "$work/ps/fmnist-mlp" --set train.steps=30 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 20"; then
+  echo "FAIL ps-resume: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+check dp-indivisible 2 "must divide train.mini_batch = 128" -- train --config "$cfg" --nproc 3
+check launch-nothing 2 "give the subcommand after --" -- launch --nproc 2
+check launch-zero 2 "must be >= 1" -- launch --nproc 0 -- train --config "$cfg"
+# Killing one of 3 ranks: the others stop within the timeout naming it, and so does the launcher.
+"$bin" train --config "$cfg" --nproc 3 --set train.mini_batch=96 --set train.steps=100000 --set train.epochs=null \
+  --set train.threads=1 --set runs_dir=$work/kill --set parallel.timeout_s=5 --set train.log_every=10 \
+  > "$work/kill.out" 2> "$work/kill.err" &
+launcher=$!
+pid=""
+for _ in $(seq 300); do
+  pid=$(grep -o "rank 1/3 on .* (pid [0-9]*" "$work/kill.out" | grep -o "[0-9]*$")
+  [ -n "$pid" ] && grep -q "step 20/" "$work/kill.out" && break; sleep 0.2
+done
+start=$SECONDS; kill -9 "$pid"; wait $launcher; rc=$?; took=$((SECONDS - start))
+if [ $rc -eq 0 ] || [ $took -gt 20 ] || ! grep -q "launch: rank 1 was killed by signal 9" "$work/kill.err" ||
+   [ "$(grep -c "rank 1 stopped responding" "$work/kill.err")" -ne 2 ]; then
+  echo "FAIL kill-rank: exit $rc after ${took}s: $(cat "$work/kill.err")"; fails=$((fails+1)); else passes=$((passes+1)); fi
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

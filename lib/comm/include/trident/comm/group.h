@@ -37,6 +37,13 @@ class Group {
   std::chrono::milliseconds timeout() const { return timeout_; }
   c10d::ProcessGroup& pg() const { return *pg_; }
 
+  // After a collective failed: which ranks stopped responding. Every rank of
+  // a group made by connect() beats a heartbeat into the rendezvous store;
+  // this samples them twice, 1.5 s apart, and names the ranks whose beat did
+  // not advance — or says the store (on rank 0) is gone. Empty when nothing
+  // can be said (e.g. groups over a test store).
+  std::string diagnose() const;
+
  private:
   Group(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank, int size,
         std::chrono::milliseconds timeout, std::string host)
@@ -47,6 +54,7 @@ class Group {
   int rank_ = 0, size_ = 1;
   std::chrono::milliseconds timeout_{60000};
   std::string host_;  // Gloo device: "127.0.0.1", or "" for this host's default interface
+  std::shared_ptr<class Heartbeat> heartbeat_;  // shared by copies and subgroups
 };
 
 }  // namespace trident::comm

@@ -18,6 +18,9 @@ class CommError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// One line for a user: an exception's message without c10's backtrace.
+std::string one_line(const std::exception& e);
+
 struct WorldInfo {
   int rank = 0, world_size = 1, local_rank = 0;
   std::string master_addr = "127.0.0.1";
