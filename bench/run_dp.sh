@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# trident data parallel vs PyTorch DDP (Gloo): 2 processes on this machine,
+# same model, global batch, threads per process and optimizer. Alternates the
+# two ROUNDS times and keeps each side's best. Prints Markdown tables.
+#   bash bench/run_dp.sh [THREADS] [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=${1:-1}; rounds=${2:-3}
+bin=${BUILD:-build}/bench/bench_dp
+same="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
+port=29700
+# run2 CMD...: runs CMD as ranks 0 and 1, prints rank 0's JSON line
+run2() {
+  port=$((port + 1))
+  local out; out=$(mktemp)
+  for r in 1 0; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      GLIBC_TUNABLES=$same OPENBLAS_NUM_THREADS=$threads "$@" > "$out.$r" 2>&1 &
+  done
+  wait
+  cat "$out.0"; rm -f "$out" "$out.0" "$out.1"
+}
+field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+echo "| model | global batch | threads/process | trident ms/iteration | PyTorch DDP ms/iteration | DDP / trident |"
+echo "|---|---|---|---|---|---|"
+for spec in mlp:128:300 cnn:128:30 inception:128:20; do
+  IFS=: read -r model batch steps <<<"$spec"
+  bt=1e9; bp=1e9
+  for _ in $(seq "$rounds"); do
+    t=$(run2 "$bin" "$model" "$batch" "$threads" "$steps" allreduce | field iteration_ms)
+    p=$(run2 /usr/bin/python3 bench/pytorch_ddp.py "$model" "$batch" "$threads" "$steps" | field iteration_ms)
+    bt=$(python3 -c "print(min($bt, $t))"); bp=$(python3 -c "print(min($bp, $p))")
+  done
+  python3 -c "print(f'| $model | $batch | $threads | {$bt:.2f} | {$bp:.2f} | {$bp/$bt:.2f} |')"
+done
+echo
+echo "| sync (wide_fc 4096x4096, 2 processes, global batch 16) | ms/iteration | bytes sent/iteration (rank 0) | exposed ms |"
+echo "|---|---|---|---|"
+for s in "allreduce 0" "allreduce 1" "ps 1" "sfb 1"; do
+  set -- $s
+  line=$(run2 "$bin" wide_fc 16 "$threads" 20 "$1" "$2")
+  name="$1"; [ "$1" = allreduce ] && name="allreduce, WFBP $([ "$2" = 1 ] && echo on || echo off)"
+  python3 -c "import json; d=json.loads('''$line'''.strip().splitlines()[-1]); print(f\"| $name | {d['iteration_ms']:.2f} | {d['bytes_sent']:.0f} | {d['exposed_ms']:.2f} |\")"
+done
