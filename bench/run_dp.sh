@@ -37,8 +37,8 @@ echo
 echo "| sync (wide_fc 4096x4096, 2 processes, global batch 16) | ms/iteration | bytes sent/iteration (rank 0) | exposed ms |"
 echo "|---|---|---|---|"
 for s in "allreduce 0" "allreduce 1" "ps 1" "sfb 1"; do
-  set -- $s
-  line=$(run2 "$bin" wide_fc 16 "$threads" 20 "$1" "$2")
-  name="$1"; [ "$1" = allreduce ] && name="allreduce, WFBP $([ "$2" = 1 ] && echo on || echo off)"
+  read -r meth wfbp <<<"$s"
+  line=$(run2 "$bin" wide_fc 16 "$threads" 20 "$meth" "$wfbp")
+  name="$meth"; [ "$meth" = allreduce ] && name="allreduce, WFBP $([ "$wfbp" = 1 ] && echo on || echo off)"
   python3 -c "import json; d=json.loads('''$line'''.strip().splitlines()[-1]); print(f\"| $name | {d['iteration_ms']:.2f} | {d['bytes_sent']:.0f} | {d['exposed_ms']:.2f} |\")"
 done
