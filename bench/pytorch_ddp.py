@@ -6,14 +6,12 @@ momentum. Rank 0 prints one JSON line.
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pytorch_step import Cnn, Inception, Mlp, Mmt  # noqa: E402
+from pytorch_step import Cnn, Inception, Mlp, Mmt, timed_steps  # noqa: E402
 
 
 def main():
@@ -27,19 +25,7 @@ def main():
     torch.manual_seed(rank + 1)
     b = {"image": torch.randn(rows, 1, 28, 28), "label": torch.randint(10, (rows,))}
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-
-    def step():
-        loss = F.cross_entropy(net(b), b["label"], reduction="sum") / batch
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
-
-    for _ in range(5):
-        step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    s = time.perf_counter() - t0
+    _, s = timed_steps(net, opt, b, batch, steps)
     if rank == 0:
         print(json.dumps({"system": "pytorch-ddp", "model": model, "ranks": world, "batch": batch, "threads": threads,
                           "steps_per_s": steps / s, "iteration_ms": 1e3 * s / steps}))

@@ -100,18 +100,10 @@ class Mmt(nn.Module):
         return self.out(F.relu(self.fc(torch.cat(parts, 1))))
 
 
-def main():
-    model, batch, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt}[model]()
-    if model == "mmt":
-        b = {f"modality{m}": torch.randn(batch, 8, 16) for m in range(2)}
-        b["label"] = torch.randint(8, (batch,))
-    else:
-        b = {"image": torch.randn(batch, 1, 28, 28), "label": torch.randint(10, (batch,))}
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-
+def timed_steps(net, opt, b, batch, steps):
+    """5 warm-up steps, then `steps` timed ones: (last loss, seconds). The
+    loss is the sum over the rows divided by the global batch `batch`, as in
+    trident (Note [Loss scale])."""
     def step():
         loss = F.cross_entropy(net(b), b["label"], reduction="sum") / batch
         loss.backward()
@@ -124,7 +116,21 @@ def main():
     t0 = time.perf_counter()
     for _ in range(steps):
         last = step()
-    s = time.perf_counter() - t0
+    return last, time.perf_counter() - t0
+
+
+def main():
+    model, batch, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt}[model]()
+    if model == "mmt":
+        b = {f"modality{m}": torch.randn(batch, 8, 16) for m in range(2)}
+        b["label"] = torch.randint(8, (batch,))
+    else:
+        b = {"image": torch.randn(batch, 1, 28, 28), "label": torch.randint(10, (batch,))}
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    last, s = timed_steps(net, opt, b, batch, steps)
     print(json.dumps({"system": "pytorch", "model": model, "batch": batch, "threads": threads, "steps": steps,
                       "steps_per_s": steps / s, "last_loss": last}))
 
