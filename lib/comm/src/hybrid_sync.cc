@@ -28,6 +28,9 @@ class HybridSync final : public GradSync {
       for (const auto& o : all) o(id, in, out);
     };
   }
+  void flush() override {
+    for (auto& p : parts_) p->flush();
+  }
   const SyncStats& stats() const override { return stats_; }
   std::string name() const override { return "hybrid"; }
 
@@ -51,7 +54,7 @@ class HybridSync final : public GradSync {
 
 std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
                                            const std::map<std::string, std::string>& methods,
-                                           std::int64_t bucket_bytes) {
+                                           std::int64_t bucket_bytes, int staleness) {
   std::map<std::string, NamedParams> split;
   for (auto& [name, t] : params) {
     auto it = methods.find(name);
@@ -69,7 +72,7 @@ std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, cons
     if (it == split.end()) continue;
     Group sub = group.subgroup(all, std::string("hybrid-") + m);
     if (it->first == "allreduce") parts.push_back(make_allreduce_sync(sub, it->second, bucket_bytes));
-    if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second));
+    if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, staleness));
     if (it->first == "sfb") parts.push_back(make_sfb_sync(sub, it->second, graph));
   }
   return std::make_unique<HybridSync>(std::move(parts));

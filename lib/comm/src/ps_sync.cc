@@ -1,5 +1,6 @@
 // Colocated sharded parameter server (grad_sync.h, REFERENCE.md §1).
 #include <algorithm>
+#include <deque>
 #include <numeric>
 
 #include "ordered_sync.h"
@@ -9,8 +10,8 @@ namespace {
 
 class PsSync final : public detail::OrderedSync {
  public:
-  PsSync(Group group, NamedParams params, std::vector<std::vector<int>> items)
-      : OrderedSync(std::move(group), std::move(params), std::move(items), true) {
+  PsSync(Group group, NamedParams params, std::vector<std::vector<int>> items, int staleness)
+      : OrderedSync(std::move(group), std::move(params), std::move(items), true), staleness_(staleness) {
     owner_ = ps_owners(params_, group_.size());
     buffers_.resize(params_.size());
     works_.resize(params_.size());
@@ -33,23 +34,24 @@ class PsSync final : public detail::OrderedSync {
       if (owner_[i] == group_.rank() && param.grad().defined()) update(name, param, param.grad());
     }
     if (group_.size() == 1) return;
-    std::vector<c10::intrusive_ptr<c10d::Work>> pulls(params_.size());
-    std::vector<double> starts(params_.size());
+    // Pull: the owner broadcasts a snapshot, the others receive into a
+    // buffer; see Note [Staleness] for when the buffers are applied.
+    Pull pull;
     for (std::size_t i = 0; i < params_.size(); ++i) {
-      std::vector<at::Tensor> t{params_[i].second.detach()};
+      auto buffer = params_[i].second.detach().clone();
+      std::vector<at::Tensor> t{buffer};
       c10d::BroadcastOptions opts;
       opts.rootRank = owner_[i];
-      starts[i] = seconds();
-      pulls[i] = group_.pg().broadcast(t, opts);
+      pull.starts.push_back(seconds());
+      pull.works.push_back(group_.pg().broadcast(t, opts));
+      pull.buffers.push_back(buffer);
     }
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      try {
-        pulls[i]->wait(group_.timeout());
-      } catch (const std::exception& e) {
-        fail("pull of '" + params_[i].first + "' from its owner, rank " + std::to_string(owner_[i]), e);
-      }
-      event("pull " + params_[i].first, starts[i]);
-    }
+    pending_.push_back(std::move(pull));
+    while (static_cast<int>(pending_.size()) > staleness_) land();
+  }
+
+  void flush() override {
+    while (!pending_.empty()) land();
   }
 
   std::string name() const override { return "ps"; }
@@ -78,6 +80,30 @@ class PsSync final : public detail::OrderedSync {
     buffers_[p] = torch::Tensor();
   }
 
+  struct Pull {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    std::vector<torch::Tensor> buffers;
+    std::vector<double> starts;
+  };
+
+  // Waits for the oldest pull and copies it into the parameters.
+  void land() {
+    Pull& pull = pending_.front();
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      try {
+        pull.works[i]->wait(group_.timeout());
+      } catch (const std::exception& e) {
+        fail("pull of '" + params_[i].first + "' from its owner, rank " + std::to_string(owner_[i]), e);
+      }
+      if (owner_[i] != group_.rank()) params_[i].second.copy_(pull.buffers[i]);
+      if (staleness_ == 0) event("pull " + params_[i].first, pull.starts[i]);  // same iteration's clock
+    }
+    pending_.pop_front();
+  }
+
+  int staleness_ = 0;
+  std::deque<Pull> pending_;
   std::vector<int> owner_;
   std::vector<torch::Tensor> buffers_;
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
@@ -100,10 +126,11 @@ std::vector<int> ps_owners(const NamedParams& params, int ranks) {
   return owner;
 }
 
-std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params) {
+std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, int staleness) {
+  if (staleness < 0) throw CommError("ps: staleness must be >= 0, got " + std::to_string(staleness));
   std::vector<std::vector<int>> items;
   for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) items.push_back({i});
-  return std::make_unique<PsSync>(std::move(group), std::move(params), std::move(items));
+  return std::make_unique<PsSync>(std::move(group), std::move(params), std::move(items), staleness);
 }
 
 }  // namespace trident::comm

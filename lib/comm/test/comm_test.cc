@@ -269,6 +269,36 @@ TEST(SfbSync, RebuiltGradientEqualsTheAllReducedOneAndBytesFollowTheFormula) {
   EXPECT_DOUBLE_EQ(run.stats[0].sent.at("fc.bias"), 2.0 * 1024 * 4 * 2 / 3);  // all-reduce
 }
 
+TEST(PsSync, StalenessDelaysPullsReproduciblyAndFlushAgrees) {
+  auto stale = [](Group g, NamedParams p) {
+    struct Flushing final : GradSync {  // flushes after the last step, as the trainer does
+      std::unique_ptr<GradSync> inner;
+      int steps = 0, done = 0;
+      void arm() override { inner->arm(); }
+      void finish() override { inner->finish(); }
+      void apply(const Update& u) override {
+        inner->apply(u);
+        if (++done == steps) inner->flush();
+      }
+      const SyncStats& stats() const override { return inner->stats(); }
+      std::string name() const override { return inner->name(); }
+    };
+    auto f = std::make_unique<Flushing>();
+    f->inner = make_ps_sync(g, p, 1), f->steps = 4;
+    return f;
+  };
+  auto a = train("mlp", 3, 4, 24, stale), b = train("mlp", 3, 4, 24, stale);
+  double from_bsp = 0;
+  for (const auto& [name, w] : a.single) {
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_TRUE(torch::equal(a.ranks[r].at(name), a.ranks[0].at(name))) << name << " rank " << r;  // flushed
+      EXPECT_TRUE(torch::equal(a.ranks[r].at(name), b.ranks[r].at(name))) << name;  // reproducible
+    }
+    from_bsp = std::max(from_bsp, (a.ranks[0].at(name) - w).abs().max().item<double>());
+  }
+  EXPECT_GT(from_bsp, 1e-4);  // stale reads change the result
+}
+
 TEST(PsSync, OwnersBalanceBytesAndCountersFollowRoles) {
   const auto g = wide_fc();
   auto run = train("wide_fc", 3, 1, 24, [](Group grp, NamedParams p) { return make_ps_sync(grp, p); });

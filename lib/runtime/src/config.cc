@@ -279,8 +279,9 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
       r.fail("parallel.devices", par["devices"],
              "must divide train.mini_batch = " + std::to_string(c.train.mini_batch) +
                  " (each process takes an equal slice of every batch)");
-    if (c.parallel.staleness > 0)
-      r.fail("parallel.staleness", par["staleness"], "stale-synchronous PS is not built yet; use 0 (BSP)");
+    if (c.parallel.staleness > 0 && c.parallel.grad_sync != "ps" && c.parallel.grad_sync != "hybrid")
+      r.fail("parallel.staleness", par["staleness"],
+             "applies to the parameter server; use parallel.grad_sync=ps (or hybrid), or staleness 0");
   }
 
   auto ck = r.section("checkpoint", {"every"});

@@ -61,9 +61,9 @@ void Trainer::connect() {
   if (par.grad_sync == "allreduce" && par.sync.empty()) {
     sync_ = comm::make_allreduce_sync(*group_, params_, bucket);
   } else if (par.grad_sync == "ps" && par.sync.empty()) {
-    sync_ = comm::make_ps_sync(*group_, params_);
+    sync_ = comm::make_ps_sync(*group_, params_, static_cast<int>(par.staleness));
   } else {
-    sync_ = comm::make_hybrid_sync(*group_, params_, g, sync_methods(), bucket);
+    sync_ = comm::make_hybrid_sync(*group_, params_, g, sync_methods(), bucket, static_cast<int>(par.staleness));
   }
   executor_->set_observer(sync_->observer());
 }

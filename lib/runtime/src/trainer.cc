@@ -114,6 +114,7 @@ void Trainer::append_metrics(const std::string& line) const {
 }
 
 void Trainer::save(double wall_s) const {
+  if (sync_) sync_->flush();  // pending PS pulls: every rank holds the same weights
   auto optimizer_state = gathered_optimizer_state();  // every rank takes part
   if (!leader()) return;
   Checkpoint ck;
@@ -257,6 +258,7 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
     }
   }
   progress.finish();
+  if (sync_) sync_->flush();
   if (config_.train.eval) eval_line((step_ + spe - 1) / spe);
   save(wall());
   result.steps = step_;

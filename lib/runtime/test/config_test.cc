@@ -97,7 +97,10 @@ TEST(Config, DistributedSettingsAreValidated) {
   expect_error(kGood, {"parallel.devices=3"}, {"parallel.devices = '3'", "must divide train.mini_batch = 64"});
   expect_error(kGood, {"parallel.devices=2", "parallel.partitioner=graphpipe"},
                {"parallel.partitioner = 'graphpipe'", "not built yet"});
-  expect_error(kGood, {"parallel.devices=2", "parallel.staleness=2"}, {"parallel.staleness = '2'", "use 0"});
+  expect_error(kGood, {"parallel.devices=2", "parallel.staleness=2"},
+               {"parallel.staleness = '2'", "applies to the parameter server"});
+  EXPECT_EQ(parse_config(kGood, {"parallel.devices=2", "parallel.grad_sync=ps", "parallel.staleness=2"}, "c")
+                .parallel.staleness, 2);
   expect_error(kGood, {"parallel.timeout_s=0"}, {"parallel.timeout_s = '0'"});
   expect_error(std::string(kGood) + "parallel: {sync: {fc1.weight: nccl}}\n", {},
                {"parallel.sync.fc1.weight = 'nccl'", "allowed: allreduce, ps, sfb"});

@@ -64,6 +64,9 @@ class GradSync {
   // Linear layers' inputs and output gradients); empty when not needed.
   using OpObserver = std::function<void(graph::OpId, const std::vector<torch::Tensor>&, const torch::Tensor&)>;
   virtual OpObserver observer() { return {}; }
+  // Waits for anything still in flight (PS pulls under staleness > 0), so
+  // every rank holds the same parameters; before a checkpoint and at the end.
+  virtual void flush() {}
   virtual const SyncStats& stats() const = 0;
   virtual std::string name() const = 0;
 };
@@ -77,11 +80,19 @@ class GradSync {
 std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
                                               std::int64_t bucket_bytes = 25 << 20, bool wfbp = true);
 
-// Colocated sharded parameter server (Poseidon, BSP): every parameter has an
+// Colocated sharded parameter server (Poseidon): every parameter has an
 // owner rank (bytes balanced greedily, largest first); push = reduce of the
 // gradient to the owner, started by the same WFBP hooks; the owner applies
 // the optimizer; pull = broadcast from the owner.
-std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params);
+//
+// Note [Staleness]: with staleness 0 (BSP) every pull is waited for at the
+// end of its iteration. With staleness s > 0 a rank does not wait: the pull of
+// iteration t is applied at the end of iteration t + s, so a rank computes
+// with parameters that lack the other owners' last s updates (it runs up to
+// s iterations ahead of them). Unlike Poseidon's SSP, where how stale a read
+// is depends on timing, the delay here is always exactly s, so runs are
+// reproducible; they differ from BSP. flush() applies what is pending.
+std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, int staleness = 0);
 // The owner of each parameter under make_ps_sync, by index.
 std::vector<int> ps_owners(const NamedParams& params, int ranks);
 
@@ -98,6 +109,6 @@ std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const g
 // collectives never interleave. Every member calls it with the same methods.
 std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
                                            const std::map<std::string, std::string>& methods,
-                                           std::int64_t bucket_bytes = 25 << 20);
+                                           std::int64_t bucket_bytes = 25 << 20, int staleness = 0);
 
 }  // namespace trident::comm
