@@ -162,6 +162,7 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
   const auto start = Clock::now();
   auto window_start = Clock::now();
   double window_loss = 0, window_correct = 0, window_bytes = 0, window_exposed = 0;
+  bool bytes_logged = false;
   std::int64_t window_steps = 0;
   TrainResult result;
   auto wall = [&] { return wall_offset_s_ + seconds_since(start); };
@@ -236,7 +237,15 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
                           {"accuracy", acc}, {"lr", lr}, {"samples_per_s", steps_per_s * batch_size}, {"wall_s", wall()}};
       if (sync_) {
         // Rank 0's figures, per iteration: bytes it sent (by the algorithms'
-        // formulas) and communication left after backward ended.
+        // formulas) and communication left after backward ended; once, the
+        // same per parameter.
+        if (!bytes_logged) {
+          nlohmann::json per;
+          for (const auto& [name, sent] : sync_->stats().sent)
+            per[name] = {{"sent", sent}, {"received", sync_->stats().received.at(name)}};
+          append_metrics(nlohmann::json{{"step", step_}, {"comm_bytes_per_param", per}}.dump());
+          bytes_logged = true;
+        }
         line["comm_bytes_sent"] = window_bytes / window_steps;
         line["exposed_comm_s"] = window_exposed / window_steps;
         window_bytes = window_exposed = 0;
