@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 
 #include "launch.h"
@@ -14,6 +15,7 @@
 #include "trident/data/dataset.h"
 #include "trident/runtime/blas.h"
 #include "trident/runtime/checkpoint.h"
+#include "trident/runtime/profiler.h"
 #include "trident/runtime/trainer.h"
 #include "trident/zoo/zoo.h"
 
@@ -122,6 +124,16 @@ int main(int argc, char** argv) {
   graph_cmd->add_option("--out", out, "write the graph JSON here");
   graph_cmd->add_flag("--ops", all_ops, "print one line per op");
 
+  std::string profile_model, profile_preset = "tiny", profile_out, profile_rows = "1,2,4,8";
+  int profile_repeats = 5, profile_threads = 1;
+  auto* profile_cmd = app.add_subcommand("profile", "measure each op's forward and backward time on this machine, for `trident plan --profile`");
+  profile_cmd->add_option("--model", profile_model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
+  profile_cmd->add_option("--preset", profile_preset, "tiny | paper");
+  profile_cmd->add_option("--micro-batches", profile_rows, "row counts to measure, ascending: 1,2,4,8");
+  profile_cmd->add_option("--repeats", profile_repeats, "runs per op and row count (the median is kept)");
+  profile_cmd->add_option("--threads", profile_threads, "threads, as in training");
+  profile_cmd->add_option("--out", profile_out, "write profile.json here")->required();
+
   cli::PlanArgs plan_args;
   auto* plan_cmd = cli::add_plan_command(app, plan_args);
   cli::SimulateArgs simulate_args;
@@ -138,6 +150,25 @@ int main(int argc, char** argv) {
     if (*train_cmd) return train(config_path, sets, resume_dir, nproc);
     if (*launch_cmd) return cli::launch(launch_options);
     if (*graph_cmd) return show_graph(model, preset, out, all_ops);
+    if (*profile_cmd) {
+      runtime::ProfileOptions po;
+      po.rows.clear();
+      std::stringstream list(profile_rows);
+      for (std::string item; std::getline(list, item, ',');) {
+        try {
+          po.rows.push_back(std::stoll(item));
+        } catch (const std::exception&) {
+          throw std::invalid_argument("profile: --micro-batches '" + profile_rows + "' must be integers like 1,2,4,8");
+        }
+      }
+      po.repeats = profile_repeats, po.threads = profile_threads;
+      auto p = runtime::profile_model({profile_model, profile_preset}, po);
+      runtime::write_file_atomic(profile_out, p.to_json().dump(1) + "\n");
+      std::cout << "profiled " << p.ops.size() << " ops of " << profile_model << "/" << profile_preset << " at "
+                << profile_rows << " rows; wrote " << profile_out << " (use: trident plan --profile " << profile_out
+                << " --cluster cpu-local ...)\n";
+      return 0;
+    }
     if (*plan_cmd) return cli::run_plan(plan_args);
     if (*simulate_cmd) return cli::run_simulate(simulate_args);
   } catch (const std::exception& e) {

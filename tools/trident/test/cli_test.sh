@@ -66,6 +66,14 @@ PY
 check simulate-bad-plan 2 "is used by stage 0 and stage 1" -- simulate --plan "$work/bad.json"
 check simulate-missing 2 "cannot read" -- simulate --plan "$work/none.json"
 
+# Profile this machine, then plan with the measured op times.
+out=$("$bin" profile --model mmt --micro-batches 1,4 --repeats 2 --out "$work/profile.json" 2>&1) &&
+out=$("$bin" plan --model mmt --cluster cpu-local --devices 2 --mini-batch 32 --profile "$work/profile.json" 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "samples/s"; then
+  echo "FAIL profile-plan: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+check profile-bad-rows 2 "must be ascending" -- profile --model mlp --micro-batches 4,2 --out "$work/p2.json"
+check plan-wrong-profile 2 "is not in it" -- plan --model mlp --devices 2 --mini-batch 8 --profile "$work/profile.json"
+
 # Data parallel: 2 processes train to the same test accuracy as one.
 common=(--config "$cfg" --set train.steps=30 --set train.epochs=null --set train.threads=1 --set data.test_size=2000)
 one=$("$bin" train "${common[@]}" --set runs_dir=$work/dp1 2>&1 | grep "^test accuracy")

@@ -1,0 +1,25 @@
+// Profiler: measures each op's forward and backward time at several row
+// counts on this machine, for the planner's profiled cost model
+// (cost::Profile, "trident-profile/1"; `trident profile`). Each op runs alone
+// on inputs captured from a whole-graph forward of a random batch, so the
+// times exclude the framework around it; the median of `repeats` runs is kept.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trident/cost/cost_model.h"
+#include "trident/zoo/zoo.h"
+
+namespace trident::runtime {
+
+struct ProfileOptions {
+  std::vector<std::int64_t> rows{1, 2, 4, 8};  // ascending, >= 1
+  int repeats = 5;
+  int threads = 1;
+};
+
+// Throws std::invalid_argument for bad options (naming the value).
+cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& options);
+
+}  // namespace trident::runtime

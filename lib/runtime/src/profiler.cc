@@ -1,0 +1,76 @@
+#include "trident/runtime/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "trident/nn/executor.h"
+#include "trident/runtime/process.h"
+
+namespace trident::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o) {
+  if (o.rows.empty()) throw std::invalid_argument("profile: --micro-batches is empty; give e.g. 1,2,4,8");
+  for (std::size_t i = 0; i < o.rows.size(); ++i)
+    if (o.rows[i] < 1 || (i && o.rows[i] <= o.rows[i - 1]))
+      throw std::invalid_argument("profile: --micro-batches must be ascending and >= 1, got " +
+                                  std::to_string(o.rows[i]) + " at position " + std::to_string(i + 1));
+  if (o.repeats < 1) throw std::invalid_argument("profile: --repeats must be >= 1, got " + std::to_string(o.repeats));
+  configure_process(o.threads);
+  torch::manual_seed(0);
+  const auto g = zoo::build_graph(model);
+  nn::GraphModule module(g);
+  nn::GraphExecutor whole(module, graph::whole_graph(g));
+  cost::Profile p;
+  p.model = model.name, p.preset = model.preset, p.device = "this machine (" + std::to_string(o.threads) + " thread)";
+  p.rows = o.rows;
+  for (auto rows : o.rows) {
+    // Every op's inputs, from one forward of a random batch.
+    std::vector<std::vector<torch::Tensor>> inputs(g.size());
+    whole.set_observer([&](graph::OpId id, const std::vector<torch::Tensor>& in, const torch::Tensor&) {
+      for (const auto& t : in) inputs[id].push_back(t.detach());
+    });
+    {
+      torch::NoGradGuard no_grad;
+      whole.forward({}, nn::random_batch(g, rows));
+    }
+    for (graph::OpId id = 0; id < g.size(); ++id) {
+      const auto& op = g.op(id);
+      if (op.is_input()) continue;
+      auto args = inputs[id];
+      for (auto& a : args)
+        if (a.is_floating_point()) a.set_requires_grad(true);
+      std::vector<double> fwd, total;
+      for (int r = 0; r < o.repeats + 1; ++r) {  // the first run warms up
+        for (auto& a : args)
+          if (a.requires_grad()) a.mutable_grad() = torch::Tensor();
+        auto t0 = Clock::now();
+        auto out = module.op_fn(id)(args);
+        auto t1 = Clock::now();
+        if (out.requires_grad()) out.backward(torch::ones_like(out));
+        auto t2 = Clock::now();
+        if (r == 0) continue;
+        fwd.push_back(std::chrono::duration<double>(t1 - t0).count());
+        total.push_back(std::chrono::duration<double>(t2 - t0).count());
+      }
+      auto& times = p.ops[op.name];
+      const double f = median(fwd);
+      times.forward_s.push_back(f);
+      times.backward_s.push_back(std::max(0.0, median(total) - f));
+    }
+    for (auto& param : module.parameters()) param.mutable_grad() = torch::Tensor();
+  }
+  return p;
+}
+
+}  // namespace trident::runtime
