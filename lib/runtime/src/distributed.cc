@@ -24,7 +24,6 @@ std::string shape_of(const torch::Tensor& t) {
 
 void Trainer::connect() {
   const auto& par = config_.parallel;
-  world_ = comm::world_from_env();
   if (world_.world_size != par.devices) {
     throw ConfigError("parallel.devices = " + std::to_string(par.devices) + " but the launcher started " +
                       std::to_string(world_.world_size) + " process(es) (" + world_.launcher +

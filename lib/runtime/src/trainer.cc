@@ -77,7 +77,7 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out) : config_(s
   optimizer_ = Optimizer::make(config_.optimizer);
 
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
-  if (config_.parallel.devices > 1) world_.rank = comm::world_from_env().rank;  // leader() before connect()
+  if (config_.parallel.devices > 1) world_ = comm::world_from_env();  // leader() is needed before connect()
   if (leader()) std::filesystem::create_directories(run_dir_);
   if (resume) {
     Checkpoint ck;
@@ -161,7 +161,7 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
 
   const auto start = Clock::now();
   auto window_start = Clock::now();
-  double window_loss = 0, window_correct = 0, window_bytes = 0, window_exposed = 0;
+  double window_loss = 0, window_correct = 0, window_exposed = 0;
   bool bytes_logged = false;
   std::int64_t window_steps = 0;
   TrainResult result;
@@ -199,11 +199,6 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
       });
       for (auto& [name, p] : params_)
         if (p.grad().defined()) p.mutable_grad().zero_();
-      window_bytes += [&] {
-        double b = 0;
-        for (const auto& [name, v] : sync_->stats().sent) b += v;
-        return b;
-      }();
       window_exposed += sync_->stats().exposed_s;
     } else {
       optimizer_->apply(params_, lr);
@@ -246,9 +241,11 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
           append_metrics(nlohmann::json{{"step", step_}, {"comm_bytes_per_param", per}}.dump());
           bytes_logged = true;
         }
-        line["comm_bytes_sent"] = window_bytes / window_steps;
+        double bytes = 0;  // the same every iteration: the formulas depend on shapes and rows only
+        for (const auto& [name, v] : sync_->stats().sent) bytes += v;
+        line["comm_bytes_sent"] = bytes;
         line["exposed_comm_s"] = window_exposed / window_steps;
-        window_bytes = window_exposed = 0;
+        window_exposed = 0;
       }
       append_metrics(line.dump());
       window_loss = window_correct = 0;
