@@ -49,6 +49,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   c->add_option("--schedule", a.schedule, "gpipe | 1f1b | graph-1f1b (default: graph-1f1b for graphpipe, else 1f1b)");
   c->add_option("--grad-sync", a.grad_sync, "hybrid | allreduce | ps | sfb");
   c->add_option("--optimizer", a.optimizer, "adam | sgd | sgd-plain (sets optimizer-state memory)");
+  c->add_option("--max-replicas", a.max_replicas, "at most this many data-parallel replicas per stage (default: no limit)");
   c->add_option("--device-memory-gb", a.device_memory_gb, "memory per device in GiB (default: the cluster's)");
   c->add_option("--profile", a.profile, "profile.json from `trident profile`: measured op times instead of the analytic model");
   c->add_option("--out", a.out, "write the plan JSON here");
@@ -74,6 +75,7 @@ int run_plan(const PlanArgs& a) {
   if (a.micro_batch) r.micro_batch = a.micro_batch;
   r.partitioner = a.partitioner, r.schedule = a.schedule, r.grad_sync = a.grad_sync;
   r.optimizer_states = optimizer_states(a.optimizer);
+  r.max_replicas = a.max_replicas;
   if (a.device_memory_gb != 0) {
     if (!(a.device_memory_gb > 0))
       throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));

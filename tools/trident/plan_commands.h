@@ -13,7 +13,7 @@ namespace trident::cli {
 struct PlanArgs {
   std::string model, preset = "tiny", cluster = "cpu-local", partitioner = "graphpipe", schedule;
   std::string grad_sync = "hybrid", optimizer = "adam", profile, out, dot;
-  int devices = 1, mini_batch = 0, micro_batch = 0;
+  int devices = 1, mini_batch = 0, micro_batch = 0, max_replicas = 0;
   double device_memory_gb = 0;
   int sync_rows = 12;
 };

@@ -57,6 +57,10 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   if (r.device_memory_bytes && !(*r.device_memory_bytes > 0)) throw PlanError("device memory must be > 0");
   if (!(r.tolerance > 0 && r.tolerance < 1)) throw PlanError("tolerance must be in (0, 1)");
   if (r.max_pieces < 2) throw PlanError("max_pieces must be >= 2");
+  if (r.max_replicas < 0) throw PlanError("max replicas must be >= 0 (0: no limit), got " + std::to_string(r.max_replicas));
+  if (r.max_replicas > 0 && r.partitioner == "dp" && r.max_replicas < r.devices)
+    throw PlanError("max replicas " + std::to_string(r.max_replicas) + " contradicts partitioner dp, which replicates one stage on all " +
+                    std::to_string(r.devices) + " devices");
 }
 
 double Planner::memory_cap() const {

@@ -13,7 +13,8 @@ Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p
   mini_ = req.mini_batch;
   m_ = req.mini_batch / b;
   cap_ = p.memory_cap();
-  for (int d = 1; d <= std::min(req.devices, b); d *= 2)
+  const int widest = req.max_replicas > 0 ? std::min(req.devices, req.max_replicas) : req.devices;
+  for (int d = 1; d <= std::min(widest, b); d *= 2)
     if (b % d == 0) degrees_.push_back(d);
   devices_ = req.devices;
   hcap_ = std::min(m_, devices_ + 1);

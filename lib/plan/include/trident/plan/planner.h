@@ -43,6 +43,10 @@ struct PlanRequest {
   std::optional<double> device_memory_bytes;  // default: the cluster's device memory
   double tolerance = 1e-3;  // relative, of the binary search on TPS
   int max_pieces = 64;      // coarsening: at most this many cut points per series
+  // graphpipe / pipedream: at most this many data-parallel replicas per
+  // stage (0: no limit). Like DeepSpeed's pipeline width, it makes the
+  // planner pipeline where it would otherwise replicate.
+  int max_replicas = 0;
 };
 
 const std::vector<std::string>& partitioner_names();

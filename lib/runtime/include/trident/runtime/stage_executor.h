@@ -1,0 +1,130 @@
+// StageExecutor: one rank's part of a graph pipeline (GraphPipe's runtime,
+// REFERENCE.md §2). From a validated plan each rank finds its stage and
+// replica, builds the executor of that stage's ops, and per iteration runs
+// the stage's schedule actions — whatever they are (gpipe, 1f1b, graph-1f1b
+// or hand-written: there is no schedule-specific code):
+//
+//   F m  wait for the inputs of micro-batch m from every predecessor stage,
+//        forward, send the outputs to every successor stage;
+//   B m  wait for the output gradients from every successor (summed at a
+//        fan-out), backward, send the input gradients to every predecessor.
+//
+// Gradients accumulate in the parameters over the micro-batches; the caller
+// syncs them among the stage's replicas and steps the optimizer.
+//
+// Note [Rows and pieces] (DESIGN.md contract 3): micro-batch m is rows
+// [m·b, (m+1)·b) of the global batch; replica j of a stage with d devices
+// holds rows shard_range(b, j, d) of it. An edge between stages of
+// different d is split into pieces: one p2p message per (producer replica,
+// consumer replica) whose row ranges overlap, carrying exactly the overlap.
+// Consumers concatenate pieces in row order; gradients travel back the same
+// pieces.
+//
+// Note [Tags] (DESIGN.md contract 4): the tensors crossing edges are
+// numbered k in plan order (edges, then each edge's tensors); a message
+// carries tag (k·M + m)·2 + direction (0 forward, 1 backward). Between two
+// ranks there is at most one piece per (k, m, direction), so tags never
+// collide. Every receive of an iteration is posted before its first action,
+// so communication overlaps compute and no send waits on a receive that a
+// schedule posts late.
+//
+// Edge contracts (contract 5): every piece is checked against its edge's
+// declared shape and dtype before it is sent; a mismatch throws
+// PipelineError at the sender naming the edge, both stages and the
+// micro-batch. A receive that waits longer than the group's timeout throws
+// comm::CommError naming the peer rank, its stage, this stage, the
+// micro-batch and the action that was waiting.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trident/comm/grad_sync.h"
+#include "trident/comm/group.h"
+#include "trident/nn/executor.h"
+#include "trident/plan/plan.h"
+#include "trident/runtime/trace.h"
+
+namespace trident::runtime {
+
+// A stage produced something its edge does not declare, or a plan cannot be
+// run by these processes; the message names the edge, stages and micro-batch.
+class PipelineError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Rows [begin, end) of the global batch, with the dataset fields a stage reads.
+using FieldSource = std::function<nn::Batch(std::int64_t begin, std::int64_t end, const std::set<std::string>& fields)>;
+
+struct StageResult {
+  double loss_sum = 0;  // sum of per-sample losses over this rank's rows (loss stage only)
+  double correct = 0;   // rows whose logits' argmax is the label (loss stage only)
+};
+
+class StageExecutor {
+ public:
+  // `plan` must have passed plan::validate_plan against module.graph();
+  // `world` holds every device of the plan (its rank is the device id).
+  // Throws PipelineError when the world size differs from plan.devices.
+  // A rank that the plan gives no stage is idle: run() returns at once.
+  StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world);
+  ~StageExecutor();
+
+  int stage() const { return stage_; }  // -1 when idle
+  int replica() const { return replica_; }
+  int replicas() const;
+  bool has_loss() const { return has_loss_; }
+  // This stage's parameters by name, and the dataset fields it reads.
+  const comm::NamedParams& params() const { return params_; }
+  const std::set<std::string>& fields() const { return fields_; }
+  nn::GraphExecutor& executor() { return *executor_; }
+  const graph::OpGraph& graph() const { return module_.graph(); }
+
+  // One iteration: every action of this stage's schedule. Losses are scaled
+  // by 1/divisor (the global batch; Note [Loss scale] in nn/executor.h).
+  // `before_last_backward` runs right before the stage's last backward (arm
+  // the replicas' gradient sync there, so WFBP hooks see only that one).
+  // Appends trace events (forward, backward, waits) to `trace` when given.
+  StageResult run(const FieldSource& fields, double divisor, const std::function<void()>& before_last_backward,
+                  TraceLog* trace = nullptr);
+
+  // Every rank receives every stage's parameters from the stage's first
+  // replica (world broadcasts, stage by stage): before evaluating the whole
+  // model or writing a checkpoint. All ranks must call it.
+  void share_weights();
+
+  struct Piece;
+  struct Crossing;
+
+ private:
+  nn::GraphModule& module_;
+  plan::Plan plan_;
+  comm::Group world_;
+  int stage_ = -1, replica_ = 0, micro_batches_ = 0;
+  std::int64_t micro_batch_ = 0, row_begin_ = 0, row_end_ = 0;
+  bool has_loss_ = false;
+  graph::OpId logits_ = -1, labels_ = -1;
+  std::unique_ptr<nn::GraphExecutor> executor_;
+  comm::NamedParams params_;
+  std::set<std::string> fields_;
+  std::vector<Crossing> crossings_;  // indexed by k (Note [Tags])
+  std::vector<Piece> in_, out_;      // this rank's pieces, receive and send
+  std::vector<std::pair<bool, int>> actions_;  // (backward?, micro-batch)
+};
+
+// The gradient sync among the replicas of this rank's stage, over a new
+// subgroup of them (every replica calls it): each parameter by its plan
+// method (plan.grad_sync; missing = allreduce), WFBP buckets of
+// `bucket_bytes`, PS staleness `staleness`. Attaches its observer to the
+// stage's executor (SFB). Null when the stage has one replica or the rank
+// is idle.
+std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
+                                                std::int64_t bucket_bytes, int staleness);
+
+}  // namespace trident::runtime

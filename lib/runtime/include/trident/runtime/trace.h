@@ -1,0 +1,45 @@
+// Trace events of training (Chrome trace format, which Perfetto and
+// chrome://tracing open). Every rank records spans — forward and backward of
+// each micro-batch, waits for receives, gradient-sync work, the optimizer
+// step — on the system clock, so the spans of processes on one machine line
+// up; rank 0 merges them into runs/<name>/trace.json. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace trident::runtime {
+
+// Lanes are rows of a rank in the timeline.
+inline constexpr int kComputeLane = 0;
+inline constexpr int kCommLane = 1;
+
+struct TraceEvent {
+  std::string name;  // "F3", "B3", "wait block1.cat", "allreduce bucket 0", "optimizer"
+  std::string cat;   // forward | backward | wait | sync | optimizer | step
+  int lane = kComputeLane;
+  std::int64_t ts_us = 0, dur_us = 0;
+};
+
+std::int64_t now_us();  // microseconds on the system clock
+
+struct TraceLog {
+  std::vector<TraceEvent> events;
+  void add(std::string name, std::string cat, int lane, std::int64_t start_us, std::int64_t end_us) {
+    events.push_back({std::move(name), std::move(cat), lane, start_us, end_us - start_us});
+  }
+};
+
+nlohmann::json to_json(const std::vector<TraceEvent>& events);
+std::vector<TraceEvent> events_from_json(const nlohmann::json& doc);
+
+// One Chrome trace of every rank's events: pid = rank (named by `labels`,
+// e.g. "rank 2 · stage 1"), tid = lane, timestamps from the earliest event.
+// `meta` goes into the trace's "metadata" (the plan's predictions, ...).
+nlohmann::json chrome_trace(const std::vector<std::vector<TraceEvent>>& ranks, const std::vector<std::string>& labels,
+                            const nlohmann::json& meta);
+
+}  // namespace trident::runtime

@@ -1,0 +1,301 @@
+#include "trident/runtime/stage_executor.h"
+
+#include <algorithm>
+#include <map>
+
+#include "trident/data/sampler.h"
+#include "trident/schedule/schedule.h"
+
+namespace trident::runtime {
+
+// One tensor crossing an edge (Note [Tags]).
+struct StageExecutor::Crossing {
+  graph::OpId op = -1;
+  int from = 0, to = 0;
+  graph::TensorSpec declared;
+  bool differentiable = false;  // gradients travel back (float, not a dataset field)
+  std::string name;             // "'block1.cat' (stage 0 -> stage 2)"
+};
+
+// A contiguous row range of one crossing exchanged with one peer rank.
+struct StageExecutor::Piece {
+  int k = 0, peer = 0;
+  std::int64_t lo = 0, hi = 0;  // rows within the micro-batch
+};
+
+namespace {
+
+// A posted p2p operation and its buffer.
+struct Posted {
+  torch::Tensor buffer;
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
+std::uint32_t tag(int k, int m, int micro_batches, int direction) {
+  return static_cast<std::uint32_t>((static_cast<std::int64_t>(k) * micro_batches + m) * 2 + direction);
+}
+
+std::vector<std::int64_t> batch_shape(std::int64_t rows, const graph::TensorSpec& spec) {
+  std::vector<std::int64_t> s = {rows};
+  s.insert(s.end(), spec.shape.begin(), spec.shape.end());
+  return s;
+}
+
+}  // namespace
+
+int StageExecutor::replicas() const {
+  return stage_ < 0 ? 0 : static_cast<int>(plan_.stages[stage_].devices.size());
+}
+
+StageExecutor::~StageExecutor() = default;
+
+StageExecutor::StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world)
+    : module_(module), plan_(plan), world_(std::move(world)) {
+  const auto& g = module_.graph();
+  if (world_.size() != plan_.devices)
+    throw PipelineError("the plan is for " + std::to_string(plan_.devices) + " devices but " +
+                        std::to_string(world_.size()) + " processes were started");
+  micro_batches_ = plan_.micro_batches();
+  micro_batch_ = plan_.stages.at(0).micro_batch;
+  auto rows_of = [&](int s, int j) {
+    const auto& d = plan_.stages[s].devices;
+    return data::shard_range(micro_batch_, j, static_cast<std::int64_t>(d.size()));
+  };
+  for (const auto& st : plan_.stages) {
+    auto it = std::find(st.devices.begin(), st.devices.end(), world_.rank());
+    if (it != st.devices.end()) stage_ = st.id, replica_ = static_cast<int>(it - st.devices.begin());
+  }
+  if (stage_ >= 0) std::tie(row_begin_, row_end_) = rows_of(stage_, replica_);
+
+  for (const auto& e : plan_.edges) {
+    for (const auto& t : e.tensors) {
+      Crossing c;
+      c.op = g.id_of(t.op);
+      c.from = e.from, c.to = e.to;
+      c.declared = {t.shape, graph::dtype_from_string(t.dtype)};
+      c.differentiable = !g.op(c.op).is_input() && c.declared.dtype != graph::DType::kInt64;
+      c.name = "'" + t.op + "' (stage " + std::to_string(e.from) + " -> stage " + std::to_string(e.to) + ")";
+      const int k = static_cast<int>(crossings_.size());
+      crossings_.push_back(c);
+      if (stage_ < 0) continue;
+      auto overlaps = [&](int other, bool receiving) {
+        const auto& devs = plan_.stages[other].devices;
+        for (int j = 0; j < static_cast<int>(devs.size()); ++j) {
+          const auto [lo, hi] = rows_of(other, j);
+          const auto a = std::max(lo, row_begin_), b = std::min(hi, row_end_);
+          if (a < b) (receiving ? in_ : out_).push_back({k, devs[j], a, b});
+        }
+      };
+      if (c.to == stage_) overlaps(c.from, true);
+      if (c.from == stage_) overlaps(c.to, false);
+    }
+  }
+  if (stage_ < 0) return;
+
+  const auto& st = plan_.stages[stage_];
+  std::set<graph::OpId> ops;
+  for (const auto& name : st.ops) ops.insert(g.id_of(name));
+  auto sg = graph::make_subgraph(g, ops);
+  has_loss_ = sg.has_loss;
+  if (has_loss_) {
+    // The loss stage also reports accuracy: it needs the logits and labels,
+    // as stage inputs or as extra outputs of its own ops.
+    const auto& loss = g.op(g.loss());
+    logits_ = loss.inputs.at(0).producer;
+    labels_ = loss.inputs.at(1).producer;
+    for (auto id : {logits_, labels_})
+      if (ops.count(id) && std::find(sg.outputs.begin(), sg.outputs.end(), id) == sg.outputs.end())
+        sg.outputs.push_back(id);
+  }
+  for (auto s : sg.sources) fields_.insert(g.op(s).attrs.value("field", g.op(s).name));
+  params_ = module_.parameters_of(sg.ops);
+  executor_ = std::make_unique<nn::GraphExecutor>(module_, sg);
+  for (const auto& a : schedule::parse_actions(st.actions))
+    actions_.emplace_back(a.kind == schedule::Action::Kind::kBackward, a.micro_batch);
+}
+
+StageResult StageExecutor::run(const FieldSource& source, double divisor,
+                               const std::function<void()>& before_last_backward, TraceLog* trace) {
+  StageResult result;
+  if (stage_ < 0) return result;
+  const auto& g = module_.graph();
+  auto& pg = world_.pg();
+  const int M = micro_batches_;
+  const std::string here = "rank " + std::to_string(world_.rank()) + " (stage " + std::to_string(stage_) + ")";
+
+  // Post every receive of the iteration (Note [Tags]).
+  std::vector<std::vector<Posted>> fwd(in_.size()), bwd(out_.size());
+  for (std::size_t i = 0; i < in_.size(); ++i) {
+    const auto& c = crossings_[in_[i].k];
+    for (int m = 0; m < M; ++m) {
+      Posted p{torch::empty(batch_shape(in_[i].hi - in_[i].lo, c.declared), nn::to_torch(c.declared.dtype)), {}};
+      std::vector<at::Tensor> v{p.buffer};
+      p.work = pg.recv(v, in_[i].peer, static_cast<int>(tag(in_[i].k, m, M, 0)));
+      fwd[i].push_back(std::move(p));
+    }
+  }
+  for (std::size_t i = 0; i < out_.size(); ++i) {
+    const auto& c = crossings_[out_[i].k];
+    if (!c.differentiable) continue;
+    for (int m = 0; m < M; ++m) {
+      Posted p{torch::empty(batch_shape(out_[i].hi - out_[i].lo, c.declared), nn::to_torch(c.declared.dtype)), {}};
+      std::vector<at::Tensor> v{p.buffer};
+      p.work = pg.recv(v, out_[i].peer, static_cast<int>(tag(out_[i].k, m, M, 1)));
+      bwd[i].push_back(std::move(p));
+    }
+  }
+  std::vector<Posted> sends;
+  auto stage_of_rank = [&](int rank) {
+    for (const auto& s : plan_.stages)
+      if (std::find(s.devices.begin(), s.devices.end(), rank) != s.devices.end()) return s.id;
+    return -1;
+  };
+  auto wait = [&](Posted& p, int peer, const std::string& what, const std::string& action) {
+    try {
+      p.work->wait(world_.timeout());
+    } catch (const std::exception& e) {
+      const auto lost = world_.diagnose();
+      throw comm::CommError(here + ": " + action + " waited for " + what + " from rank " + std::to_string(peer) +
+                            " (stage " + std::to_string(stage_of_rank(peer)) + ")" +
+                            (lost.empty() ? "" : " (" + lost + ")") + ": " + comm::one_line(e));
+    }
+  };
+  // Gathers this rank's rows of crossing-group `pieces` (same k) for micro-batch m.
+  auto gather = [&](const std::vector<Piece>& pieces, std::vector<std::vector<Posted>>& posted, int k, int m,
+                    const std::string& action, const std::string& what) {
+    std::vector<std::pair<std::int64_t, torch::Tensor>> parts;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      if (pieces[i].k != k) continue;
+      wait(posted[i][m], pieces[i].peer, what + " " + crossings_[k].name, action);
+      parts.emplace_back(pieces[i].lo, posted[i][m].buffer);
+    }
+    std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<torch::Tensor> ts;
+    for (auto& [lo, t] : parts) ts.push_back(t);
+    return ts.size() == 1 ? ts[0] : torch::cat(ts);
+  };
+  auto send = [&](const Piece& piece, const torch::Tensor& value, int m, int direction) {
+    const auto& c = crossings_[piece.k];
+    auto slice = value.narrow(0, piece.lo - row_begin_, piece.hi - piece.lo).detach().contiguous();
+    if (!nn::matches(slice, c.declared) || slice.size(0) != piece.hi - piece.lo)
+      throw PipelineError(here + ": micro-batch " + std::to_string(m) + ": edge " + c.name + " declares [" +
+                          std::to_string(piece.hi - piece.lo) + (c.declared.shape.empty() ? "" : ",") +
+                          graph::to_string(c.declared).substr(1) + " but the stage produced " +
+                          nn::describe(slice) + (direction ? " as its gradient" : ""));
+    Posted p{slice, {}};
+    std::vector<at::Tensor> v{slice};
+    p.work = world_.pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, M, direction)));
+    sends.push_back({slice, p.work});
+  };
+
+  struct Saved {
+    nn::TensorMap inputs, outputs;
+  };
+  std::vector<Saved> saved(M);
+  std::set<int> input_ks, output_ks;
+  for (const auto& p : in_) input_ks.insert(p.k);
+  for (const auto& p : out_) output_ks.insert(p.k);
+  int last_backward = -1;
+  for (int i = 0; i < static_cast<int>(actions_.size()); ++i)
+    if (actions_[i].first) last_backward = i;
+
+  for (int i = 0; i < static_cast<int>(actions_.size()); ++i) {
+    const auto [backward, m] = actions_[i];
+    const std::string action = std::string(backward ? "B" : "F") + std::to_string(m);
+    auto& s = saved[m];
+    if (!backward) {
+      const auto t0 = now_us();
+      for (int k : input_ks) {
+        auto t = gather(in_, fwd, k, m, action, "activations of");
+        if (crossings_[k].differentiable) t.requires_grad_(true);
+        s.inputs[crossings_[k].op] = t;
+      }
+      const auto t1 = now_us();
+      if (trace && t1 - t0 > 50) trace->add("wait " + action, "wait", kComputeLane, t0, t1);
+      nn::Batch fields;
+      if (!fields_.empty()) fields = source(m * micro_batch_ + row_begin_, m * micro_batch_ + row_end_, fields_);
+      s.outputs = executor_->forward(s.inputs, fields);
+      for (const auto& p : out_) send(p, s.outputs.at(crossings_[p.k].op), m, 0);
+      if (has_loss_) {
+        torch::NoGradGuard no_grad;
+        result.loss_sum += s.outputs.at(g.loss()).item<double>();
+        auto value = [&](graph::OpId id) { return s.outputs.count(id) ? s.outputs.at(id) : s.inputs.at(id); };
+        result.correct += value(logits_).argmax(1).eq(value(labels_)).sum().item<double>();
+      }
+      if (trace) trace->add(action, "forward", kComputeLane, t1, now_us());
+    } else {
+      if (i == last_backward && before_last_backward) before_last_backward();
+      const auto t0 = now_us();
+      std::vector<torch::Tensor> roots, grads;
+      if (has_loss_) {
+        auto loss = s.outputs.at(g.loss());
+        roots.push_back(loss);
+        grads.push_back(torch::full_like(loss, 1.0 / divisor));
+      }
+      std::map<graph::OpId, torch::Tensor> out_grads;
+      for (int k : output_ks) {
+        if (!crossings_[k].differentiable) continue;
+        auto gk = gather(out_, bwd, k, m, action, "gradients of");
+        auto& acc = out_grads[crossings_[k].op];
+        acc = acc.defined() ? acc + gk : gk;
+      }
+      for (auto& [op, grad] : out_grads) {
+        const auto& value = s.outputs.at(op);
+        if (value.requires_grad()) roots.push_back(value), grads.push_back(grad);
+      }
+      const auto t1 = now_us();
+      if (trace && t1 - t0 > 50) trace->add("wait " + action, "wait", kComputeLane, t0, t1);
+      if (!roots.empty()) torch::autograd::backward(roots, grads);
+      for (const auto& p : in_) {
+        if (!crossings_[p.k].differentiable) continue;
+        const auto& input = s.inputs.at(crossings_[p.k].op);
+        send(p, input.grad().defined() ? input.grad() : torch::zeros_like(input), m, 1);
+      }
+      s = Saved{};
+      if (trace) trace->add(action, "backward", kComputeLane, t1, now_us());
+    }
+  }
+  for (auto& p : sends) {
+    try {
+      p.work->wait(world_.timeout());
+    } catch (const std::exception& e) {
+      const auto lost = world_.diagnose();
+      throw comm::CommError(here + ": a send of the last iteration did not complete" +
+                            (lost.empty() ? "" : " (" + lost + ")") + ": " + comm::one_line(e));
+    }
+  }
+  return result;
+}
+
+void StageExecutor::share_weights() {
+  torch::NoGradGuard no_grad;
+  const auto& g = module_.graph();
+  for (const auto& st : plan_.stages) {
+    std::vector<graph::OpId> ops;
+    for (const auto& name : st.ops) ops.push_back(g.id_of(name));
+    for (auto& [name, p] : module_.parameters_of(ops)) {
+      std::vector<at::Tensor> v{p.detach()};
+      c10d::BroadcastOptions opts;
+      opts.rootRank = st.devices.front();
+      world_.pg().broadcast(v, opts)->wait(world_.timeout());
+    }
+  }
+}
+
+std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
+                                                std::int64_t bucket_bytes, int staleness) {
+  if (stage.replicas() < 2) return nullptr;
+  auto devices = plan.stages.at(stage.stage()).devices;
+  std::sort(devices.begin(), devices.end());
+  auto group = world.subgroup(devices, "stage" + std::to_string(stage.stage()));
+  std::map<std::string, std::string> methods;
+  for (const auto& [name, p] : stage.params()) {
+    auto it = plan.grad_sync.find(name);
+    methods[name] = it == plan.grad_sync.end() ? "allreduce" : it->second;
+  }
+  auto sync = comm::make_hybrid_sync(group, stage.params(), stage.graph(), methods, bucket_bytes, staleness);
+  stage.executor().set_observer(sync->observer());
+  return sync;
+}
+
+}  // namespace trident::runtime

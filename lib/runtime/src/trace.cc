@@ -1,0 +1,47 @@
+#include "trident/runtime/trace.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+namespace trident::runtime {
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+nlohmann::json to_json(const std::vector<TraceEvent>& events) {
+  auto out = nlohmann::json::array();
+  for (const auto& e : events) out.push_back({e.name, e.cat, e.lane, e.ts_us, e.dur_us});
+  return out;
+}
+
+std::vector<TraceEvent> events_from_json(const nlohmann::json& doc) {
+  std::vector<TraceEvent> out;
+  for (const auto& e : doc)
+    out.push_back({e.at(0).get<std::string>(), e.at(1).get<std::string>(), e.at(2).get<int>(),
+                   e.at(3).get<std::int64_t>(), e.at(4).get<std::int64_t>()});
+  return out;
+}
+
+nlohmann::json chrome_trace(const std::vector<std::vector<TraceEvent>>& ranks, const std::vector<std::string>& labels,
+                            const nlohmann::json& meta) {
+  std::int64_t origin = std::numeric_limits<std::int64_t>::max();
+  for (const auto& r : ranks)
+    for (const auto& e : r) origin = std::min(origin, e.ts_us);
+  auto events = nlohmann::json::array();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const std::string label = r < labels.size() ? labels[r] : "rank " + std::to_string(r);
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"tid", 0}, {"args", {{"name", label}}}});
+    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r}, {"tid", 0}, {"args", {{"sort_index", r}}}});
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", kComputeLane}, {"args", {{"name", "compute"}}}});
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", kCommLane}, {"args", {{"name", "communication"}}}});
+    for (const auto& e : ranks[r])
+      events.push_back({{"ph", "X"}, {"name", e.name}, {"cat", e.cat}, {"pid", r}, {"tid", e.lane},
+                        {"ts", e.ts_us - origin}, {"dur", std::max<std::int64_t>(e.dur_us, 1)}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"metadata", meta}};
+}
+
+}  // namespace trident::runtime

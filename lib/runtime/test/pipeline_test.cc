@@ -1,0 +1,229 @@
+// Graph pipelines equal single-process training (DESIGN.md contract 1):
+// every rank a thread, one Gloo group over a HashStore, the plan's stages
+// run by StageExecutor with their replicas synced by the plan's methods.
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <thread>
+
+#include "trident/cost/cluster.h"
+#include "trident/cost/cost_model.h"
+#include "trident/plan/planner.h"
+#include "trident/runtime/stage_executor.h"
+#include "trident/zoo/zoo.h"
+
+namespace trident::runtime {
+namespace {
+
+using Weights = std::map<std::string, torch::Tensor>;
+
+plan::PlanRequest request(const std::string& partitioner, const std::string& schedule, int devices, int mini,
+                          int micro, int max_replicas) {
+  plan::PlanRequest r;
+  r.devices = devices, r.mini_batch = mini, r.micro_batch = micro;
+  r.partitioner = partitioner, r.schedule = schedule, r.max_replicas = max_replicas;
+  return r;
+}
+
+plan::Plan make_plan(const graph::OpGraph& g, const plan::PlanRequest& r) {
+  const auto c = cost::load_cluster("cpu-local");
+  auto p = plan::Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
+  plan::validate_plan(p, g);
+  return p;
+}
+
+// Stages by op-name predicate, in the order given; `replicas` each.
+plan::Plan hand_plan(const graph::OpGraph& g, const plan::PlanRequest& r,
+                     const std::vector<std::function<bool(const std::string&)>>& groups,
+                     const std::vector<int>& replicas) {
+  const auto c = cost::load_cluster("cpu-local");
+  plan::Planner planner(g, c, cost::analytic_cost_model(c.device), r);
+  std::vector<plan::Planner::StageChoice> stages(groups.size());
+  for (graph::OpId id = 0; id < g.size(); ++id) {
+    std::size_t i = 0;
+    while (i + 1 < groups.size() && !groups[i](g.op(id).name)) ++i;
+    stages[i].ops.push_back(id);
+  }
+  for (std::size_t i = 0; i < stages.size(); ++i) stages[i].replicas = replicas[i];
+  auto p = planner.assemble(stages, *r.micro_batch, "hand-written");
+  plan::validate_plan(p, g);
+  return p;
+}
+
+struct Result {
+  Weights single;
+  std::vector<Weights> ranks;  // each rank's stage parameters
+  std::vector<std::string> errors;
+  std::vector<double> loss;    // per step, summed over the loss stage's replicas
+};
+
+Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20) {
+  const int n = p.devices;
+  const std::int64_t batch = p.mini_batch;
+  torch::manual_seed(0);
+  std::vector<std::shared_ptr<nn::GraphModule>> modules;
+  for (int r = 0; r <= n; ++r) {
+    torch::manual_seed(0);
+    modules.push_back(std::make_shared<nn::GraphModule>(g));
+  }
+  auto gen = at::detail::createCPUGenerator(11);
+  std::vector<nn::Batch> batches;
+  for (int s = 0; s < steps; ++s) batches.push_back(nn::random_batch(g, batch, gen));
+  auto update = [](const std::string&, torch::Tensor& w, const torch::Tensor& grad) {
+    torch::NoGradGuard no_grad;
+    w.sub_(grad, 0.05);
+  };
+  Result res;
+  {
+    auto& m = *modules[n];
+    nn::GraphExecutor ex(m, graph::whole_graph(g));
+    for (const auto& b : batches) {
+      auto loss = ex.forward({}, b).at(g.loss()) / static_cast<double>(batch);
+      loss.backward();
+      for (auto& w : m.parameters()) update("", w, w.grad()), w.mutable_grad().zero_();
+    }
+    for (const auto& q : m.named_parameters()) res.single[q.key()] = q.value().detach().clone();
+  }
+  res.ranks.resize(n);
+  res.errors.resize(n);
+  res.loss.assign(steps, 0);
+  std::mutex mu;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto world = comm::Group::over_store(store, r, n,
+                                             std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
+        StageExecutor ex(*modules[r], p, world);
+        auto sync = make_stage_sync(ex, p, world, 25 << 20, 0);
+        for (int s = 0; s < steps; ++s) {
+          auto source = [&](std::int64_t b, std::int64_t e, const std::set<std::string>& fields) {
+            nn::Batch out;
+            for (const auto& f : fields) out[f] = batches[s].at(f).slice(0, b, e);
+            return out;
+          };
+          auto out = ex.run(source, static_cast<double>(batch), [&] {
+            if (sync) sync->arm();
+          });
+          if (sync) {
+            sync->finish();
+            sync->apply(update);
+          } else {
+            for (auto [name, w] : ex.params())
+              if (w.grad().defined()) update(name, w, w.grad());
+          }
+          for (auto& [name, w] : ex.params())
+            if (w.grad().defined()) w.mutable_grad().zero_();
+          std::lock_guard<std::mutex> lock(mu);
+          res.loss[s] += out.loss_sum;
+        }
+        for (const auto& [name, w] : ex.params()) res.ranks[r][name] = w.detach().clone();
+      } catch (const std::exception& e) {
+        res.errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return res;
+}
+
+void expect_equal(const Result& res, const plan::Plan& p) {
+  for (std::size_t r = 0; r < res.ranks.size(); ++r) EXPECT_EQ(res.errors[r], "") << "rank " << r;
+  std::set<std::string> seen;
+  for (std::size_t r = 0; r < res.ranks.size(); ++r)
+    for (const auto& [name, w] : res.ranks[r]) {
+      seen.insert(name);
+      EXPECT_TRUE(torch::allclose(w, res.single.at(name), 1e-5, 1e-5))
+          << "rank " << r << " " << name << " differs by " << (w - res.single.at(name)).abs().max().item<double>();
+    }
+  // Every parameter trained somewhere (stages may leave devices idle).
+  EXPECT_EQ(seen.size(), res.single.size()) << p.to_json().dump();
+}
+
+bool starts(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+class Pipelines : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(Pipelines, GraphpipePipedreamAndHybridEqualSingleProcess) {
+  const auto& [model, schedule] = GetParam();
+  const auto g = zoo::build_graph({model, "tiny"});
+  const auto gp = make_plan(g, request("graphpipe", schedule, 4, 16, 4, 1));
+  const auto pd = make_plan(g, request("pipedream", schedule, 4, 16, 4, 1));
+  ASSERT_GT(gp.stages.size(), 1u) << "graphpipe planned one stage for " << model;
+  ASSERT_GT(pd.stages.size(), 1u);
+  // Stages with two replicas each: the first half of the ops, then the rest.
+  const auto topo = g.topo_order();
+  std::set<std::string> first;
+  for (std::size_t i = 0; i < topo.size() / 2; ++i) first.insert(g.op(topo[i]).name);
+  const auto hy = hand_plan(g, request("graphpipe", schedule, 4, 16, 4, 0),
+                            {[&](const std::string& n) { return first.count(n) > 0; }, [](const std::string&) { return true; }},
+                            {2, 2});
+  for (const auto* p : {&gp, &pd, &hy}) {
+    SCOPED_TRACE(p->partitioner + " " + std::to_string(p->stages.size()) + " stages");
+    expect_equal(train(g, *p, 2), *p);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Pipelines,
+                         ::testing::Combine(::testing::Values("mmt", "dlrm", "candle_uno", "inception"),
+                                            ::testing::Values("gpipe", "1f1b", "graph-1f1b")),
+                         [](const auto& info) {
+                           auto name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (auto& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+// Fan-out and fan-in: the stem feeds two branch stages, which both feed the rest.
+TEST(Pipeline, FanOutFanInStagesEqualSingleProcess) {
+  const auto g = zoo::build_graph({"inception", "tiny"});
+  auto in = [](std::initializer_list<const char*> prefixes) {
+    std::vector<std::string> ps(prefixes.begin(), prefixes.end());
+    return [ps](const std::string& n) {
+      for (const auto& p : ps)
+        if (starts(n, p)) return true;
+      return false;
+    };
+  };
+  const auto p = hand_plan(g, request("graphpipe", "graph-1f1b", 4, 16, 4, 0),
+                           {in({"block1.b1.", "block1.b2."}), in({"block1.b3.", "block1.b4."}),
+                            [](const std::string& n) { return n == "image" || starts(n, "stem") || n == "pool1"; },
+                            [](const std::string&) { return true; }},
+                           {1, 1, 1, 1});
+  ASSERT_EQ(p.stages.size(), 4u);
+  int fan_out = 0;
+  for (const auto& e : p.edges) fan_out += e.from == p.edges.front().from;
+  EXPECT_GE(fan_out, 2) << "the stem stage feeds both branch stages";
+  expect_equal(train(g, p, 3), p);
+}
+
+// Stages of 3 and 2 replicas: every edge is split into overlapping pieces.
+TEST(Pipeline, StagesOfDifferentWidthsEqualSingleProcess) {
+  const auto g = zoo::build_graph({"inception", "tiny"});
+  const auto p = hand_plan(g, request("graphpipe", "1f1b", 5, 12, 6, 0),
+                           {[](const std::string& n) { return n == "image" || starts(n, "stem") || n == "pool1" || starts(n, "block1"); },
+                            [](const std::string&) { return true; }},
+                           {3, 2});
+  ASSERT_EQ(p.stages.size(), 2u);
+  EXPECT_EQ(p.stages[0].devices.size() + p.stages[1].devices.size(), 5u);
+  expect_equal(train(g, p, 3), p);
+}
+
+TEST(Pipeline, WrongEdgeShapeFailsAtTheSenderNamingTheEdge) {
+  const auto g = zoo::build_graph({"mlp", "tiny"});
+  auto p = make_plan(g, request("pipedream", "1f1b", 2, 8, 4, 1));
+  ASSERT_EQ(p.stages.size(), 2u);
+  auto& t = p.edges.at(0).tensors.at(0);
+  t.shape.back() += 1;
+  const auto res = train(g, p, 1, 2);
+  const int sender = p.stages[p.edges[0].from].devices[0];
+  EXPECT_NE(res.errors[sender].find("edge '" + t.op + "' (stage 0 -> stage 1)"), std::string::npos) << res.errors[sender];
+  EXPECT_NE(res.errors[sender].find("micro-batch 0"), std::string::npos) << res.errors[sender];
+  const int receiver = p.stages[p.edges[0].to].devices[0];
+  EXPECT_NE(res.errors[receiver].find("F0 waited for activations of '" + t.op + "'"), std::string::npos)
+      << res.errors[receiver];
+}
+
+}  // namespace
+}  // namespace trident::runtime
