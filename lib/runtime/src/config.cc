@@ -245,7 +245,7 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
   c.optimizer.min_lr = r.real(opt, "optimizer.min_lr", 0, 0, c.optimizer.lr);
 
   auto par = r.section("parallel", {"devices", "partitioner", "micro_batch", "schedule", "grad_sync", "staleness",
-                                    "timeout_s", "bucket_mb", "sync"});
+                                    "timeout_s", "bucket_mb", "sync", "cluster", "max_replicas"});
   c.parallel.devices = r.integer(par, "parallel.devices", 1, 1, 4096);
   c.parallel.partitioner = r.str(par, "parallel.partitioner", "dp");
   const auto& p = c.parallel.partitioner;
@@ -257,7 +257,9 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
     r.fail("parallel.micro_batch", par["micro_batch"],
            "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));
   }
-  c.parallel.schedule = r.str(par, "parallel.schedule", "1f1b", {"gpipe", "1f1b", "graph-1f1b"});
+  c.parallel.schedule = r.str(par, "parallel.schedule", "auto", {"auto", "gpipe", "1f1b", "graph-1f1b"});
+  c.parallel.cluster = r.str(par, "parallel.cluster", "cpu-local");
+  c.parallel.max_replicas = r.integer(par, "parallel.max_replicas", 0, 0, 4096);
   c.parallel.grad_sync = r.str(par, "parallel.grad_sync", "allreduce", {"allreduce", "ps", "sfb", "hybrid"});
   c.parallel.staleness = r.integer(par, "parallel.staleness", 0, 0, 1000);
   c.parallel.timeout_s = r.real(par, "parallel.timeout_s", 60, 1, 86400);
@@ -272,10 +274,7 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
     }
   }
   if (c.parallel.devices > 1) {
-    if (c.parallel.partitioner != "dp")
-      r.fail("parallel.partitioner", par["partitioner"],
-             "graph pipelines are not built yet; with parallel.devices > 1 use parallel.partitioner=dp");
-    if (c.train.mini_batch % c.parallel.devices)
+    if (c.parallel.partitioner == "dp" && c.train.mini_batch % c.parallel.devices)
       r.fail("parallel.devices", par["devices"],
              "must divide train.mini_batch = " + std::to_string(c.train.mini_batch) +
                  " (each process takes an equal slice of every batch)");
@@ -322,7 +321,8 @@ std::string TrainConfig::to_yaml() const {
   e << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap << YAML::Key << "devices" << YAML::Value
     << parallel.devices << YAML::Key << "partitioner" << YAML::Value << parallel.partitioner << YAML::Key
     << "micro_batch" << YAML::Value << parallel.micro_batch << YAML::Key << "schedule" << YAML::Value
-    << parallel.schedule << YAML::Key << "grad_sync" << YAML::Value << parallel.grad_sync << YAML::Key
+    << parallel.schedule << YAML::Key << "cluster" << YAML::Value << parallel.cluster << YAML::Key
+    << "max_replicas" << YAML::Value << parallel.max_replicas << YAML::Key << "grad_sync" << YAML::Value << parallel.grad_sync << YAML::Key
     << "staleness" << YAML::Value << parallel.staleness << YAML::Key << "timeout_s" << YAML::Value
     << parallel.timeout_s << YAML::Key << "bucket_mb" << YAML::Value << parallel.bucket_mb;
   if (!parallel.sync.empty()) {

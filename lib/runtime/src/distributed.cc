@@ -2,7 +2,6 @@
 // sync selection (HybComm), and the few collectives the training loop needs.
 #include <unistd.h>
 
-#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -56,6 +55,12 @@ void Trainer::connect() {
     }
   }
   const auto bucket = static_cast<std::int64_t>(par.bucket_mb * 1024 * 1024);
+  if (pipelined()) {
+    // Each rank runs one stage replica; replicas sync by the plan's methods.
+    stage_ = std::make_unique<StageExecutor>(*module_, *plan_, *group_);
+    sync_ = make_stage_sync(*stage_, *plan_, *group_, bucket, static_cast<int>(par.staleness));
+    return;
+  }
   const auto& g = module_->graph();
   if (par.grad_sync == "allreduce" && par.sync.empty()) {
     sync_ = comm::make_allreduce_sync(*group_, params_, bucket);
@@ -149,20 +154,9 @@ std::map<std::string, ParamState> Trainer::gathered_optimizer_state() const {
   archive.write("keys", c10::IValue(keys));
   std::ostringstream bytes;
   archive.save_to(bytes);
-  const std::string mine = bytes.str();
-  auto sizes = torch::zeros({world_.world_size}, torch::kInt64);
-  sizes[world_.rank] = static_cast<std::int64_t>(mine.size());
-  std::vector<at::Tensor> sv{sizes};
-  group_->pg().allreduce(sv)->wait(group_->timeout());
-  const auto longest = sizes.max().item<std::int64_t>();
-  auto buffer = torch::zeros({longest}, torch::kUInt8);
-  std::memcpy(buffer.data_ptr(), mine.data(), mine.size());
-  std::vector<std::vector<at::Tensor>> all(1);
-  for (int r = 0; r < world_.world_size; ++r) all[0].push_back(torch::empty_like(buffer));
-  std::vector<at::Tensor> in{buffer};
-  group_->pg().allgather(all, in)->wait(group_->timeout());
-  for (int r = 0; r < world_.world_size; ++r) {
-    std::istringstream stream(std::string(static_cast<const char*>(all[0][r].data_ptr()), sizes[r].item<std::int64_t>()));
+  const auto all = gather_strings(bytes.str());
+  for (const auto& theirs : all) {
+    std::istringstream stream(theirs);
     torch::serialize::InputArchive in_archive;
     in_archive.load_from(stream);
     c10::IValue listed;

@@ -104,6 +104,7 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out) : config_(s
     std::ofstream(run_dir_ + "/metrics.jsonl", std::ios::trunc);
   }
   if (leader()) write_file_atomic(run_dir_ + "/config.yaml", config_.to_yaml());
+  if (config_.parallel.devices > 1 && config_.parallel.partitioner != "dp") make_plan();
   if (config_.parallel.devices > 1) connect();
 }
 
@@ -115,6 +116,7 @@ void Trainer::append_metrics(const std::string& line) const {
 
 void Trainer::save(double wall_s) const {
   if (sync_) sync_->flush();  // pending PS pulls: every rank holds the same weights
+  if (stage_) stage_->share_weights();  // rank 0 writes every stage's weights
   auto optimizer_state = gathered_optimizer_state();  // every rank takes part
   if (!leader()) return;
   Checkpoint ck;
@@ -127,6 +129,7 @@ void Trainer::save(double wall_s) const {
 }
 
 Evaluation Trainer::evaluate(const data::Dataset& split) const {
+  if (stage_) stage_->share_weights();  // evaluation runs the whole model on every rank
   torch::NoGradGuard no_grad;
   constexpr std::int64_t kChunk = 1000;
   double loss = 0, correct = 0;
@@ -154,8 +157,11 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
                 std::to_string(total_steps_) + " steps of " + std::to_string(batch_size) + ", " +
                 config_.optimizer.name + " lr " + fixed(config_.optimizer.lr, 4) + ", " +
                 std::to_string(torch::get_num_threads()) + " threads" +
-                (group_ ? ", " + std::to_string(world_.world_size) + " processes, gradient sync " + sync_->name()
-                        : std::string()) +
+                (plan_ ? ", " + std::to_string(world_.world_size) + " processes, " + plan_->partitioner + " plan of " +
+                             std::to_string(plan_->stages.size()) + " stages, " +
+                             std::to_string(plan_->micro_batches()) + " micro-batches, " + plan_->schedule
+                 : group_ ? ", " + std::to_string(world_.world_size) + " processes, gradient sync " + sync_->name()
+                          : std::string()) +
                 "; run dir " + run_dir_ +
                 (step_ ? "; resumed at step " + std::to_string(step_) : ""));
 
@@ -182,31 +188,71 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
     if (stop_after && step_ >= *stop_after) return result;
     const double lr = learning_rate(config_.optimizer, step_, total_steps_);
     auto indices = sampler_->batch_indices(step_);
-    // Data parallel: this rank's contiguous slice of the global batch.
-    const std::int64_t rows = batch_size / world_.world_size;
-    if (group_) indices = indices.narrow(0, world_.rank * rows, rows);
-    auto batch = data_.train.batch(indices);
-    auto out = executor_->forward({}, batch);
-    // See Note [Loss scale] in nn/executor.h: the sum over this rank's rows,
-    // divided by the global batch, so the ranks' gradients add up.
-    auto loss = out.at(loss_id) / static_cast<double>(batch_size);
-    if (sync_) sync_->arm();
-    loss.backward();
-    if (sync_) {
-      sync_->finish();
-      sync_->apply([&](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
-        optimizer_->step(name, p, grad, lr);
-      });
-      for (auto& [name, p] : params_)
-        if (p.grad().defined()) p.mutable_grad().zero_();
-      window_exposed += sync_->stats().exposed_s;
-    } else {
-      optimizer_->apply(params_, lr);
+    TraceLog trace;
+    const auto step_start = now_us();
+    double loss_local = 0, correct_local = 0;
+    auto sync_and_step = [&](const comm::NamedParams& params) {
+      if (sync_) {
+        const auto t0 = now_us();
+        sync_->finish();
+        for (const auto& e : sync_->stats().events)
+          trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
+                    sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
+        if (now_us() - t0 > 50) trace.add("wait for sync", "wait", kComputeLane, t0, now_us());
+        const auto t1 = now_us();
+        sync_->apply([&](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
+          optimizer_->step(name, p, grad, lr);
+        });
+        for (const auto& [name, p] : params)
+          if (p.grad().defined()) p.mutable_grad().zero_();
+        window_exposed += sync_->stats().exposed_s;
+        trace.add("optimizer", "optimizer", kComputeLane, t1, now_us());
+      } else {
+        const auto t1 = now_us();
+        auto mutable_params = params;
+        optimizer_->apply(mutable_params, lr);
+        trace.add("optimizer", "optimizer", kComputeLane, t1, now_us());
+      }
+    };
+    auto arm = [&] {
+      if (!sync_) return;
+      sync_armed_us_ = now_us();
+      sync_->arm();
+    };
+    if (stage_) {
+      // Graph pipeline: this rank's stage runs its schedule over the global batch.
+      auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
+        return data_.train.batch(indices.slice(0, begin, end), fields);
+      };
+      const auto r = stage_->run(source, static_cast<double>(batch_size), arm, &trace);
+      sync_and_step(stage_->params());
+      loss_local = r.loss_sum / static_cast<double>(batch_size);
+      correct_local = r.correct;
+    } else if (!plan_) {
+      // Data parallel: this rank's contiguous slice of the global batch.
+      const std::int64_t rows = batch_size / world_.world_size;
+      if (group_) indices = indices.narrow(0, world_.rank * rows, rows);
+      auto batch = data_.train.batch(indices);
+      auto t0 = now_us();
+      auto out = executor_->forward({}, batch);
+      // See Note [Loss scale] in nn/executor.h: the sum over this rank's rows,
+      // divided by the global batch, so the ranks' gradients add up.
+      auto loss = out.at(loss_id) / static_cast<double>(batch_size);
+      trace.add("forward", "forward", kComputeLane, t0, now_us());
+      arm();
+      t0 = now_us();
+      loss.backward();
+      trace.add("backward", "backward", kComputeLane, t0, now_us());
+      sync_and_step(params_);
+      loss_local = loss.item<double>();
+      correct_local = out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
     }
     // One small collective per step gives every rank the global loss (for
     // the non-finite check) and the same stop decision after Ctrl-C.
-    const double correct = out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
-    const auto global = sum_over_ranks({loss.item<double>(), correct, stop_requested().load() ? 1.0 : 0.0});
+    const auto global = sum_over_ranks({loss_local, correct_local, stop_requested().load() ? 1.0 : 0.0});
+    trace.add("step " + std::to_string(step_), "step", kCommLane, step_start, now_us());
+    trace_.push_back(std::move(trace));
+    if (trace_.size() > kTracedSteps) trace_.pop_front();
     const double loss_value = global[0];
     if (!std::isfinite(loss_value)) {
       throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(loss_value) +
@@ -260,6 +306,7 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
                     run_dir_);
       result.interrupted = true;
       result.steps = step_;
+      write_trace();
       return result;
     }
   }
@@ -267,6 +314,7 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
   if (sync_) sync_->flush();
   if (config_.train.eval) eval_line((step_ + spe - 1) / spe);
   save(wall());
+  write_trace();
   result.steps = step_;
   progress.line("done: " + std::to_string(step_) + " steps in " + Progress::duration(wall()) + "; checkpoint " +
                 run_dir_ + "/checkpoint.pt, metrics " + run_dir_ + "/metrics.jsonl");

@@ -48,14 +48,17 @@ struct OptimizerConfig {
   double min_lr = 0.0;  // cosine floor
 };
 
-// Data-parallel training runs on `devices` processes (one per device, see
-// `trident launch`); graph pipelines (partitioner graphpipe / pipedream / a
-// plan) are validated but not built yet.
+// Training on `devices` processes (one per device, see `trident launch`):
+// partitioner dp replicates the model (data parallel); graphpipe and
+// pipedream plan a graph pipeline for `cluster` (stages of at most
+// `max_replicas` replicas), and a .json path runs that plan.
 struct ParallelConfig {
   std::int64_t devices = 1;
   std::string partitioner = "dp";  // graphpipe | pipedream | dp | a plan .json path
   std::int64_t micro_batch = 0;    // 0: the mini-batch
-  std::string schedule = "1f1b";   // gpipe | 1f1b | graph-1f1b
+  std::string schedule = "auto";   // auto | gpipe | 1f1b | graph-1f1b (auto: graph-1f1b for graphpipe, else 1f1b)
+  std::string cluster = "cpu-local";  // what the planner plans for: a preset or a cluster file
+  std::int64_t max_replicas = 0;   // planner: most replicas per stage (0: no limit)
   std::string grad_sync = "allreduce";  // allreduce | ps | sfb | hybrid
   std::int64_t staleness = 0;
   double timeout_s = 60;          // a collective waiting longer than this fails, naming it

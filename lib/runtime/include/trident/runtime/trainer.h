@@ -1,4 +1,6 @@
-// Trainer: training of a zoo model from a TrainConfig, on one process or
+// Trainer: training of a zoo model from a TrainConfig, on one process,
+// as a graph pipeline (parallel.partitioner graphpipe | pipedream | plan.json:
+// each rank runs one stage replica, see stage_executor.h), or
 // data parallel on parallel.devices processes (started by `trident launch`,
 // torchrun, mpirun or srun; see comm/world.h). Each process takes a
 // contiguous, equal slice of every global batch and gradients are synced by
@@ -10,6 +12,8 @@
 //                   {step, epoch, loss, accuracy, lr, samples_per_s, wall_s}
 //                   and evaluations {step, epoch, test_loss, test_accuracy, wall_s}
 //   checkpoint.pt   weights + optimizer state by parameter name (atomic)
+//   plan.json       graph pipelines: the plan that ran
+//   trace.json      Chrome trace of the last steps, every rank (Perfetto)
 // A fresh run starts a new metrics file; a resumed run (resume = true) loads
 // checkpoint.pt and appends. With one thread and a fixed seed a resumed run
 // ends with bitwise the same weights as an uninterrupted one: the sample
@@ -17,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -29,6 +34,8 @@
 #include "trident/nn/executor.h"
 #include "trident/runtime/config.h"
 #include "trident/runtime/optimizer.h"
+#include "trident/runtime/stage_executor.h"
+#include "trident/runtime/trace.h"
 
 namespace trident::runtime {
 
@@ -81,6 +88,14 @@ class Trainer {
   // Sums values over the ranks (a no-op on one process).
   std::vector<double> sum_over_ranks(std::vector<double> values) const;
   std::map<std::string, ParamState> gathered_optimizer_state() const;
+  // Every rank's `mine`, in rank order, on every rank (one string when alone).
+  std::vector<std::string> gather_strings(const std::string& mine) const;
+  // Graph pipelines: the plan (planned now, or read from parallel.partitioner),
+  // checked against the model and the config; rank 0 prints and saves it.
+  void make_plan();
+  // Rank 0 writes trace.json: every rank's events of the last traced steps.
+  void write_trace() const;
+  bool pipelined() const { return plan_.has_value(); }
   bool leader() const { return world_.rank == 0; }
 
   TrainConfig config_;
@@ -98,6 +113,11 @@ class Trainer {
   std::optional<comm::Group> group_;
   std::unique_ptr<comm::GradSync> sync_;
   double wall_offset_s_ = 0;  // wall time of the run before a resume
+  std::optional<plan::Plan> plan_;          // graph pipeline (devices > 1, partitioner not dp)
+  std::unique_ptr<StageExecutor> stage_;
+  std::deque<TraceLog> trace_;              // the last few steps' events
+  static constexpr std::size_t kTracedSteps = 4;
+  std::int64_t sync_armed_us_ = 0;          // when the gradient sync of this step was armed
 };
 
 }  // namespace trident::runtime

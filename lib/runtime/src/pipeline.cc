@@ -1,0 +1,117 @@
+// The graph-pipeline half of the Trainer: the plan, and the merged trace.
+#include <cstring>
+#include <iostream>
+
+#include "trident/cost/cluster.h"
+#include "trident/cost/cost_model.h"
+#include "trident/plan/planner.h"
+#include "trident/plan/report.h"
+#include "trident/runtime/checkpoint.h"
+#include "trident/runtime/trainer.h"
+
+namespace trident::runtime {
+
+void Trainer::make_plan() {
+  const auto& par = config_.parallel;
+  const auto& g = module_->graph();
+  cost::ClusterSpec cluster;
+  try {
+    cluster = cost::load_cluster(par.cluster);
+  } catch (const std::exception& e) {
+    throw ConfigError("parallel.cluster = '" + par.cluster + "': " + e.what());
+  }
+  plan::PlanRequest r;
+  r.model = config_.model.name, r.preset = config_.model.preset;
+  r.devices = static_cast<int>(par.devices);
+  r.mini_batch = static_cast<int>(config_.train.mini_batch);
+  if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
+  const bool from_file = par.partitioner != "graphpipe" && par.partitioner != "pipedream";
+  r.partitioner = from_file ? "graphpipe" : par.partitioner;
+  r.schedule = par.schedule == "auto" ? "" : par.schedule;
+  r.grad_sync = par.grad_sync;
+  r.optimizer_states = config_.optimizer.name == "adam" ? 2 : config_.optimizer.momentum > 0 ? 1 : 0;
+  r.max_replicas = static_cast<int>(par.max_replicas);
+  auto bad = [&](const std::string& field, const std::string& what) {
+    throw ConfigError(field + ": " + what);
+  };
+  try {
+    plan::Planner planner(g, cluster, cost::analytic_cost_model(cluster.device), r);
+    if (from_file) {
+      plan::Plan p;
+      try {
+        p = plan::load_plan(par.partitioner);
+        plan::validate_plan(p, g);
+      } catch (const std::exception& e) {
+        bad("parallel.partitioner = " + par.partitioner, e.what());
+      }
+      if (p.model != config_.model.name || p.preset != config_.model.preset)
+        bad("parallel.partitioner = " + par.partitioner,
+            "the plan is for " + p.model + "/" + p.preset + " but model is " + config_.model.name + "/" + config_.model.preset);
+      if (p.devices != par.devices)
+        bad("parallel.devices = " + std::to_string(par.devices), "the plan " + par.partitioner + " is for " +
+                                                                      std::to_string(p.devices) + " devices");
+      if (p.mini_batch != config_.train.mini_batch)
+        bad("train.mini_batch = " + std::to_string(config_.train.mini_batch),
+            "the plan " + par.partitioner + " is for mini-batch " + std::to_string(p.mini_batch));
+      planner.predict(p);  // predictions for parallel.cluster, shown beside the measurements
+      plan_ = std::move(p);
+    } else {
+      plan_ = planner.plan();
+    }
+    if (leader()) {
+      out_ << plan::stage_table(planner, *plan_) << "\n" << plan::sync_table(planner, *plan_, 6);
+      write_file_atomic(run_dir_ + "/plan.json", plan_->to_json().dump(1) + "\n");
+    }
+  } catch (const plan::PlanError& e) {
+    throw ConfigError(std::string("parallel: ") + e.what());
+  }
+}
+
+std::vector<std::string> Trainer::gather_strings(const std::string& mine) const {
+  if (!group_) return {mine};
+  const int n = world_.world_size;
+  auto sizes = torch::zeros({n}, torch::kInt64);
+  sizes[world_.rank] = static_cast<std::int64_t>(mine.size());
+  std::vector<at::Tensor> sv{sizes};
+  group_->pg().allreduce(sv)->wait(group_->timeout());
+  const auto longest = std::max<std::int64_t>(1, sizes.max().item<std::int64_t>());
+  auto buffer = torch::zeros({longest}, torch::kUInt8);
+  std::memcpy(buffer.data_ptr(), mine.data(), mine.size());
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (int r = 0; r < n; ++r) all[0].push_back(torch::empty_like(buffer));
+  std::vector<at::Tensor> in{buffer};
+  group_->pg().allgather(all, in)->wait(group_->timeout());
+  std::vector<std::string> out;
+  for (int r = 0; r < n; ++r)
+    out.emplace_back(static_cast<const char*>(all[0][r].data_ptr()), sizes[r].item<std::int64_t>());
+  return out;
+}
+
+void Trainer::write_trace() const {
+  std::vector<TraceEvent> mine;
+  for (const auto& step : trace_) mine.insert(mine.end(), step.events.begin(), step.events.end());
+  const auto all = gather_strings(to_json(mine).dump());
+  if (!leader()) return;
+  std::vector<std::vector<TraceEvent>> ranks;
+  std::vector<std::string> labels;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    ranks.push_back(events_from_json(nlohmann::json::parse(all[r])));
+    std::string label = "rank " + std::to_string(r);
+    if (plan_) {
+      for (const auto& st : plan_->stages)
+        for (std::size_t j = 0; j < st.devices.size(); ++j)
+          if (st.devices[j] == static_cast<int>(r))
+            label += " · stage " + std::to_string(st.id) +
+                     (st.devices.size() > 1 ? " replica " + std::to_string(j) : std::string());
+    }
+    labels.push_back(label);
+  }
+  nlohmann::json meta{{"model", config_.model.name + "/" + config_.model.preset},
+                      {"ranks", all.size()},
+                      {"steps", trace_.size()},
+                      {"mini_batch", config_.train.mini_batch}};
+  if (plan_) meta["plan"] = plan_->to_json();
+  write_file_atomic(run_dir_ + "/trace.json", chrome_trace(ranks, labels, meta).dump() + "\n");
+}
+
+}  // namespace trident::runtime
