@@ -17,6 +17,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # data
   dataset-fashion-mnist
+  # the stage-graph picture of `trident report`
+  graphviz
   # the PyTorch peer for the comparison benchmark
   python3-torch
 )

@@ -11,6 +11,8 @@
 
 #include "launch.h"
 #include "plan_commands.h"
+#include "report_command.h"
+#include "trident/report/report.h"
 #include "trident/comm/world.h"
 #include "trident/data/dataset.h"
 #include "trident/runtime/blas.h"
@@ -134,6 +136,10 @@ int main(int argc, char** argv) {
   profile_cmd->add_option("--threads", profile_threads, "threads, as in training");
   profile_cmd->add_option("--out", profile_out, "write profile.json here")->required();
 
+  std::string report_dir;
+  auto* report_cmd = app.add_subcommand("report", "summarise a run: measured vs simulated iteration, bubble, timeline SVG, loss curve, stage graph");
+  report_cmd->add_option("run_dir", report_dir, "the run directory, e.g. runs/fmnist-inception")->required();
+
   cli::PlanArgs plan_args;
   auto* plan_cmd = cli::add_plan_command(app, plan_args);
   cli::SimulateArgs simulate_args;
@@ -170,13 +176,15 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*plan_cmd) return cli::run_plan(plan_args);
+    if (*report_cmd) return cli::run_report(report_dir);
     if (*simulate_cmd) return cli::run_simulate(simulate_args);
   } catch (const std::exception& e) {
     // Bad input (config, data, flags) is exit 2; anything while running is 1.
     const bool bad_input = dynamic_cast<const runtime::ConfigError*>(&e) ||
                            (dynamic_cast<const comm::CommError*>(&e) && std::string(e.what()).rfind("environment:", 0) == 0) ||
                            dynamic_cast<const data::DataError*>(&e) ||
-                           dynamic_cast<const std::invalid_argument*>(&e) || cli::is_plan_input_error(e);
+                           dynamic_cast<const std::invalid_argument*>(&e) || cli::is_plan_input_error(e) ||
+                           dynamic_cast<const report::ReportError*>(&e);
     std::cerr << "trident: " << comm::one_line(e) << "\n";
     return bad_input ? kBadInput : kFailure;
   }

@@ -1,0 +1,57 @@
+// The report of a training run (`trident report RUN_DIR`), from the files
+// the trainer writes: trace.json (every rank's spans of the last steps),
+// metrics.jsonl (loss, accuracy, throughput) and plan.json (the stages and
+// the simulator's predictions). Torch-free: it reads files and makes text.
+//
+// Measured from the trace, over the traced steps:
+//   iteration_s      mean wall time of a step (rank 0's "step" spans)
+//   bubble_fraction  1 − (forward + backward time of all ranks) /
+//                    (ranks × iteration): the share of device time spent
+//                    neither forwarding nor backwarding (waiting, syncing,
+//                    the optimizer, idle), as in the simulator's figure
+//   exposed_comm_s   per step and rank, time compute waited on
+//                    communication (receives, gradient sync)
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace trident::report {
+
+// A run directory that lacks a file or holds a malformed one; the message
+// names the path and what is wrong.
+class ReportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Summary {
+  int ranks = 0, steps = 0;
+  int mini_batch = 0;
+  double iteration_s = 0, bubble_fraction = 0, exposed_comm_s = 0, samples_per_s = 0;
+  std::optional<double> predicted_iteration_s, predicted_samples_per_s, predicted_bubble_fraction;
+  std::optional<double> test_accuracy;
+};
+
+Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>& metrics);
+std::string summary_text(const Summary& s);
+
+// One row per rank (two lanes: compute, communication) over the last
+// `steps` traced steps, forward blue, backward green, waits red, gradient
+// sync orange, optimizer grey — like the pipeline figures of GraphPipe.
+std::string timeline_svg(const nlohmann::json& trace, int steps = 2);
+// Training loss per logged window and test accuracy per evaluation.
+std::string loss_svg(const std::vector<nlohmann::json>& metrics);
+// A page with the summary, the timeline, the loss curve and the stage graph
+// (`stages_svg` may be empty).
+std::string report_html(const Summary& s, const std::string& timeline, const std::string& loss,
+                        const std::string& stages_svg);
+
+// Readers; throw ReportError naming the path.
+nlohmann::json read_json(const std::string& path);
+std::vector<nlohmann::json> read_jsonl(const std::string& path);
+
+}  // namespace trident::report

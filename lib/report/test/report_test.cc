@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include "trident/report/report.h"
+
+namespace trident::report {
+namespace {
+
+nlohmann::json span(const std::string& name, const std::string& cat, int pid, int tid, double ts, double dur) {
+  return {{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur}};
+}
+
+// Two ranks, two steps of 1000 µs each: rank 0 computes 700 µs per step,
+// rank 1 computes 600 µs and waits 300 µs.
+nlohmann::json two_rank_trace() {
+  auto ev = nlohmann::json::array();
+  ev.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "rank 1 · stage 1"}}}});
+  for (int s = 0; s < 2; ++s) {
+    const double t = s * 1000;
+    for (int r = 0; r < 2; ++r) ev.push_back(span("step " + std::to_string(s), "step", r, 1, t, 1000));
+    ev.push_back(span("F0", "forward", 0, 0, t, 300));
+    ev.push_back(span("B0", "backward", 0, 0, t + 300, 400));
+    ev.push_back(span("wait F0", "wait", 1, 0, t, 300));
+    ev.push_back(span("F0", "forward", 1, 0, t + 300, 200));
+    ev.push_back(span("B0", "backward", 1, 0, t + 500, 400));
+    ev.push_back(span("allreduce bucket 0", "sync", 1, 1, t + 900, 50));
+  }
+  return {{"traceEvents", ev},
+          {"metadata", {{"mini_batch", 8}, {"plan", {{"predicted", {{"iteration_s", 0.0009}, {"samples_per_s", 8888.0}, {"bubble_fraction", 0.3}}}}}}}};
+}
+
+TEST(Report, SummaryMeasuresIterationBubbleAndExposedCommunication) {
+  const auto s = summarize(two_rank_trace(), {{{"step", 2}, {"loss", 1.5}}, {{"step", 2}, {"test_accuracy", 0.75}}});
+  EXPECT_EQ(s.ranks, 2);
+  EXPECT_EQ(s.steps, 2);
+  EXPECT_DOUBLE_EQ(s.iteration_s, 0.001);
+  EXPECT_DOUBLE_EQ(s.samples_per_s, 8000);
+  EXPECT_DOUBLE_EQ(s.bubble_fraction, 1 - (700.0 + 600.0) / 2000.0);
+  EXPECT_DOUBLE_EQ(s.exposed_comm_s, 300e-6 / 2);  // per step and rank
+  EXPECT_DOUBLE_EQ(*s.predicted_iteration_s, 0.0009);
+  EXPECT_DOUBLE_EQ(*s.test_accuracy, 0.75);
+  const auto text = summary_text(s);
+  EXPECT_NE(text.find("1.00 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.90 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("35.0%"), std::string::npos) << text;
+}
+
+TEST(Report, TimelineHasOneRowPerRankAndASpanPerEvent) {
+  const auto svg = timeline_svg(two_rank_trace(), 1);
+  EXPECT_NE(svg.find("rank 1 · stage 1"), std::string::npos);
+  EXPECT_NE(svg.find("rank 0"), std::string::npos);
+  // The last step: 2 + 3 compute spans and 1 sync span, plus 2 row backgrounds.
+  std::size_t rects = 0;
+  for (auto p = svg.find("<rect"); p != std::string::npos; p = svg.find("<rect", p + 1)) ++rects;
+  EXPECT_EQ(rects, 2u + 6u);
+  EXPECT_NE(svg.find("#e15759"), std::string::npos) << "a wait is drawn";
+}
+
+TEST(Report, LossCurveAndErrors) {
+  const auto svg = loss_svg({{{"step", 10}, {"loss", 2.0}}, {{"step", 20}, {"loss", 1.0}}, {{"step", 20}, {"test_accuracy", 0.5}}});
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+  EXPECT_THROW(summarize({{"traceEvents", nlohmann::json::array()}}, {}), ReportError);
+  EXPECT_THROW(read_json("/nonexistent/trace.json"), ReportError);
+}
+
+}  // namespace
+}  // namespace trident::report

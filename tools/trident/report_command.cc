@@ -1,0 +1,52 @@
+#include "report_command.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "trident/plan/plan.h"
+#include "trident/report/report.h"
+#include "trident/runtime/checkpoint.h"
+
+namespace trident::cli {
+
+int run_report(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(run_dir))
+    throw report::ReportError("report: " + run_dir + " is not a directory (give a run directory such as runs/NAME)");
+  const auto trace = report::read_json(run_dir + "/trace.json");
+  std::vector<nlohmann::json> metrics;
+  if (fs::exists(run_dir + "/metrics.jsonl")) metrics = report::read_jsonl(run_dir + "/metrics.jsonl");
+  const auto summary = report::summarize(trace, metrics);
+  const auto timeline = report::timeline_svg(trace);
+  const auto loss = report::loss_svg(metrics);
+  runtime::write_file_atomic(run_dir + "/timeline.svg", timeline);
+  runtime::write_file_atomic(run_dir + "/loss.svg", loss);
+  std::vector<std::string> written = {"timeline.svg", "loss.svg"};
+  std::string stages_svg;
+  if (fs::exists(run_dir + "/plan.json")) {
+    const auto plan = plan::load_plan(run_dir + "/plan.json");
+    runtime::write_file_atomic(run_dir + "/stages.dot", plan::to_dot(plan));
+    written.push_back("stages.dot");
+    const std::string cmd = "dot -Tsvg '" + run_dir + "/stages.dot' -o '" + run_dir + "/stages.svg' 2>/dev/null";
+    if (std::system("command -v dot >/dev/null 2>&1") == 0 && std::system(cmd.c_str()) == 0) {
+      std::ifstream in(run_dir + "/stages.svg");
+      std::stringstream text;
+      text << in.rdbuf();
+      stages_svg = text.str();
+      const auto svg_start = stages_svg.find("<svg");
+      if (svg_start != std::string::npos) stages_svg = stages_svg.substr(svg_start);
+      written.push_back("stages.svg");
+    }
+  }
+  runtime::write_file_atomic(run_dir + "/report.html", report::report_html(summary, timeline, loss, stages_svg));
+  written.push_back("report.html");
+  std::cout << report::summary_text(summary) << "wrote";
+  for (const auto& f : written) std::cout << " " << run_dir << "/" << f;
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace trident::cli
