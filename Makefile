@@ -1,5 +1,6 @@
 # Two commands do all set-up on a fresh Debian 12 machine:
 #   make demo   installs what is missing, builds Release, trains the branchy CNN
+#               as a graph pipeline on 5 processes and writes its report
 #   make test   installs what is missing, builds, runs every test
 BUILD ?= build
 JOBS ?= 2
@@ -21,6 +22,7 @@ test: build
 
 demo: build
 	@$(BUILD)/tools/trident/trident train --config examples/fmnist-inception.yaml
+	@$(BUILD)/tools/trident/trident report runs/fmnist-inception
 
 bench: build
 	@bash bench/run.sh

@@ -188,16 +188,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   if (next > request_.devices)
     throw PlanError("internal: plan uses " + std::to_string(next) + " devices of " + std::to_string(request_.devices));
   validate_plan(plan, graph_);
-  // Sync methods by the request's rule on each stage's own link.
-  for (const auto& st : plan.stages) {
-    if (st.devices.size() < 2) continue;
-    for (const auto& name : st.ops) {
-      const auto& op = graph_.op(graph_.id_of(name));
-      for (const auto& p : op.params)
-        plan.grad_sync[p.name] = cost::to_string(
-            detail::sync_for(*this, op, p, static_cast<int>(st.devices.size()), cluster_.group_link(st.devices)).method);
-    }
-  }
+  fill_sync(plan);
   predict(plan);
   for (const auto& st : plan.stages) {
     if (st.memory_bytes > memory_cap())
@@ -209,6 +200,20 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
                       cluster_.device.name);
   }
   return plan;
+}
+
+void Planner::fill_sync(Plan& plan) const {
+  // By the request's rule on each stage's own link.
+  for (const auto& st : plan.stages) {
+    if (st.devices.size() < 2) continue;
+    for (const auto& name : st.ops) {
+      const auto& op = graph_.op(graph_.id_of(name));
+      for (const auto& p : op.params)
+        if (!plan.grad_sync.count(p.name))
+          plan.grad_sync[p.name] = cost::to_string(
+              detail::sync_for(*this, op, p, static_cast<int>(st.devices.size()), cluster_.group_link(st.devices)).method);
+    }
+  }
 }
 
 Plan Planner::plan() const {

@@ -53,6 +53,7 @@ void Trainer::make_plan() {
       if (p.mini_batch != config_.train.mini_batch)
         bad("train.mini_batch = " + std::to_string(config_.train.mini_batch),
             "the plan " + par.partitioner + " is for mini-batch " + std::to_string(p.mini_batch));
+      planner.fill_sync(p);  // methods the plan leaves out: parallel.grad_sync's rule
       planner.predict(p);  // predictions for parallel.cluster, shown beside the measurements
       plan_ = std::move(p);
     } else {

@@ -70,6 +70,10 @@ class Planner {
   // empty; iteration time, samples/s, bubble, depth) by simulating it.
   schedule::SimResult predict(Plan& plan) const;
   schedule::StageGraph stage_graph(const Plan& plan) const;
+  // Gives every parameter of a stage with several replicas that the plan
+  // does not name a sync method by the request's grad_sync (HybComm for
+  // hybrid) on the stage's own link; e.g. for hand-written plans.
+  void fill_sync(Plan& plan) const;
 
   // One stage candidate: ops and data-parallel degree.
   struct StageChoice {
