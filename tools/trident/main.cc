@@ -34,8 +34,9 @@ int train(const std::string& config_path, std::vector<std::string> sets, const s
   if (nproc < 0) throw runtime::ConfigError("train: --nproc " + std::to_string(nproc) + " must be >= 1");
   if (nproc > 0) sets.push_back("parallel.devices=" + std::to_string(nproc));
   auto config = runtime::load_config(path, sets);
-  // Data parallel without a launcher around us: become the launcher.
+  // Several processes without a launcher around us: check, then become the launcher.
   if (config.parallel.devices > 1 && comm::world_from_env().launcher == "none") {
+    if (config.parallel.partitioner != "dp") runtime::plan_for(config, zoo::build_graph(config.model));
     cli::LaunchOptions lo;
     lo.nproc = static_cast<int>(config.parallel.devices);
     lo.args = {"train", "--config", path};

@@ -293,7 +293,14 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
   if (!in) throw ConfigError("--config " + path + ": cannot read the file");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), overrides, path);
+  auto c = parse_config(text.str(), overrides, path);
+  // A relative plan path is looked up beside the config file first.
+  auto& plan = c.parallel.partitioner;
+  if (plan.size() > 5 && plan.substr(plan.size() - 5) == ".json" && std::filesystem::path(plan).is_relative()) {
+    const auto beside = std::filesystem::path(path).parent_path() / plan;
+    if (!std::filesystem::exists(plan) && std::filesystem::exists(beside)) plan = beside.string();
+  }
+  return c;
 }
 
 std::string TrainConfig::to_yaml() const {

@@ -11,9 +11,8 @@
 
 namespace trident::runtime {
 
-void Trainer::make_plan() {
-  const auto& par = config_.parallel;
-  const auto& g = module_->graph();
+PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
+  const auto& par = config.parallel;
   cost::ClusterSpec cluster;
   try {
     cluster = cost::load_cluster(par.cluster);
@@ -21,50 +20,56 @@ void Trainer::make_plan() {
     throw ConfigError("parallel.cluster = '" + par.cluster + "': " + e.what());
   }
   plan::PlanRequest r;
-  r.model = config_.model.name, r.preset = config_.model.preset;
+  r.model = config.model.name, r.preset = config.model.preset;
   r.devices = static_cast<int>(par.devices);
-  r.mini_batch = static_cast<int>(config_.train.mini_batch);
+  r.mini_batch = static_cast<int>(config.train.mini_batch);
   if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
   const bool from_file = par.partitioner != "graphpipe" && par.partitioner != "pipedream";
   r.partitioner = from_file ? "graphpipe" : par.partitioner;
   r.schedule = par.schedule == "auto" ? "" : par.schedule;
   r.grad_sync = par.grad_sync;
-  r.optimizer_states = config_.optimizer.name == "adam" ? 2 : config_.optimizer.momentum > 0 ? 1 : 0;
+  r.optimizer_states = config.optimizer.name == "adam" ? 2 : config.optimizer.momentum > 0 ? 1 : 0;
   r.max_replicas = static_cast<int>(par.max_replicas);
-  auto bad = [&](const std::string& field, const std::string& what) {
-    throw ConfigError(field + ": " + what);
-  };
+  auto bad = [&](const std::string& field, const std::string& what) { throw ConfigError(field + ": " + what); };
+  const std::string field = "parallel.partitioner = " + par.partitioner;
+  PipelinePlan out;
   try {
     plan::Planner planner(g, cluster, cost::analytic_cost_model(cluster.device), r);
     if (from_file) {
-      plan::Plan p;
       try {
-        p = plan::load_plan(par.partitioner);
-        plan::validate_plan(p, g);
+        out.plan = plan::load_plan(par.partitioner);
+        plan::validate_plan(out.plan, g);
       } catch (const std::exception& e) {
-        bad("parallel.partitioner = " + par.partitioner, e.what());
+        bad(field, e.what());
       }
-      if (p.model != config_.model.name || p.preset != config_.model.preset)
-        bad("parallel.partitioner = " + par.partitioner,
-            "the plan is for " + p.model + "/" + p.preset + " but model is " + config_.model.name + "/" + config_.model.preset);
+      const auto& p = out.plan;
+      if (p.model != config.model.name || p.preset != config.model.preset)
+        bad(field, "the plan is for " + p.model + "/" + p.preset + " but model is " + config.model.name + "/" +
+                       config.model.preset);
       if (p.devices != par.devices)
-        bad("parallel.devices = " + std::to_string(par.devices), "the plan " + par.partitioner + " is for " +
-                                                                      std::to_string(p.devices) + " devices");
-      if (p.mini_batch != config_.train.mini_batch)
-        bad("train.mini_batch = " + std::to_string(config_.train.mini_batch),
+        bad("parallel.devices = " + std::to_string(par.devices),
+            "the plan " + par.partitioner + " is for " + std::to_string(p.devices) + " devices");
+      if (p.mini_batch != config.train.mini_batch)
+        bad("train.mini_batch = " + std::to_string(config.train.mini_batch),
             "the plan " + par.partitioner + " is for mini-batch " + std::to_string(p.mini_batch));
-      planner.fill_sync(p);  // methods the plan leaves out: parallel.grad_sync's rule
-      planner.predict(p);  // predictions for parallel.cluster, shown beside the measurements
-      plan_ = std::move(p);
+      planner.fill_sync(out.plan);  // methods the plan leaves out: parallel.grad_sync's rule
+      planner.predict(out.plan);    // predictions for parallel.cluster, shown beside the measurements
     } else {
-      plan_ = planner.plan();
+      out.plan = planner.plan();
     }
-    if (leader()) {
-      out_ << plan::stage_table(planner, *plan_) << "\n" << plan::sync_table(planner, *plan_, 6);
-      write_file_atomic(run_dir_ + "/plan.json", plan_->to_json().dump(1) + "\n");
-    }
+    out.table = plan::stage_table(planner, out.plan) + "\n" + plan::sync_table(planner, out.plan, 6);
   } catch (const plan::PlanError& e) {
     throw ConfigError(std::string("parallel: ") + e.what());
+  }
+  return out;
+}
+
+void Trainer::make_plan() {
+  auto p = plan_for(config_, module_->graph());
+  plan_ = std::move(p.plan);
+  if (leader()) {
+    out_ << p.table;
+    write_file_atomic(run_dir_ + "/plan.json", plan_->to_json().dump(1) + "\n");
   }
 }
 

@@ -95,8 +95,14 @@ TEST(Config, DistributedSettingsAreValidated) {
   EXPECT_NE(c.to_yaml().find("fc1.weight: sfb"), std::string::npos);
   expect_error(kGood, {"parallel.devices=0"}, {"parallel.devices = '0'"});
   expect_error(kGood, {"parallel.devices=3"}, {"parallel.devices = '3'", "must divide train.mini_batch = 64"});
-  expect_error(kGood, {"parallel.devices=2", "parallel.partitioner=graphpipe"},
-               {"parallel.partitioner = 'graphpipe'", "not built yet"});
+  // Graph pipelines: the planner decides the split, so devices need not divide the batch.
+  c = parse_config(kGood, {"parallel.devices=3", "parallel.partitioner=graphpipe", "parallel.max_replicas=2"}, "c");
+  EXPECT_EQ(c.parallel.partitioner, "graphpipe");
+  EXPECT_EQ(c.parallel.max_replicas, 2);
+  EXPECT_EQ(c.parallel.schedule, "auto");
+  EXPECT_NE(c.to_yaml().find("max_replicas: 2"), std::string::npos);
+  expect_error(kGood, {"parallel.schedule=zigzag"}, {"parallel.schedule = 'zigzag'", "auto, gpipe, 1f1b, graph-1f1b"});
+  expect_error(kGood, {"parallel.partitioner=plan.yaml"}, {"parallel.partitioner = 'plan.yaml'", "a plan .json path"});
   expect_error(kGood, {"parallel.devices=2", "parallel.staleness=2"},
                {"parallel.staleness = '2'", "applies to the parameter server"});
   EXPECT_EQ(parse_config(kGood, {"parallel.devices=2", "parallel.grad_sync=ps", "parallel.staleness=2"}, "c")

@@ -105,5 +105,48 @@ if [ $rc -eq 0 ] || [ $took -gt 20 ] || ! grep -q "launch: rank 1 was killed by 
    [ "$(grep -c "rank 1 stopped responding" "$work/kill.err")" -ne 2 ]; then
   echo "FAIL kill-rank: exit $rc after ${took}s: $(cat "$work/kill.err")"; fails=$((fails+1)); else passes=$((passes+1)); fi
 
+
+# Graph pipelines: graphpipe (2 stages x 2 replicas) and pipedream (4 stages, gpipe) plans on 4
+# processes train to the same test accuracy as one process; the report reads a run.
+icfg=$src/examples/fmnist-inception.yaml
+pcommon=(--config "$icfg" --set train.steps=12 --set train.epochs=null --set train.mini_batch=64 --set parallel.micro_batch=16
+         --set data.train_size=2048 --set data.test_size=500 --set train.log_every=4 --set checkpoint.every=0)
+one=$("$bin" train "${pcommon[@]}" --set parallel.devices=1 --set runs_dir=$work/pp1 2>&1 | grep "^test accuracy")
+for variant in "graphpipe 2 auto" "pipedream 1 gpipe"; do
+  set -- $variant
+  out=$("$bin" train "${pcommon[@]}" --set parallel.devices=4 --set parallel.partitioner=$1 --set parallel.max_replicas=$2 \
+        --set parallel.schedule=$3 --set runs_dir=$work/pp-$1 2>&1); rc=$?
+  if [ $rc -ne 0 ] || [ -z "$one" ] || ! printf '%s\n' "$out" | grep -q "$1 plan of" ||
+     [ "$(printf '%s\n' "$out" | grep "^\[rank 0\] test accuracy" | sed 's/^\[rank 0\] //')" != "$one" ]; then
+    echo "FAIL pipeline-$1: exit $rc, single: $one; pipeline: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+done
+run=$work/pp-graphpipe/fmnist-inception
+out=$("$bin" report "$run" 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "bubble" || [ ! -s "$run/timeline.svg" ] || [ ! -s "$run/report.html" ] ||
+   [ "$(grep -o '"pid":[0-9]*' "$run/trace.json" | sort -u | wc -l)" -ne 4 ]; then
+  echo "FAIL report: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# The example's hand-written plan (fan-out to two branch stages, a 2-replica stage) runs as given.
+out=$("$bin" train --config "$icfg" --set train.steps=4 --set train.epochs=null --set data.train_size=1024 \
+      --set data.test_size=200 --set checkpoint.every=0 --set runs_dir=$work/pp-hand 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "hand-written plan of 4 stages"; then
+  echo "FAIL pipeline-hand-plan: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+check plan-devices 2 "is for 5 devices" -- train --config "$icfg" --set parallel.devices=4
+check plan-missing 2 "parallel.partitioner = $work/none.json" -- train --config "$icfg" --set parallel.partitioner=$work/none.json
+check bad-schedule 2 "parallel.schedule = 'zigzag'" -- train --config "$icfg" --set parallel.schedule=zigzag
+check report-nothing 2 "is not a directory" -- report "$work/none"
+# Killing a stage's rank: its neighbours stop naming it, and so does the launcher.
+"$bin" train "${pcommon[@]}" --set parallel.devices=4 --set parallel.partitioner=pipedream --set parallel.max_replicas=1 \
+  --set train.steps=100000 --set parallel.timeout_s=5 --set runs_dir=$work/pkill > "$work/pkill.out" 2> "$work/pkill.err" &
+launcher=$!
+pid=""
+for _ in $(seq 300); do
+  pid=$(grep -o "rank 1/4 on .* (pid [0-9]*" "$work/pkill.out" | grep -o "[0-9]*$")
+  [ -n "$pid" ] && grep -q "step 8/" "$work/pkill.out" && break; sleep 0.2
+done
+start=$SECONDS; kill -9 "$pid"; wait $launcher; rc=$?; took=$((SECONDS - start))
+if [ $rc -eq 0 ] || [ $took -gt 20 ] || ! grep -q "launch: rank 1 was killed by signal 9" "$work/pkill.err" ||
+   ! grep -q "rank 1 stopped responding" "$work/pkill.err"; then
+  echo "FAIL pipeline-kill-rank: exit $rc after ${took}s: $(cat "$work/pkill.err")"; fails=$((fails+1)); else passes=$((passes+1)); fi
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -57,6 +57,17 @@ struct Evaluation {
   double loss = 0, accuracy = 0;
 };
 
+// Graph pipelines (parallel.devices > 1, partitioner not dp): the plan —
+// planned for parallel.cluster, or read from the .json path and checked
+// against the model and the config — and its stage and sync tables. Throws
+// ConfigError naming the field; `trident train` calls it before starting
+// processes.
+struct PipelinePlan {
+  plan::Plan plan;
+  std::string table;
+};
+PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& graph);
+
 class Trainer {
  public:
   // Sets threads and seed, builds the model and data, and with `resume`
