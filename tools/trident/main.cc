@@ -17,6 +17,7 @@
 #include "trident/data/dataset.h"
 #include "trident/runtime/blas.h"
 #include "trident/runtime/checkpoint.h"
+#include "trident/runtime/emulate.h"
 #include "trident/runtime/profiler.h"
 #include "trident/runtime/trainer.h"
 #include "trident/zoo/zoo.h"
@@ -27,7 +28,8 @@ using namespace trident;
 
 constexpr int kBadInput = 2, kFailure = 1, kInterrupted = 130;
 
-int train(const std::string& config_path, std::vector<std::string> sets, const std::string& resume_dir, int nproc) {
+int train(const std::string& config_path, std::vector<std::string> sets, const std::string& resume_dir, int nproc,
+          const std::string& emulate, double dilation) {
   std::string path = config_path;
   if (!resume_dir.empty() && path.empty()) path = resume_dir + "/config.yaml";
   if (path.empty()) throw runtime::ConfigError("train: give --config FILE, or --resume RUN_DIR");
@@ -36,13 +38,26 @@ int train(const std::string& config_path, std::vector<std::string> sets, const s
   auto config = runtime::load_config(path, sets);
   // Several processes without a launcher around us: check, then become the launcher.
   if (config.parallel.devices > 1 && comm::world_from_env().launcher == "none") {
-    if (config.parallel.partitioner != "dp") runtime::plan_for(config, zoo::build_graph(config.model));
+    if (!emulate.empty()) {
+      auto checked = config;
+      checked.parallel.cluster = emulate;
+      if (checked.parallel.partitioner == "dp") checked.parallel.partitioner = "graphpipe";
+      runtime::plan_for(checked, zoo::build_graph(checked.model));
+    } else if (config.parallel.partitioner != "dp") {
+      runtime::plan_for(config, zoo::build_graph(config.model));
+    }
     cli::LaunchOptions lo;
     lo.nproc = static_cast<int>(config.parallel.devices);
     lo.args = {"train", "--config", path};
     for (const auto& s : sets) lo.args.push_back("--set"), lo.args.push_back(s);
     if (!resume_dir.empty()) lo.args.push_back("--resume"), lo.args.push_back(resume_dir);
+    if (!emulate.empty()) lo.args.push_back("--emulate"), lo.args.push_back(emulate);
+    if (dilation != 1) lo.args.push_back("--dilation"), lo.args.push_back(std::to_string(dilation));
     return cli::launch(lo);
+  }
+  if (!emulate.empty()) {
+    runtime::run_emulation(config, emulate, dilation, std::cout);
+    return 0;
   }
   if (!resume_dir.empty()) {
     // The run directory decides where the checkpoint is, whatever the config says.
@@ -110,6 +125,10 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--set", sets, "override a config key: --set train.epochs=2 (repeatable)");
   train_cmd->add_option("--resume", resume_dir, "continue the run in RUN_DIR (e.g. runs/NAME) from its checkpoint");
   int nproc = 0;
+  std::string emulate;
+  double dilation = 1;
+  train_cmd->add_option("--dilation", dilation, "with --emulate: stretch every modelled time by this factor (1-1000); results are divided by it");
+  train_cmd->add_option("--emulate", emulate, "run the pipeline planned for CLUSTER (e.g. summit-v100) with modelled compute and transfer times instead of training");
   train_cmd->add_option("--nproc", nproc, "data parallel on N local processes (sets parallel.devices=N and launches them)");
 
   cli::LaunchOptions launch_options;
@@ -154,7 +173,7 @@ int main(int argc, char** argv) {
     return kBadInput;
   }
   try {
-    if (*train_cmd) return train(config_path, sets, resume_dir, nproc);
+    if (*train_cmd) return train(config_path, sets, resume_dir, nproc, emulate, dilation);
     if (*launch_cmd) return cli::launch(launch_options);
     if (*graph_cmd) return show_graph(model, preset, out, all_ops);
     if (*profile_cmd) {

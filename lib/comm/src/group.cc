@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -137,6 +138,25 @@ Group Group::subgroup(const std::vector<int>& ranks, const std::string& name) co
   // The heartbeat speaks of world ranks; only a group over all of them can use it.
   if (n == size_) g.heartbeat_ = heartbeat_;
   return g;
+}
+
+std::vector<std::string> allgather_strings(const Group& group, const std::string& mine) {
+  const int n = group.size();
+  auto sizes = torch::zeros({n}, torch::kInt64);
+  sizes[group.rank()] = static_cast<std::int64_t>(mine.size());
+  std::vector<at::Tensor> sv{sizes};
+  group.pg().allreduce(sv)->wait(group.timeout());
+  const auto longest = std::max<std::int64_t>(1, sizes.max().item<std::int64_t>());
+  auto buffer = torch::zeros({longest}, torch::kUInt8);
+  std::memcpy(buffer.data_ptr(), mine.data(), mine.size());
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (int r = 0; r < n; ++r) all[0].push_back(torch::empty_like(buffer));
+  std::vector<at::Tensor> in{buffer};
+  group.pg().allgather(all, in)->wait(group.timeout());
+  std::vector<std::string> out;
+  for (int r = 0; r < n; ++r)
+    out.emplace_back(static_cast<const char*>(all[0][r].data_ptr()), sizes[r].item<std::int64_t>());
+  return out;
 }
 
 std::string Group::diagnose() const { return heartbeat_ ? heartbeat_->diagnose() : ""; }

@@ -1,5 +1,4 @@
 // The graph-pipeline half of the Trainer: the plan, and the merged trace.
-#include <cstring>
 #include <iostream>
 
 #include "trident/cost/cluster.h"
@@ -57,6 +56,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
     } else {
       out.plan = planner.plan();
     }
+    out.costs = planner.stage_graph(out.plan);
     out.table = plan::stage_table(planner, out.plan) + "\n" + plan::sync_table(planner, out.plan, 6);
   } catch (const plan::PlanError& e) {
     throw ConfigError(std::string("parallel: ") + e.what());
@@ -74,23 +74,7 @@ void Trainer::make_plan() {
 }
 
 std::vector<std::string> Trainer::gather_strings(const std::string& mine) const {
-  if (!group_) return {mine};
-  const int n = world_.world_size;
-  auto sizes = torch::zeros({n}, torch::kInt64);
-  sizes[world_.rank] = static_cast<std::int64_t>(mine.size());
-  std::vector<at::Tensor> sv{sizes};
-  group_->pg().allreduce(sv)->wait(group_->timeout());
-  const auto longest = std::max<std::int64_t>(1, sizes.max().item<std::int64_t>());
-  auto buffer = torch::zeros({longest}, torch::kUInt8);
-  std::memcpy(buffer.data_ptr(), mine.data(), mine.size());
-  std::vector<std::vector<at::Tensor>> all(1);
-  for (int r = 0; r < n; ++r) all[0].push_back(torch::empty_like(buffer));
-  std::vector<at::Tensor> in{buffer};
-  group_->pg().allgather(all, in)->wait(group_->timeout());
-  std::vector<std::string> out;
-  for (int r = 0; r < n; ++r)
-    out.emplace_back(static_cast<const char*>(all[0][r].data_ptr()), sizes[r].item<std::int64_t>());
-  return out;
+  return group_ ? comm::allgather_strings(*group_, mine) : std::vector<std::string>{mine};
 }
 
 void Trainer::write_trace() const {
@@ -98,26 +82,11 @@ void Trainer::write_trace() const {
   for (const auto& step : trace_) mine.insert(mine.end(), step.events.begin(), step.events.end());
   const auto all = gather_strings(to_json(mine).dump());
   if (!leader()) return;
-  std::vector<std::vector<TraceEvent>> ranks;
-  std::vector<std::string> labels;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    ranks.push_back(events_from_json(nlohmann::json::parse(all[r])));
-    std::string label = "rank " + std::to_string(r);
-    if (plan_) {
-      for (const auto& st : plan_->stages)
-        for (std::size_t j = 0; j < st.devices.size(); ++j)
-          if (st.devices[j] == static_cast<int>(r))
-            label += " · stage " + std::to_string(st.id) +
-                     (st.devices.size() > 1 ? " replica " + std::to_string(j) : std::string());
-    }
-    labels.push_back(label);
-  }
   nlohmann::json meta{{"model", config_.model.name + "/" + config_.model.preset},
-                      {"ranks", all.size()},
                       {"steps", trace_.size()},
                       {"mini_batch", config_.train.mini_batch}};
-  if (plan_) meta["plan"] = plan_->to_json();
-  write_file_atomic(run_dir_ + "/trace.json", chrome_trace(ranks, labels, meta).dump() + "\n");
+  write_file_atomic(run_dir_ + "/trace.json",
+                    merged_trace(all, plan_ ? &*plan_ : nullptr, std::move(meta)).dump() + "\n");
 }
 
 }  // namespace trident::runtime

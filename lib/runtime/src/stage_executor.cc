@@ -1,7 +1,10 @@
 #include "trident/runtime/stage_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <thread>
+#include <tuple>
 
 #include "trident/data/sampler.h"
 #include "trident/schedule/schedule.h"
@@ -50,8 +53,26 @@ int StageExecutor::replicas() const {
 StageExecutor::~StageExecutor() = default;
 
 StageExecutor::StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world)
-    : module_(module), plan_(plan), world_(std::move(world)) {
-  const auto& g = module_.graph();
+    : graph_(module.graph()), module_(&module), plan_(plan), world_(std::move(world)) {
+  build();
+}
+
+StageExecutor::StageExecutor(const graph::OpGraph& graph, const plan::Plan& plan, comm::Group world,
+                             Emulation emulation)
+    : graph_(graph), emulation_(std::move(emulation)), plan_(plan), world_(std::move(world)) {
+  build();
+  if (emulation_->costs.size() != static_cast<int>(plan_.stages.size()))
+    throw PipelineError("emulation: the stage graph has " + std::to_string(emulation_->costs.size()) +
+                        " stages but the plan " + std::to_string(plan_.stages.size()));
+  if (replicas() > 1) {
+    auto devices = plan_.stages[stage_].devices;
+    std::sort(devices.begin(), devices.end());
+    replicas_ = world_.subgroup(devices, "emulated-stage" + std::to_string(stage_));
+  }
+}
+
+void StageExecutor::build() {
+  const auto& g = graph_;
   if (world_.size() != plan_.devices)
     throw PipelineError("the plan is for " + std::to_string(plan_.devices) + " devices but " +
                         std::to_string(world_.size()) + " processes were started");
@@ -108,8 +129,10 @@ StageExecutor::StageExecutor(nn::GraphModule& module, const plan::Plan& plan, co
         sg.outputs.push_back(id);
   }
   for (auto s : sg.sources) fields_.insert(g.op(s).attrs.value("field", g.op(s).name));
-  params_ = module_.parameters_of(sg.ops);
-  executor_ = std::make_unique<nn::GraphExecutor>(module_, sg);
+  if (module_) {
+    params_ = module_->parameters_of(sg.ops);
+    executor_ = std::make_unique<nn::GraphExecutor>(*module_, sg);
+  }
   for (const auto& a : schedule::parse_actions(st.actions))
     actions_.emplace_back(a.kind == schedule::Action::Kind::kBackward, a.micro_batch);
 }
@@ -118,8 +141,16 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
                                const std::function<void()>& before_last_backward, TraceLog* trace) {
   StageResult result;
   if (stage_ < 0) return result;
-  const auto& g = module_.graph();
+  const auto& g = graph_;
   auto& pg = world_.pg();
+  const bool emulated = emulation_.has_value();
+  // Emulated messages: [rows, 1] float64, element 0 the modelled arrival (Note [Emulation]).
+  auto message_shape = [&](std::int64_t rows, const graph::TensorSpec& spec) {
+    return emulated ? std::vector<std::int64_t>{rows, 1} : batch_shape(rows, spec);
+  };
+  auto message_type = [&](const graph::TensorSpec& spec) {
+    return emulated ? torch::kFloat64 : nn::to_torch(spec.dtype);
+  };
   const int M = micro_batches_;
   const std::string here = "rank " + std::to_string(world_.rank()) + " (stage " + std::to_string(stage_) + ")";
 
@@ -128,7 +159,7 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
   for (std::size_t i = 0; i < in_.size(); ++i) {
     const auto& c = crossings_[in_[i].k];
     for (int m = 0; m < M; ++m) {
-      Posted p{torch::empty(batch_shape(in_[i].hi - in_[i].lo, c.declared), nn::to_torch(c.declared.dtype)), {}};
+      Posted p{torch::empty(message_shape(in_[i].hi - in_[i].lo, c.declared), message_type(c.declared)), {}};
       std::vector<at::Tensor> v{p.buffer};
       p.work = pg.recv(v, in_[i].peer, static_cast<int>(tag(in_[i].k, m, M, 0)));
       fwd[i].push_back(std::move(p));
@@ -138,7 +169,7 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
     const auto& c = crossings_[out_[i].k];
     if (!c.differentiable) continue;
     for (int m = 0; m < M; ++m) {
-      Posted p{torch::empty(batch_shape(out_[i].hi - out_[i].lo, c.declared), nn::to_torch(c.declared.dtype)), {}};
+      Posted p{torch::empty(message_shape(out_[i].hi - out_[i].lo, c.declared), message_type(c.declared)), {}};
       std::vector<at::Tensor> v{p.buffer};
       p.work = pg.recv(v, out_[i].peer, static_cast<int>(tag(out_[i].k, m, M, 1)));
       bwd[i].push_back(std::move(p));
@@ -188,6 +219,44 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
     sends.push_back({slice, p.work});
   };
 
+  // Emulated transfers (Note [Emulation]): one channel per stage pair and direction.
+  std::map<std::tuple<int, int, int>, std::int64_t> channel;
+  auto emulated_send = [&](const std::vector<Piece>& pieces, int m, int direction) {
+    std::map<std::pair<int, int>, std::int64_t> arrival;  // per edge, this micro-batch
+    for (const auto& piece : pieces) {
+      const auto& c = crossings_[piece.k];
+      if (direction == 1 && !c.differentiable) continue;
+      const auto key = std::make_pair(c.from, c.to);
+      if (!arrival.count(key)) {
+        double seconds = 0;
+        for (const auto& e : emulation_->costs.edges)
+          if (e.from == c.from && e.to == c.to) seconds = direction ? e.backward_s : e.forward_s;
+        auto& free_at = channel[{c.from, c.to, direction}];
+        const auto start = std::max(now_us(), free_at);
+        arrival[key] = free_at = start + static_cast<std::int64_t>(seconds * emulation_->dilation * 1e6);
+      }
+      auto msg = torch::zeros({piece.hi - piece.lo, 1}, torch::kFloat64);
+      msg[0][0] = static_cast<double>(arrival[key]);
+      std::vector<at::Tensor> v{msg};
+      sends.push_back({msg, world_.pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, M, direction)))});
+    }
+  };
+  auto emulated_wait = [&](const std::vector<Piece>& pieces, std::vector<std::vector<Posted>>& posted, int m,
+                           bool backward, const std::string& action) {
+    std::int64_t arrive = 0;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      if (backward && !crossings_[pieces[i].k].differentiable) continue;
+      wait(posted[i][m], pieces[i].peer, (backward ? "gradients of " : "activations of ") + crossings_[pieces[i].k].name,
+           action);
+      arrive = std::max(arrive, static_cast<std::int64_t>(posted[i][m].buffer[0][0].item<double>()));
+    }
+    std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::microseconds(arrive)));
+  };
+  auto work_for = [&](double seconds) {
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<std::int64_t>(seconds * emulation_->dilation * 1e6)));
+  };
+  std::int64_t last_b_start = 0, last_b_end = 0;
+
   struct Saved {
     nn::TensorMap inputs, outputs;
   };
@@ -202,6 +271,19 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
   for (int i = 0; i < static_cast<int>(actions_.size()); ++i) {
     const auto [backward, m] = actions_[i];
     const std::string action = std::string(backward ? "B" : "F") + std::to_string(m);
+    if (emulated) {
+      const auto& cost = emulation_->costs.stages[stage_];
+      const auto t0 = now_us();
+      emulated_wait(backward ? out_ : in_, backward ? bwd : fwd, m, backward, action);
+      const auto t1 = now_us();
+      if (trace && t1 - t0 > 50) trace->add("wait " + action, "wait", kComputeLane, t0, t1);
+      work_for(backward ? cost.backward_s : cost.forward_s);
+      const auto t2 = now_us();
+      if (trace) trace->add(action, backward ? "backward" : "forward", kComputeLane, t1, t2);
+      if (backward && i == last_backward) last_b_start = t1, last_b_end = t2;
+      emulated_send(backward ? in_ : out_, m, backward ? 1 : 0);
+      continue;
+    }
     auto& s = saved[m];
     if (!backward) {
       const auto t0 = now_us();
@@ -264,16 +346,42 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
                             (lost.empty() ? "" : " (" + lost + ")") + ": " + comm::one_line(e));
     }
   }
+  if (emulated) emulated_sync(last_b_start, last_b_end, trace);
   return result;
+}
+
+void StageExecutor::emulated_sync(std::int64_t b_start, std::int64_t b_end, TraceLog* trace) {
+  std::int64_t chain = 0, finish = b_end;
+  for (const auto& task : emulation_->costs.stages[stage_].sync) {
+    const auto ready = b_start + static_cast<std::int64_t>(task.ready_fraction * static_cast<double>(b_end - b_start));
+    const auto start = std::max(ready, chain);
+    chain = start + static_cast<std::int64_t>(task.seconds * emulation_->dilation * 1e6);
+    if (trace && task.seconds > 0) trace->add("sync " + task.name, "sync", kCommLane, start, chain);
+    finish = std::max(finish, chain);
+  }
+  const auto t0 = now_us();
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::microseconds(finish)));
+  if (replicas_) {
+    auto one = torch::ones({1});
+    std::vector<at::Tensor> v{one};
+    try {
+      replicas_->pg().allreduce(v)->wait(replicas_->timeout());
+    } catch (const std::exception& e) {
+      throw comm::CommError("rank " + std::to_string(world_.rank()) + " (stage " + std::to_string(stage_) +
+                            "): the replicas' gradient sync failed: " + comm::one_line(e));
+    }
+  }
+  if (trace && now_us() - t0 > 50) trace->add("wait for sync", "wait", kComputeLane, t0, now_us());
 }
 
 void StageExecutor::share_weights() {
   torch::NoGradGuard no_grad;
-  const auto& g = module_.graph();
+  if (!module_) return;
+  const auto& g = graph_;
   for (const auto& st : plan_.stages) {
     std::vector<graph::OpId> ops;
     for (const auto& name : st.ops) ops.push_back(g.id_of(name));
-    for (auto& [name, p] : module_.parameters_of(ops)) {
+    for (auto& [name, p] : module_->parameters_of(ops)) {
       std::vector<at::Tensor> v{p.detach()};
       c10d::BroadcastOptions opts;
       opts.rootRank = st.devices.front();

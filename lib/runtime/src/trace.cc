@@ -44,4 +44,24 @@ nlohmann::json chrome_trace(const std::vector<std::vector<TraceEvent>>& ranks, c
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"metadata", meta}};
 }
 
+nlohmann::json merged_trace(const std::vector<std::string>& per_rank, const plan::Plan* plan, nlohmann::json meta) {
+  std::vector<std::vector<TraceEvent>> ranks;
+  std::vector<std::string> labels;
+  for (std::size_t r = 0; r < per_rank.size(); ++r) {
+    ranks.push_back(events_from_json(nlohmann::json::parse(per_rank[r])));
+    std::string label = "rank " + std::to_string(r);
+    if (plan) {
+      for (const auto& st : plan->stages)
+        for (std::size_t j = 0; j < st.devices.size(); ++j)
+          if (st.devices[j] == static_cast<int>(r))
+            label += " · stage " + std::to_string(st.id) +
+                     (st.devices.size() > 1 ? " replica " + std::to_string(j) : std::string());
+      meta["plan"] = plan->to_json();
+    }
+    labels.push_back(label);
+  }
+  meta["ranks"] = per_rank.size();
+  return chrome_trace(ranks, labels, meta);
+}
+
 }  // namespace trident::runtime

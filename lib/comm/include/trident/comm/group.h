@@ -57,4 +57,7 @@ class Group {
   std::shared_ptr<class Heartbeat> heartbeat_;  // shared by copies and subgroups
 };
 
+// Every member's `mine`, in rank order, on every member (any lengths).
+std::vector<std::string> allgather_strings(const Group& group, const std::string& mine);
+
 }  // namespace trident::comm

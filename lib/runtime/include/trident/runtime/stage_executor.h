@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,7 @@
 #include "trident/nn/executor.h"
 #include "trident/plan/plan.h"
 #include "trident/runtime/trace.h"
+#include "trident/schedule/stage_graph.h"
 
 namespace trident::runtime {
 
@@ -62,6 +64,29 @@ class PipelineError : public std::runtime_error {
 // Rows [begin, end) of the global batch, with the dataset fields a stage reads.
 using FieldSource = std::function<nn::Batch(std::int64_t begin, std::int64_t end, const std::set<std::string>& fields)>;
 
+// Note [Emulation] (`trident train --emulate CLUSTER`): the processes,
+// schedule actions, pieces, tags, timeouts and replica synchronisation are
+// the real ones; only durations are modelled, from the same stage graph the
+// simulator runs (Planner::stage_graph for the emulated cluster). A forward
+// or backward is a wait of the stage's modelled time per micro-batch.
+// Messages shrink to float64 [rows, 1] whose first element is the system-
+// clock µs at which the modelled transfer completes: the sender takes the
+// edge's channel (one per stage pair and direction, as in the simulator)
+// from max(now, channel free) for the edge's modelled time, and the receiver
+// waits until then. After the last backward the stage's modelled gradient-
+// sync tasks run one after another, each from its ready point in that
+// backward; the replicas wait until the last ends, then meet in a
+// one-element all-reduce. No model weights exist, so paper-size models run
+// on a laptop. `dilation` stretches every modelled duration (time dilation):
+// with many processes on few cores, each message costs this machine a
+// fraction of a millisecond of scheduling that a real cluster would not
+// pay; dilating makes that small against the modelled times, and the
+// measured iteration is divided by it again.
+struct Emulation {
+  schedule::StageGraph costs;
+  double dilation = 1;
+};
+
 struct StageResult {
   double loss_sum = 0;  // sum of per-sample losses over this rank's rows (loss stage only)
   double correct = 0;   // rows whose logits' argmax is the label (loss stage only)
@@ -74,6 +99,8 @@ class StageExecutor {
   // Throws PipelineError when the world size differs from plan.devices.
   // A rank that the plan gives no stage is idle: run() returns at once.
   StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world);
+  // Emulated (Note [Emulation]): no modules; params() is empty.
+  StageExecutor(const graph::OpGraph& graph, const plan::Plan& plan, comm::Group world, Emulation emulation);
   ~StageExecutor();
 
   int stage() const { return stage_; }  // -1 when idle
@@ -84,7 +111,7 @@ class StageExecutor {
   const comm::NamedParams& params() const { return params_; }
   const std::set<std::string>& fields() const { return fields_; }
   nn::GraphExecutor& executor() { return *executor_; }
-  const graph::OpGraph& graph() const { return module_.graph(); }
+  const graph::OpGraph& graph() const { return graph_; }
 
   // One iteration: every action of this stage's schedule. Losses are scaled
   // by 1/divisor (the global batch; Note [Loss scale] in nn/executor.h).
@@ -103,7 +130,13 @@ class StageExecutor {
   struct Crossing;
 
  private:
-  nn::GraphModule& module_;
+  void build();  // rank -> stage, crossings, pieces, actions; the executor when not emulated
+  void emulated_sync(std::int64_t last_backward_start_us, std::int64_t last_backward_end_us, TraceLog* trace);
+
+  const graph::OpGraph& graph_;
+  nn::GraphModule* module_ = nullptr;  // null when emulated
+  std::optional<Emulation> emulation_;
+  std::optional<comm::Group> replicas_;  // emulated stage replicas, for their closing all-reduce
   plan::Plan plan_;
   comm::Group world_;
   int stage_ = -1, replica_ = 0, micro_batches_ = 0;

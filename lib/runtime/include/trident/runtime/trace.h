@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trident/plan/plan.h"
+
 namespace trident::runtime {
 
 // Lanes are rows of a rank in the timeline.
@@ -41,5 +43,9 @@ std::vector<TraceEvent> events_from_json(const nlohmann::json& doc);
 // `meta` goes into the trace's "metadata" (the plan's predictions, ...).
 nlohmann::json chrome_trace(const std::vector<std::vector<TraceEvent>>& ranks, const std::vector<std::string>& labels,
                             const nlohmann::json& meta);
+
+// The Chrome trace of every rank's events (`per_rank[r]` = to_json(...).dump()),
+// each rank labelled with its stage and replica in `plan` (when given).
+nlohmann::json merged_trace(const std::vector<std::string>& per_rank, const plan::Plan* plan, nlohmann::json meta);
 
 }  // namespace trident::runtime

@@ -65,6 +65,7 @@ struct Evaluation {
 struct PipelinePlan {
   plan::Plan plan;
   std::string table;
+  schedule::StageGraph costs;  // what the simulator ran: per-stage and per-edge modelled times
 };
 PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& graph);
 

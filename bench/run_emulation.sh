@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Emulated paper-size models (Note [Emulation] in runtime/stage_executor.h):
+# mmt, candle_uno and dlrm on 8 and 16 emulated summit-v100 devices with
+# graphpipe and pipedream plans, 16 samples per device. Each run is the real
+# runtime on DEVICES local processes with modelled compute and transfer
+# times; the modelled times are dilated so that a dilated iteration takes
+# about 0.15 s (at most x10), which keeps this 2-core machine's
+# per-message scheduling cost small against them. Prints a Markdown table:
+# measured iteration next to the simulator's, and GPP/SPP measured and
+# simulated.
+#   bash bench/run_emulation.sh [STEPS] [DEVICES...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-8}; shift || true
+devices=("${@:-8 16}"); [ $# -eq 0 ] && devices=(8 16)
+bin=${BUILD:-build}/tools/trident/trident
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cat > "$work/emu.yaml" <<YAML
+name: emu
+model: {name: mmt, preset: paper}
+data: {name: synthetic, train_size: 256, test_size: 16}
+train: {steps: $steps, mini_batch: 128, seed: 0, threads: 1}
+optimizer: {name: adam, lr: 0.001}
+parallel: {devices: 8, partitioner: graphpipe, grad_sync: hybrid, timeout_s: 120}
+YAML
+echo "| model | devices | mini-batch | partitioner | stages | dilation | emulated ms | simulated ms | emulated / simulated |"
+echo "|---|---|---|---|---|---|---|---|---|"
+declare -A rate sim
+for model in mmt candle_uno dlrm; do
+  for d in "${devices[@]}"; do
+    mini=$((16 * d))
+    for p in graphpipe pipedream; do
+      "$bin" plan --model $model --preset paper --cluster summit-v100 --devices $d --mini-batch $mini \
+        --partitioner $p --out "$work/plan.json" > /dev/null
+      read -r predicted stages < <(python3 -c "import json; p=json.load(open('$work/plan.json')); print(p['predicted']['iteration_s'], len(p['stages']))")
+      dil=$(python3 -c "print(max(1, min(10, round(0.15 / $predicted))))")
+      "$bin" train --config "$work/emu.yaml" --emulate summit-v100 --dilation $dil --set model.name=$model \
+        --set parallel.devices=$d --set train.mini_batch=$mini --set parallel.partitioner=$p \
+        --set runs_dir=$work/runs --set name=$model-$d-$p > "$work/out" 2>&1 || { cat "$work/out"; exit 1; }
+      read -r measured simulated < <(python3 -c "
+import json; m=json.loads(open('$work/runs/$model-$d-$p/metrics.jsonl').readline())
+print(m['iteration_s'], m['predicted_iteration_s'])")
+      rate[$model-$d-$p]=$measured; sim[$model-$d-$p]=$simulated
+      python3 -c "print('| $model | $d | $mini | $p | $stages | x$dil | %.2f | %.2f | %.3f |' % ($measured*1e3, $simulated*1e3, $measured/$simulated))"
+    done
+  done
+done
+echo
+echo "| model | devices | GPP/SPP emulated | GPP/SPP simulated |"
+echo "|---|---|---|---|"
+for model in mmt candle_uno dlrm; do
+  for d in "${devices[@]}"; do
+    python3 -c "print('| $model | $d | %.2f | %.2f |' % (${rate[$model-$d-pipedream]}/${rate[$model-$d-graphpipe]}, ${sim[$model-$d-pipedream]}/${sim[$model-$d-graphpipe]}))"
+  done
+done

@@ -1,0 +1,92 @@
+#include "trident/runtime/emulate.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <ostream>
+
+#include "trident/runtime/checkpoint.h"
+#include "trident/runtime/process.h"
+#include "trident/runtime/stage_executor.h"
+#include "trident/runtime/trainer.h"
+#include "trident/zoo/zoo.h"
+
+namespace trident::runtime {
+
+EmulationResult run_emulation(TrainConfig config, const std::string& cluster, double dilation, std::ostream& out) {
+  config.parallel.cluster = cluster;
+  if (!(dilation >= 1 && dilation <= 1000))
+    throw ConfigError("--dilation " + std::to_string(dilation) + ": allowed 1 to 1000");
+  if (config.parallel.devices < 2)
+    throw ConfigError("--emulate: parallel.devices = " + std::to_string(config.parallel.devices) +
+                      "; emulation runs a graph pipeline on at least 2 processes");
+  if (config.parallel.partitioner == "dp") config.parallel.partitioner = "graphpipe";
+  configure_process(1);  // emulated compute needs no threads; idle ones would only compete for the cores
+  const auto graph = zoo::build_graph(config.model);
+  auto planned = plan_for(config, graph);
+  const auto world = comm::world_from_env();
+  const bool leader = world.rank == 0;
+  const auto run_dir = (std::filesystem::path(config.runs_dir) / config.name).string();
+  if (leader) {
+    std::filesystem::create_directories(run_dir);
+    out << planned.table;
+    write_file_atomic(run_dir + "/plan.json", planned.plan.to_json().dump(1) + "\n");
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(config.parallel.timeout_s * 1000));
+  auto group = comm::Group::connect(world, timeout);
+  StageExecutor stage(graph, planned.plan, group, Emulation{planned.costs, dilation});
+  const int steps = static_cast<int>(config.train.steps ? config.train.steps : 20);
+  if (leader)
+    out << "trident: emulating " << config.model.name << "/" << config.model.preset << " on " << world.world_size
+        << " processes as " << cluster << " devices, " << planned.plan.partitioner << " plan of "
+        << planned.plan.stages.size() << " stages, " << planned.plan.micro_batches() << " micro-batches, "
+        << planned.plan.schedule << "; " << steps << " iterations"
+        << (dilation > 1 ? ", modelled times x" + std::to_string(static_cast<int>(dilation)) : std::string()) << std::endl;
+  std::vector<TraceEvent> events;
+  double measured = 0;
+  auto barrier = [&] {
+    auto t = torch::zeros({1});
+    std::vector<at::Tensor> v{t};
+    group.pg().allreduce(v)->wait(timeout);
+  };
+  barrier();
+  for (int s = 0; s < steps; ++s) {
+    TraceLog trace;
+    const auto start = now_us();
+    stage.run({}, static_cast<double>(config.train.mini_batch), {}, &trace);
+    barrier();  // as the trainer's per-step all-reduce of the loss
+    const auto end = now_us();
+    trace.add("step " + std::to_string(s), "step", kCommLane, start, end);
+    if (s > 0) measured += static_cast<double>(end - start) / 1e6 / dilation;
+    if (s >= steps - 4) events.insert(events.end(), trace.events.begin(), trace.events.end());
+  }
+  EmulationResult result;
+  result.steps = std::max(1, steps - 1);
+  result.iteration_s = steps > 1 ? measured / (steps - 1) : 0;
+  result.predicted_iteration_s = planned.plan.predicted.iteration_s;
+  const auto all = comm::allgather_strings(group, to_json(events).dump());
+  if (leader) {
+    nlohmann::json meta{{"model", config.model.name + "/" + config.model.preset},
+                        {"steps", std::min(steps, 4)},
+                        {"mini_batch", config.train.mini_batch},
+                        {"emulated", cluster},
+                        {"dilation", dilation}};
+    write_file_atomic(run_dir + "/trace.json", merged_trace(all, &planned.plan, meta).dump() + "\n");
+    const nlohmann::json line{{"emulated", cluster},
+                              {"dilation", dilation},
+                              {"steps", result.steps},
+                              {"iteration_s", result.iteration_s},
+                              {"predicted_iteration_s", result.predicted_iteration_s},
+                              {"samples_per_s", config.train.mini_batch / result.iteration_s},
+                              {"predicted_samples_per_s", planned.plan.predicted.samples_per_s}};
+    write_file_atomic(run_dir + "/metrics.jsonl", line.dump() + "\n");
+    out << std::fixed << std::setprecision(2) << "emulated iteration " << result.iteration_s * 1e3
+        << " ms (mean of " << result.steps << "), simulated " << result.predicted_iteration_s * 1e3
+        << " ms: measured/simulated " << std::setprecision(3) << result.iteration_s / result.predicted_iteration_s
+        << "; " << std::setprecision(1) << config.train.mini_batch / result.iteration_s << " samples/s; run dir "
+        << run_dir << std::endl;
+  }
+  return result;
+}
+
+}  // namespace trident::runtime
