@@ -10,11 +10,7 @@
 namespace trident::plan {
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
+std::string fmt(const char* f, double v) { return format_number(f, v); }
 
 std::string shorten(const std::string& s, std::size_t width) {
   return s.size() <= width ? s : s.substr(0, width - 2) + "..";
@@ -30,6 +26,12 @@ std::string device_list(const std::vector<int>& d) {
 }
 
 }  // namespace
+
+std::string format_number(const char* printf_format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, printf_format, value);
+  return buf;
+}
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -1,5 +1,7 @@
 #include "trident/report/report.h"
 
+#include "trident/plan/report.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,11 +13,7 @@
 namespace trident::report {
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
+std::string fmt(const char* f, double v) { return plan::format_number(f, v); }
 
 std::string escape(const std::string& s) {
   std::string out;

@@ -8,6 +8,9 @@
 
 namespace trident::plan {
 
+// printf-formats one number: format_number("%.2f ms", 1.5) == "1.50 ms".
+std::string format_number(const char* printf_format, double value);
+
 // One line of totals, then one row per stage: ops (count, first .. last),
 // devices, rows per device per micro-batch, in-flight micro-batches,
 // parameters, activations held (in-flight x one micro-batch), peak memory per
