@@ -401,6 +401,18 @@ std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan
     auto it = plan.grad_sync.find(name);
     methods[name] = it == plan.grad_sync.end() ? "allreduce" : it->second;
   }
+  // SFB pairs each micro-batch's captured inputs with its output gradients by
+  // position, so the stage must run its backwards in the order of its forwards.
+  const bool sfb = std::any_of(methods.begin(), methods.end(), [](const auto& m) { return m.second == "sfb"; });
+  if (sfb) {
+    std::vector<int> forwards, backwards;
+    for (const auto& a : schedule::parse_actions(plan.stages[stage.stage()].actions))
+      (a.kind == schedule::Action::Kind::kForward ? forwards : backwards).push_back(a.micro_batch);
+    if (forwards != backwards)
+      throw PipelineError("stage " + std::to_string(stage.stage()) +
+                          ": sfb gradient sync needs the backwards in the order of the forwards; the schedule is '" +
+                          plan.stages[stage.stage()].actions + "' (use allreduce or ps for this stage)");
+  }
   auto sync = comm::make_hybrid_sync(group, stage.params(), stage.graph(), methods, bucket_bytes, staleness);
   stage.executor().set_observer(sync->observer());
   return sync;

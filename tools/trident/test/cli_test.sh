@@ -130,6 +130,10 @@ out=$("$bin" report "$run" 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "bubble" || [ ! -s "$run/timeline.svg" ] || [ ! -s "$run/report.html" ] ||
    [ "$(grep -o '"pid":[0-9]*' "$run/trace.json" | sort -u | wc -l)" -ne 4 ]; then
   echo "FAIL report: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# Checkpoints are keyed by parameter name: the pipeline run resumes as one process.
+out=$("$bin" train --resume "$work/pp-graphpipe/fmnist-inception" --set parallel.devices=1 --set train.steps=14 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 12"; then
+  echo "FAIL pipeline-resume-single: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 # The example's hand-written plan (fan-out to two branch stages, a 2-replica stage) runs as given.
 out=$("$bin" train --config "$icfg" --set train.steps=4 --set train.epochs=null --set data.train_size=1024 \
       --set data.test_size=200 --set checkpoint.every=0 --set runs_dir=$work/pp-hand 2>&1); rc=$?
