@@ -147,6 +147,9 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
     return dag.topo_order();
   };
   auto order = stage_order();
+  if (static_cast<int>(order.size()) != n)
+    throw PlanError("the stages' dependencies form a cycle (a stage is not convex); split or merge stages so that "
+                    "they form a DAG");
   // Input ops the search left out join their earliest consumer's stage, which
   // keeps every stage convex and the stage graph acyclic.
   std::vector<int> position(n);

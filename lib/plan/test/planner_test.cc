@@ -25,6 +25,22 @@ Planner planner(const graph::OpGraph& g, const std::string& cluster, int devices
   return Planner(g, c, cost::analytic_cost_model(c.device), r);
 }
 
+TEST(Planner, AssembleRejectsStagesThatFormACycle) {
+  const auto& g = model("mlp", "tiny");
+  const auto topo = g.topo_order();
+  // The first and last ops in one stage, everything between in another: not convex.
+  std::vector<Planner::StageChoice> stages(2);
+  for (std::size_t i = 0; i < topo.size(); ++i)
+    stages[i == 0 || i + 1 == topo.size() ? 0 : 1].ops.push_back(topo[i]);
+  stages[0].replicas = stages[1].replicas = 1;
+  try {
+    planner(g, "cpu-local", 2, 8, "graphpipe").assemble(stages, 8, "hand-written");
+    FAIL() << "no error";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("form a cycle"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Planner, GraphPipeRunsBranchesSideBySideAndBeatsTheSequentialBaseline) {
   const auto& g = model("candle_uno", "paper");
   auto gpp = planner(g, "summit-v100", 8, 128, "graphpipe").plan();
