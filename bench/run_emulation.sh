@@ -4,11 +4,11 @@
 # graphpipe and pipedream plans, 16 samples per device. Each run is the real
 # runtime on DEVICES local processes with modelled compute and transfer
 # times; the modelled times are dilated so that a dilated iteration takes
-# about 0.15 s (at most x10), which keeps this 2-core machine's
+# about TARGET_S seconds (default 0.3, at most MAX_DILATION, default 20), which keeps this 2-core machine's
 # per-message scheduling cost small against them. Prints a Markdown table:
 # measured iteration next to the simulator's, and GPP/SPP measured and
 # simulated.
-#   bash bench/run_emulation.sh [STEPS] [DEVICES...]
+#   [TARGET_S=0.3] [MAX_DILATION=20] bash bench/run_emulation.sh [STEPS] [DEVICES...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-8}; shift || true
@@ -33,7 +33,7 @@ for model in mmt candle_uno dlrm; do
       "$bin" plan --model $model --preset paper --cluster summit-v100 --devices $d --mini-batch $mini \
         --partitioner $p --out "$work/plan.json" > /dev/null
       read -r predicted stages < <(python3 -c "import json; p=json.load(open('$work/plan.json')); print(p['predicted']['iteration_s'], len(p['stages']))")
-      dil=$(python3 -c "print(max(1, min(10, round(0.15 / $predicted))))")
+      dil=$(python3 -c "print(max(1, min(${MAX_DILATION:-20}, round(${TARGET_S:-0.3} / $predicted))))")
       "$bin" train --config "$work/emu.yaml" --emulate summit-v100 --dilation $dil --set model.name=$model \
         --set parallel.devices=$d --set train.mini_batch=$mini --set parallel.partitioner=$p \
         --set runs_dir=$work/runs --set name=$model-$d-$p > "$work/out" 2>&1 || { cat "$work/out"; exit 1; }
