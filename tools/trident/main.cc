@@ -35,6 +35,9 @@ int train(const std::string& config_path, std::vector<std::string> sets, const s
   if (path.empty()) throw runtime::ConfigError("train: give --config FILE, or --resume RUN_DIR");
   if (nproc < 0) throw runtime::ConfigError("train: --nproc " + std::to_string(nproc) + " must be >= 1");
   if (nproc > 0) sets.push_back("parallel.devices=" + std::to_string(nproc));
+  if (emulate.empty() && dilation != 1) throw runtime::ConfigError("train: --dilation applies only with --emulate CLUSTER");
+  if (!emulate.empty() && !(dilation >= 1 && dilation <= 1000))
+    throw runtime::ConfigError("train: --dilation " + std::to_string(dilation) + ": allowed 1 to 1000");
   auto config = runtime::load_config(path, sets);
   // Several processes without a launcher around us: check, then become the launcher.
   if (config.parallel.devices > 1 && comm::world_from_env().launcher == "none") {

@@ -143,6 +143,15 @@ check plan-devices 2 "is for 5 devices" -- train --config "$icfg" --set parallel
 check plan-missing 2 "parallel.partitioner = $work/none.json" -- train --config "$icfg" --set parallel.partitioner=$work/none.json
 check bad-schedule 2 "parallel.schedule = 'zigzag'" -- train --config "$icfg" --set parallel.schedule=zigzag
 check report-nothing 2 "is not a directory" -- report "$work/none"
+check dilation-alone 2 "--dilation applies only with --emulate" -- train --config "$icfg" --dilation 5
+check dilation-range 2 "--dilation 0.500000: allowed 1 to 1000" -- train --config "$icfg" --emulate summit-v100 --dilation 0.5
+check emulate-cluster 2 "parallel.cluster = 'tpu-pod'" -- train --config "$icfg" --emulate tpu-pod
+# Emulation: a paper-size model on 4 emulated V100s runs and reports beside the simulator.
+out=$("$bin" train --config "$icfg" --set model.name=candle_uno --set model.preset=paper --set data.name=synthetic \
+      --set data.train_size=128 --set data.test_size=16 --set parallel.devices=4 --set parallel.partitioner=graphpipe \
+      --set train.steps=4 --set train.epochs=null --set runs_dir=$work/emu --emulate summit-v100 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "measured/simulated" || [ ! -s "$work/emu/fmnist-inception/trace.json" ]; then
+  echo "FAIL emulate: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 # Killing a stage's rank: its neighbours stop naming it, and so does the launcher.
 kill_rank pipeline-kill-rank 4 8 1 -- "${pcommon[@]}" --set parallel.devices=4 --set parallel.partitioner=pipedream \
   --set parallel.max_replicas=1 --set train.steps=100000 --set parallel.timeout_s=5 --set runs_dir=$work/pkill
