@@ -36,15 +36,11 @@ int train(const std::string& config_path, std::vector<std::string> sets, const s
   if (nproc < 0) throw runtime::ConfigError("train: --nproc " + std::to_string(nproc) + " must be >= 1");
   if (nproc > 0) sets.push_back("parallel.devices=" + std::to_string(nproc));
   if (emulate.empty() && dilation != 1) throw runtime::ConfigError("train: --dilation applies only with --emulate CLUSTER");
-  if (!emulate.empty() && !(dilation >= 1 && dilation <= 1000))
-    throw runtime::ConfigError("train: --dilation " + std::to_string(dilation) + ": allowed 1 to 1000");
   auto config = runtime::load_config(path, sets);
   // Several processes without a launcher around us: check, then become the launcher.
   if (config.parallel.devices > 1 && comm::world_from_env().launcher == "none") {
     if (!emulate.empty()) {
-      auto checked = config;
-      checked.parallel.cluster = emulate;
-      if (checked.parallel.partitioner == "dp") checked.parallel.partitioner = "graphpipe";
+      const auto checked = runtime::emulated_config(config, emulate, dilation);
       runtime::plan_for(checked, zoo::build_graph(checked.model));
     } else if (config.parallel.partitioner != "dp") {
       runtime::plan_for(config, zoo::build_graph(config.model));

@@ -13,14 +13,19 @@
 
 namespace trident::runtime {
 
-EmulationResult run_emulation(TrainConfig config, const std::string& cluster, double dilation, std::ostream& out) {
-  config.parallel.cluster = cluster;
+TrainConfig emulated_config(TrainConfig config, const std::string& cluster, double dilation) {
   if (!(dilation >= 1 && dilation <= 1000))
     throw ConfigError("--dilation " + std::to_string(dilation) + ": allowed 1 to 1000");
   if (config.parallel.devices < 2)
     throw ConfigError("--emulate: parallel.devices = " + std::to_string(config.parallel.devices) +
                       "; emulation runs a graph pipeline on at least 2 processes");
+  config.parallel.cluster = cluster;
   if (config.parallel.partitioner == "dp") config.parallel.partitioner = "graphpipe";
+  return config;
+}
+
+EmulationResult run_emulation(TrainConfig config, const std::string& cluster, double dilation, std::ostream& out) {
+  config = emulated_config(std::move(config), cluster, dilation);
   configure_process(1);  // emulated compute needs no threads; idle ones would only compete for the cores
   const auto graph = zoo::build_graph(config.model);
   auto planned = plan_for(config, graph);

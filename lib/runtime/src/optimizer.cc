@@ -54,8 +54,9 @@ class Adam : public Optimizer {
 
 }  // namespace
 
-void Optimizer::apply(std::vector<std::pair<std::string, torch::Tensor>>& params, double lr) {
-  for (auto& [name, p] : params) {
+void Optimizer::apply(const std::vector<std::pair<std::string, torch::Tensor>>& params, double lr) {
+  for (const auto& [name, param] : params) {
+    torch::Tensor p = param;  // a handle: the update reaches the parameter
     if (!p.grad().defined()) continue;
     step(name, p, p.grad(), lr);
     p.mutable_grad().zero_();

@@ -82,10 +82,12 @@ void StageExecutor::build() {
     const auto& d = plan_.stages[s].devices;
     return data::shard_range(micro_batch_, j, static_cast<std::int64_t>(d.size()));
   };
-  for (const auto& st : plan_.stages) {
-    auto it = std::find(st.devices.begin(), st.devices.end(), world_.rank());
-    if (it != st.devices.end()) stage_ = st.id, replica_ = static_cast<int>(it - st.devices.begin());
-  }
+  stage_of_device_.assign(plan_.devices, -1);
+  for (const auto& st : plan_.stages)
+    for (std::size_t j = 0; j < st.devices.size(); ++j) {
+      stage_of_device_[st.devices[j]] = st.id;
+      if (st.devices[j] == world_.rank()) stage_ = st.id, replica_ = static_cast<int>(j);
+    }
   if (stage_ >= 0) std::tie(row_begin_, row_end_) = rows_of(stage_, replica_);
 
   for (const auto& e : plan_.edges) {
@@ -133,8 +135,12 @@ void StageExecutor::build() {
     params_ = module_->parameters_of(sg.ops);
     executor_ = std::make_unique<nn::GraphExecutor>(*module_, sg);
   }
-  for (const auto& a : schedule::parse_actions(st.actions))
+  for (const auto& a : schedule::parse_actions(st.actions)) {
+    if (a.kind == schedule::Action::Kind::kBackward) last_backward_ = static_cast<int>(actions_.size());
     actions_.emplace_back(a.kind == schedule::Action::Kind::kBackward, a.micro_batch);
+  }
+  for (const auto& p : in_) input_ks_.insert(p.k);
+  for (const auto& p : out_) output_ks_.insert(p.k);
 }
 
 StageResult StageExecutor::run(const FieldSource& source, double divisor,
@@ -154,32 +160,30 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
   const int M = micro_batches_;
   const std::string here = "rank " + std::to_string(world_.rank()) + " (stage " + std::to_string(stage_) + ")";
 
-  // Post every receive of the iteration (Note [Tags]).
-  std::vector<std::vector<Posted>> fwd(in_.size()), bwd(out_.size());
-  for (std::size_t i = 0; i < in_.size(); ++i) {
-    const auto& c = crossings_[in_[i].k];
-    for (int m = 0; m < M; ++m) {
-      Posted p{torch::empty(message_shape(in_[i].hi - in_[i].lo, c.declared), message_type(c.declared)), {}};
-      std::vector<at::Tensor> v{p.buffer};
-      p.work = pg.recv(v, in_[i].peer, static_cast<int>(tag(in_[i].k, m, M, 0)));
-      fwd[i].push_back(std::move(p));
+  // Post every receive of the iteration (Note [Tags]): activations from the
+  // in-pieces, gradients (of differentiable tensors only) from the out-pieces.
+  auto post_receives = [&](const std::vector<Piece>& pieces, int direction) {
+    std::vector<std::vector<Posted>> posted(pieces.size());
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const auto& c = crossings_[pieces[i].k];
+      if (direction == 1 && !c.differentiable) continue;
+      for (int m = 0; m < M; ++m) {
+        Posted p{torch::empty(message_shape(pieces[i].hi - pieces[i].lo, c.declared), message_type(c.declared)), {}};
+        std::vector<at::Tensor> v{p.buffer};
+        p.work = pg.recv(v, pieces[i].peer, static_cast<int>(tag(pieces[i].k, m, M, direction)));
+        posted[i].push_back(std::move(p));
+      }
     }
-  }
-  for (std::size_t i = 0; i < out_.size(); ++i) {
-    const auto& c = crossings_[out_[i].k];
-    if (!c.differentiable) continue;
-    for (int m = 0; m < M; ++m) {
-      Posted p{torch::empty(message_shape(out_[i].hi - out_[i].lo, c.declared), message_type(c.declared)), {}};
-      std::vector<at::Tensor> v{p.buffer};
-      p.work = pg.recv(v, out_[i].peer, static_cast<int>(tag(out_[i].k, m, M, 1)));
-      bwd[i].push_back(std::move(p));
-    }
-  }
+    return posted;
+  };
+  auto fwd = post_receives(in_, 0), bwd = post_receives(out_, 1);
   std::vector<Posted> sends;
-  auto stage_of_rank = [&](int rank) {
-    for (const auto& s : plan_.stages)
-      if (std::find(s.devices.begin(), s.devices.end(), rank) != s.devices.end()) return s.id;
-    return -1;
+  auto post_send = [&](const Piece& piece, const torch::Tensor& message, int m, int direction) {
+    std::vector<at::Tensor> v{message};
+    sends.push_back({message, pg.send(v, piece.peer, static_cast<int>(tag(piece.k, m, M, direction)))});
+  };
+  auto note_wait = [&](std::int64_t t0, std::int64_t t1, const std::string& action) {
+    if (trace && t1 - t0 > 50) trace->add("wait " + action, "wait", kComputeLane, t0, t1);
   };
   auto wait = [&](Posted& p, int peer, const std::string& what, const std::string& action) {
     try {
@@ -187,7 +191,7 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
     } catch (const std::exception& e) {
       const auto lost = world_.diagnose();
       throw comm::CommError(here + ": " + action + " waited for " + what + " from rank " + std::to_string(peer) +
-                            " (stage " + std::to_string(stage_of_rank(peer)) + ")" +
+                            " (stage " + std::to_string(stage_of_device_[peer]) + ")" +
                             (lost.empty() ? "" : " (" + lost + ")") + ": " + comm::one_line(e));
     }
   };
@@ -213,10 +217,7 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
                           std::to_string(piece.hi - piece.lo) + (c.declared.shape.empty() ? "" : ",") +
                           graph::to_string(c.declared).substr(1) + " but the stage produced " +
                           nn::describe(slice) + (direction ? " as its gradient" : ""));
-    Posted p{slice, {}};
-    std::vector<at::Tensor> v{slice};
-    p.work = world_.pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, M, direction)));
-    sends.push_back({slice, p.work});
+    post_send(piece, slice, m, direction);
   };
 
   // Emulated transfers (Note [Emulation]): one channel per stage pair and direction.
@@ -237,8 +238,7 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
       }
       auto msg = torch::zeros({piece.hi - piece.lo, 1}, torch::kFloat64);
       msg[0][0] = static_cast<double>(arrival[key]);
-      std::vector<at::Tensor> v{msg};
-      sends.push_back({msg, world_.pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, M, direction)))});
+      post_send(piece, msg, m, direction);
     }
   };
   auto emulated_wait = [&](const std::vector<Piece>& pieces, std::vector<std::vector<Posted>>& posted, int m,
@@ -261,12 +261,6 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
     nn::TensorMap inputs, outputs;
   };
   std::vector<Saved> saved(M);
-  std::set<int> input_ks, output_ks;
-  for (const auto& p : in_) input_ks.insert(p.k);
-  for (const auto& p : out_) output_ks.insert(p.k);
-  int last_backward = -1;
-  for (int i = 0; i < static_cast<int>(actions_.size()); ++i)
-    if (actions_[i].first) last_backward = i;
 
   for (int i = 0; i < static_cast<int>(actions_.size()); ++i) {
     const auto [backward, m] = actions_[i];
@@ -276,24 +270,24 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
       const auto t0 = now_us();
       emulated_wait(backward ? out_ : in_, backward ? bwd : fwd, m, backward, action);
       const auto t1 = now_us();
-      if (trace && t1 - t0 > 50) trace->add("wait " + action, "wait", kComputeLane, t0, t1);
+      note_wait(t0, t1, action);
       work_for(backward ? cost.backward_s : cost.forward_s);
       const auto t2 = now_us();
       if (trace) trace->add(action, backward ? "backward" : "forward", kComputeLane, t1, t2);
-      if (backward && i == last_backward) last_b_start = t1, last_b_end = t2;
+      if (backward && i == last_backward_) last_b_start = t1, last_b_end = t2;
       emulated_send(backward ? in_ : out_, m, backward ? 1 : 0);
       continue;
     }
     auto& s = saved[m];
     if (!backward) {
       const auto t0 = now_us();
-      for (int k : input_ks) {
+      for (int k : input_ks_) {
         auto t = gather(in_, fwd, k, m, action, "activations of");
         if (crossings_[k].differentiable) t.requires_grad_(true);
         s.inputs[crossings_[k].op] = t;
       }
       const auto t1 = now_us();
-      if (trace && t1 - t0 > 50) trace->add("wait " + action, "wait", kComputeLane, t0, t1);
+      note_wait(t0, t1, action);
       nn::Batch fields;
       if (!fields_.empty()) fields = source(m * micro_batch_ + row_begin_, m * micro_batch_ + row_end_, fields_);
       s.outputs = executor_->forward(s.inputs, fields);
@@ -306,7 +300,7 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
       }
       if (trace) trace->add(action, "forward", kComputeLane, t1, now_us());
     } else {
-      if (i == last_backward && before_last_backward) before_last_backward();
+      if (i == last_backward_ && before_last_backward) before_last_backward();
       const auto t0 = now_us();
       std::vector<torch::Tensor> roots, grads;
       if (has_loss_) {
@@ -315,7 +309,7 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
         grads.push_back(torch::full_like(loss, 1.0 / divisor));
       }
       std::map<graph::OpId, torch::Tensor> out_grads;
-      for (int k : output_ks) {
+      for (int k : output_ks_) {
         if (!crossings_[k].differentiable) continue;
         auto gk = gather(out_, bwd, k, m, action, "gradients of");
         auto& acc = out_grads[crossings_[k].op];
@@ -326,7 +320,7 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
         if (value.requires_grad()) roots.push_back(value), grads.push_back(grad);
       }
       const auto t1 = now_us();
-      if (trace && t1 - t0 > 50) trace->add("wait " + action, "wait", kComputeLane, t0, t1);
+      note_wait(t0, t1, action);
       if (!roots.empty()) torch::autograd::backward(roots, grads);
       for (const auto& p : in_) {
         if (!crossings_[p.k].differentiable) continue;

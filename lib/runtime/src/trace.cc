@@ -56,10 +56,10 @@ nlohmann::json merged_trace(const std::vector<std::string>& per_rank, const plan
           if (st.devices[j] == static_cast<int>(r))
             label += " · stage " + std::to_string(st.id) +
                      (st.devices.size() > 1 ? " replica " + std::to_string(j) : std::string());
-      meta["plan"] = plan->to_json();
     }
     labels.push_back(label);
   }
+  if (plan) meta["plan"] = plan->to_json();
   meta["ranks"] = per_rank.size();
   return chrome_trace(ranks, labels, meta);
 }

@@ -147,6 +147,35 @@ Evaluation Trainer::evaluate(const data::Dataset& split) const {
   return {total[0] / static_cast<double>(n), total[1] / static_cast<double>(n)};
 }
 
+void Trainer::arm_sync() {
+  if (!sync_) return;
+  sync_armed_us_ = now_us();
+  sync_->arm();
+}
+
+double Trainer::sync_and_step(const comm::NamedParams& params, double lr, TraceLog& trace) {
+  if (!sync_) {
+    const auto t0 = now_us();
+    optimizer_->apply(params, lr);
+    trace.add("optimizer", "optimizer", kComputeLane, t0, now_us());
+    return 0;
+  }
+  const auto t0 = now_us();
+  sync_->finish();
+  const auto t1 = now_us();
+  for (const auto& e : sync_->stats().events)
+    trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
+              sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
+  if (t1 - t0 > 50) trace.add("wait for sync", "wait", kComputeLane, t0, t1);
+  sync_->apply([&](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
+    optimizer_->step(name, p, grad, lr);
+  });
+  for (const auto& [name, p] : params)
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  trace.add("optimizer", "optimizer", kComputeLane, t1, now_us());
+  return sync_->stats().exposed_s;
+}
+
 TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
   std::ostringstream quiet;  // only rank 0 reports progress
   Progress progress(leader() ? out_ : quiet, leader() && is_terminal(out_));
@@ -191,45 +220,17 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
     TraceLog trace;
     const auto step_start = now_us();
     double loss_local = 0, correct_local = 0;
-    auto sync_and_step = [&](const comm::NamedParams& params) {
-      if (sync_) {
-        const auto t0 = now_us();
-        sync_->finish();
-        for (const auto& e : sync_->stats().events)
-          trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
-                    sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
-        if (now_us() - t0 > 50) trace.add("wait for sync", "wait", kComputeLane, t0, now_us());
-        const auto t1 = now_us();
-        sync_->apply([&](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
-          optimizer_->step(name, p, grad, lr);
-        });
-        for (const auto& [name, p] : params)
-          if (p.grad().defined()) p.mutable_grad().zero_();
-        window_exposed += sync_->stats().exposed_s;
-        trace.add("optimizer", "optimizer", kComputeLane, t1, now_us());
-      } else {
-        const auto t1 = now_us();
-        auto mutable_params = params;
-        optimizer_->apply(mutable_params, lr);
-        trace.add("optimizer", "optimizer", kComputeLane, t1, now_us());
-      }
-    };
-    auto arm = [&] {
-      if (!sync_) return;
-      sync_armed_us_ = now_us();
-      sync_->arm();
-    };
     if (stage_) {
       // Graph pipeline: this rank's stage runs its schedule over the global batch.
       auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
         return data_.train.batch(indices.slice(0, begin, end), fields);
       };
-      const auto r = stage_->run(source, static_cast<double>(batch_size), arm, &trace);
-      sync_and_step(stage_->params());
+      const auto r = stage_->run(source, static_cast<double>(batch_size), [this] { arm_sync(); }, &trace);
+      window_exposed += sync_and_step(stage_->params(), lr, trace);
       loss_local = r.loss_sum / static_cast<double>(batch_size);
       correct_local = r.correct;
-    } else if (!plan_) {
-      // Data parallel: this rank's contiguous slice of the global batch.
+    } else {
+      // One process, or data parallel: this rank's contiguous slice of the global batch.
       const std::int64_t rows = batch_size / world_.world_size;
       if (group_) indices = indices.narrow(0, world_.rank * rows, rows);
       auto batch = data_.train.batch(indices);
@@ -239,11 +240,11 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
       // divided by the global batch, so the ranks' gradients add up.
       auto loss = out.at(loss_id) / static_cast<double>(batch_size);
       trace.add("forward", "forward", kComputeLane, t0, now_us());
-      arm();
+      arm_sync();
       t0 = now_us();
       loss.backward();
       trace.add("backward", "backward", kComputeLane, t0, now_us());
-      sync_and_step(params_);
+      window_exposed += sync_and_step(params_, lr, trace);
       loss_local = loss.item<double>();
       correct_local = out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
     }

@@ -21,6 +21,12 @@ struct EmulationResult {
   double predicted_iteration_s = 0; // the simulator's, same plan and costs
 };
 
+// The config an emulated run plans with: parallel.cluster = CLUSTER, and
+// partitioner dp becomes graphpipe. Throws ConfigError for a dilation
+// outside 1..1000 or fewer than 2 devices (`trident train` checks it before
+// starting processes).
+TrainConfig emulated_config(TrainConfig config, const std::string& cluster, double dilation);
+
 // `dilation` >= 1 stretches every modelled time (see Emulation); the
 // measured figures are divided by it.
 EmulationResult run_emulation(TrainConfig config, const std::string& cluster, double dilation, std::ostream& out);

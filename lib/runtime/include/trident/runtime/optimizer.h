@@ -31,7 +31,7 @@ class Optimizer {
 
   // One step for every named parameter that has a gradient, then zeroes the
   // gradients (kept allocated for the next backward).
-  void apply(std::vector<std::pair<std::string, torch::Tensor>>& params, double lr);
+  void apply(const std::vector<std::pair<std::string, torch::Tensor>>& params, double lr);
 
   const std::map<std::string, ParamState>& state() const { return state_; }
   void load_state(std::map<std::string, ParamState> state) { state_ = std::move(state); }

@@ -146,9 +146,12 @@ class StageExecutor {
   std::unique_ptr<nn::GraphExecutor> executor_;
   comm::NamedParams params_;
   std::set<std::string> fields_;
+  std::vector<int> stage_of_device_;
   std::vector<Crossing> crossings_;  // indexed by k (Note [Tags])
   std::vector<Piece> in_, out_;      // this rank's pieces, receive and send
+  std::set<int> input_ks_, output_ks_;  // the crossings k that in_ / out_ cover
   std::vector<std::pair<bool, int>> actions_;  // (backward?, micro-batch)
+  int last_backward_ = -1;           // index in actions_
 };
 
 // The gradient sync among the replicas of this rank's stage, over a new

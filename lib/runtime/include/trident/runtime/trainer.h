@@ -108,6 +108,12 @@ class Trainer {
   // Rank 0 writes trace.json: every rank's events of the last traced steps.
   void write_trace() const;
   bool pipelined() const { return plan_.has_value(); }
+  // Arms the gradient sync (if any) before the backward that completes the gradients.
+  void arm_sync();
+  // After backward: waits for the gradient sync (if any) and steps the
+  // optimizer on `params`, zeroing their gradients; records both in
+  // `trace`. Returns the exposed communication seconds (0 without sync).
+  double sync_and_step(const comm::NamedParams& params, double lr, TraceLog& trace);
   bool leader() const { return world_.rank == 0; }
 
   TrainConfig config_;
