@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <iostream>
@@ -19,6 +20,8 @@
 #include "trident/runtime/checkpoint.h"
 #include "trident/runtime/emulate.h"
 #include "trident/runtime/profiler.h"
+#include "trident/runtime/sharded_checkpoint.h"
+#include "trident/plan/report.h"
 #include "trident/runtime/trainer.h"
 #include "trident/zoo/zoo.h"
 
@@ -37,12 +40,14 @@ int train(const std::string& config_path, std::vector<std::string> sets, const s
   if (nproc > 0) sets.push_back("parallel.devices=" + std::to_string(nproc));
   if (emulate.empty() && dilation != 1) throw runtime::ConfigError("train: --dilation applies only with --emulate CLUSTER");
   auto config = runtime::load_config(path, sets);
+  if (!resume_dir.empty() && !std::filesystem::is_directory(resume_dir))
+    throw runtime::ConfigError("--resume " + resume_dir + ": no such run directory");
   // Several processes without a launcher around us: check, then become the launcher.
   if (config.parallel.devices > 1 && comm::world_from_env().launcher == "none") {
     if (!emulate.empty()) {
       const auto checked = runtime::emulated_config(config, emulate, dilation);
       runtime::plan_for(checked, zoo::build_graph(checked.model));
-    } else if (config.parallel.partitioner != "dp") {
+    } else {
       runtime::plan_for(config, zoo::build_graph(config.model));
     }
     cli::LaunchOptions lo;
@@ -59,6 +64,8 @@ int train(const std::string& config_path, std::vector<std::string> sets, const s
     return 0;
   }
   if (!resume_dir.empty()) {
+    if (!std::filesystem::is_directory(resume_dir))
+      throw runtime::ConfigError("--resume " + resume_dir + ": no such run directory");
     // The run directory decides where the checkpoint is, whatever the config says.
     std::filesystem::path dir(resume_dir);
     config.name = dir.filename().string();
@@ -76,13 +83,22 @@ int train(const std::string& config_path, std::vector<std::string> sets, const s
   return 0;
 }
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(u ? 1 : 0) << b << " " << units[u];
-  return s.str();
+using plan::human_bytes;
+
+// `trident export RUN_DIR [--out FILE]`: the newest checkpoint's weights for plain PyTorch.
+int export_run(const std::string& run_dir, std::string out) {
+  if (!std::filesystem::is_directory(run_dir)) throw runtime::ConfigError("export: " + run_dir + " is not a run directory");
+  runtime::CheckpointReader ck;
+  try {
+    ck = runtime::CheckpointReader::latest(run_dir);
+  } catch (const runtime::CheckpointError& e) {
+    throw runtime::ConfigError(std::string("export: ") + e.what());
+  }
+  if (out.empty()) out = (std::filesystem::path(run_dir) / "weights.pt").string();
+  const auto n = runtime::export_weights(ck, out);
+  std::cout << "exported " << n << " parameters of step " << ck.step() << " (" << ck.path() << ") to " << out
+            << "; in Python: model.load_state_dict(torch.load('" << out << "'))\n";
+  return 0;
 }
 
 int show_graph(const std::string& model, const std::string& preset, const std::string& out, bool all_ops) {
@@ -159,6 +175,11 @@ int main(int argc, char** argv) {
   auto* report_cmd = app.add_subcommand("report", "summarise a run: measured vs simulated iteration, bubble, timeline SVG, loss curve, stage graph");
   report_cmd->add_option("run_dir", report_dir, "the run directory, e.g. runs/fmnist-inception")->required();
 
+  std::string export_dir, export_out;
+  auto* export_cmd = app.add_subcommand("export", "write a run's newest checkpoint as a PyTorch state_dict file (torch.load)");
+  export_cmd->add_option("run_dir", export_dir, "the run directory, e.g. runs/fmnist-inception")->required();
+  export_cmd->add_option("--out", export_out, "output file (default RUN_DIR/weights.pt)");
+
   cli::PlanArgs plan_args;
   auto* plan_cmd = cli::add_plan_command(app, plan_args);
   cli::SimulateArgs simulate_args;
@@ -196,6 +217,7 @@ int main(int argc, char** argv) {
     }
     if (*plan_cmd) return cli::run_plan(plan_args);
     if (*report_cmd) return cli::run_report(report_dir);
+    if (*export_cmd) return export_run(export_dir, export_out);
     if (*simulate_cmd) return cli::run_simulate(simulate_args);
   } catch (const std::exception& e) {
     // Bad input (config, data, flags) is exit 2; anything while running is 1.

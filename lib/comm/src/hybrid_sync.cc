@@ -33,6 +33,11 @@ class HybridSync final : public GradSync {
   }
   const SyncStats& stats() const override { return stats_; }
   std::string name() const override { return "hybrid"; }
+  Updater updater(const std::string& name) const override {
+    for (const auto& p : parts_)
+      if (auto u = p->updater(name); u != Updater::kEvery) return u;
+    return Updater::kEvery;
+  }
 
  private:
   void merge() {

@@ -56,6 +56,12 @@ class PsSync final : public detail::OrderedSync {
 
   std::string name() const override { return "ps"; }
 
+  Updater updater(const std::string& name) const override {
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (params_[i].first == name) return owner_[i] == group_.rank() ? Updater::kThisRank : Updater::kOtherRank;
+    return Updater::kEvery;
+  }
+
  private:
   void launch(std::size_t item) override {
     const int p = items_[item].front();

@@ -54,10 +54,13 @@ void GraphModule::place(const std::string& dotted_name, std::shared_ptr<torch::n
   parent->register_module(dotted_name.substr(start), std::move(module));
 }
 
-GraphModule::GraphModule(const graph::OpGraph& graph) : graph_(graph) {
+GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
+                         const std::optional<std::set<graph::OpId>>& only)
+    : graph_(graph) {
   graph_.validate();
   fns_.resize(graph_.size());
   for (graph::OpId id = 0; id < graph_.size(); ++id) {
+    if (only && !only->count(id)) continue;
     const Op& op = graph_.op(id);
     const std::string& k = op.kind;
     OpFn fn;
@@ -122,6 +125,51 @@ GraphModule::GraphModule(const graph::OpGraph& graph) : graph_(graph) {
     }
     fns_[id] = std::move(fn);
   }
+  initialise(seed);
+}
+
+// See Note [Initial weights] in graph_module.h.
+std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a of the name
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  std::uint64_t z = h + seed * 0x9e3779b97f4a7c15ull;  // then a splitmix64 finaliser with the seed
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void GraphModule::initialise(std::uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  auto all = named_parameters();
+  for (graph::OpId id = 0; id < graph_.size(); ++id) {
+    if (!fns_[id]) continue;
+    const Op& op = graph_.op(id);
+    for (const auto& p : op.params) {
+      auto* t = all.find(p.name);
+      if (!t) throw GraphError("parameter '" + p.name + "' of op '" + op.name + "' has no module");
+      auto gen = at::detail::createCPUGenerator(parameter_seed(seed, p.name));
+      if (op.kind == "layer_norm") {
+        t->fill_(p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0 ? 0.0 : 1.0);
+      } else if (op.kind == "embedding_bag") {
+        t->normal_(0.0, 1.0, gen);
+      } else {
+        // A bias takes the fan-in of its layer's weight (same prefix).
+        const auto dot = p.name.rfind('.');
+        const auto* w = t->dim() >= 2 ? t : all.find(p.name.substr(0, dot) + ".weight");
+        if (!w) throw GraphError("parameter '" + p.name + "' has no sibling weight to take its fan-in from");
+        std::int64_t fan_in = 1;
+        for (std::int64_t d = 1; d < w->dim(); ++d) fan_in *= w->size(d);
+        const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+        t->uniform_(-bound, bound, gen);
+      }
+    }
+  }
+}
+
+const OpFn& GraphModule::op_fn(graph::OpId id) const {
+  const auto& fn = fns_.at(id);
+  if (!fn) throw GraphError("op '" + graph_.op(id).name + "' is not held by this module (another stage owns it)");
+  return fn;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> GraphModule::parameters_of(
@@ -129,6 +177,7 @@ std::vector<std::pair<std::string, torch::Tensor>> GraphModule::parameters_of(
   auto all = named_parameters();
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (graph::OpId id : ops) {
+    if (!fns_.at(id)) throw GraphError("op '" + graph_.op(id).name + "' is not held by this module (another stage owns it)");
     for (const auto& p : graph_.op(id).params) {
       auto* t = all.find(p.name);
       if (!t) throw GraphError("parameter '" + p.name + "' of op '" + graph_.op(id).name + "' has no module");

@@ -283,8 +283,9 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
              "applies to the parameter server; use parallel.grad_sync=ps (or hybrid), or staleness 0");
   }
 
-  auto ck = r.section("checkpoint", {"every"});
+  auto ck = r.section("checkpoint", {"every", "keep"});
   c.checkpoint.every = r.integer(ck, "checkpoint.every", 0, 0);
+  c.checkpoint.keep = r.integer(ck, "checkpoint.keep", 2, 1);
   return c;
 }
 
@@ -339,7 +340,7 @@ std::string TrainConfig::to_yaml() const {
   }
   e << YAML::EndMap;
   e << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every"
-    << YAML::Value << checkpoint.every << YAML::EndMap;
+    << YAML::Value << checkpoint.every << YAML::Key << "keep" << YAML::Value << checkpoint.keep << YAML::EndMap;
   e << YAML::Key << "runs_dir" << YAML::Value << runs_dir;
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";

@@ -1,5 +1,6 @@
 // The graph-pipeline half of the Trainer: the plan, and the merged trace.
 #include <iostream>
+#include <set>
 
 #include "trident/cost/cluster.h"
 #include "trident/cost/cost_model.h"
@@ -9,6 +10,31 @@
 #include "trident/runtime/trainer.h"
 
 namespace trident::runtime {
+
+namespace {
+
+// parallel.sync: per-parameter methods over the plan's, each checked.
+void apply_overrides(const TrainConfig& config, const graph::OpGraph& g, const plan::Planner& planner,
+                     plan::Plan& plan) {
+  if (config.parallel.sync.empty()) return;
+  std::set<std::string> known;
+  for (const auto& op : g.ops())
+    for (const auto& p : op.params) known.insert(p.name);
+  for (const auto& [name, method] : config.parallel.sync) {
+    if (!known.count(name))
+      throw ConfigError("parallel.sync names '" + name + "', which is not a parameter of " + g.name() +
+                        " (see `trident graph --model " + g.name() + " --ops`)");
+    plan.grad_sync[name] = method;
+  }
+  try {
+    plan::validate_plan(plan, g);
+  } catch (const plan::PlanError& e) {
+    throw ConfigError(std::string("parallel.sync: ") + e.what());
+  }
+  planner.predict(plan);
+}
+
+}  // namespace
 
 PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   const auto& par = config.parallel;
@@ -23,7 +49,8 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   r.devices = static_cast<int>(par.devices);
   r.mini_batch = static_cast<int>(config.train.mini_batch);
   if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
-  const bool from_file = par.partitioner != "graphpipe" && par.partitioner != "pipedream";
+  const bool dp = par.partitioner == "dp";
+  const bool from_file = !dp && par.partitioner != "graphpipe" && par.partitioner != "pipedream";
   r.partitioner = from_file ? "graphpipe" : par.partitioner;
   r.schedule = par.schedule == "auto" ? "" : par.schedule;
   r.grad_sync = par.grad_sync;
@@ -53,9 +80,17 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
             "the plan " + par.partitioner + " is for mini-batch " + std::to_string(p.mini_batch));
       planner.fill_sync(out.plan);  // methods the plan leaves out: parallel.grad_sync's rule
       planner.predict(out.plan);    // predictions for parallel.cluster, shown beside the measurements
+    } else if (dp) {
+      // Data parallelism is a plan too (DESIGN contract 10): one stage of
+      // every op on all devices; micro-batches > 1 accumulate gradients.
+      std::vector<graph::OpId> all(g.size());
+      for (graph::OpId id = 0; id < g.size(); ++id) all[id] = id;
+      const int micro = par.micro_batch ? static_cast<int>(par.micro_batch) : r.mini_batch;
+      out.plan = planner.assemble({{all, r.devices}}, micro, "dp");
     } else {
       out.plan = planner.plan();
     }
+    apply_overrides(config, g, planner, out.plan);
     out.costs = planner.stage_graph(out.plan);
     out.table = plan::stage_table(planner, out.plan) + "\n" + plan::sync_table(planner, out.plan, 6);
   } catch (const plan::PlanError& e) {
@@ -64,17 +99,9 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   return out;
 }
 
-void Trainer::make_plan() {
-  auto p = plan_for(config_, module_->graph());
-  plan_ = std::move(p.plan);
-  if (leader()) {
-    out_ << p.table;
-    write_file_atomic(run_dir_ + "/plan.json", plan_->to_json().dump(1) + "\n");
-  }
-}
 
 std::vector<std::string> Trainer::gather_strings(const std::string& mine) const {
-  return group_ ? comm::allgather_strings(*group_, mine) : std::vector<std::string>{mine};
+  return size_ > 1 ? comm::allgather_strings(*group_, mine) : std::vector<std::string>{mine};
 }
 
 void Trainer::write_trace() const {
@@ -86,7 +113,7 @@ void Trainer::write_trace() const {
                       {"steps", trace_.size()},
                       {"mini_batch", config_.train.mini_batch}};
   write_file_atomic(run_dir_ + "/trace.json",
-                    merged_trace(all, plan_ ? &*plan_ : nullptr, std::move(meta)).dump() + "\n");
+                    merged_trace(all, &plan_, std::move(meta)).dump() + "\n");
 }
 
 }  // namespace trident::runtime

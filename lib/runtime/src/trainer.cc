@@ -1,5 +1,6 @@
 #include "trident/runtime/trainer.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,13 +12,17 @@
 #include <sstream>
 #include <thread>
 
+#include "trident/plan/report.h"
 #include "trident/runtime/process.h"
+#include "trident/runtime/sharded_checkpoint.h"
+#include "trident/zoo/zoo.h"
 #include "trident/runtime/checkpoint.h"
 #include "trident/runtime/progress.h"
 
 namespace trident::runtime {
 namespace {
 
+using plan::human_bytes;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -56,94 +61,83 @@ std::atomic<bool>& Trainer::stop_requested() {
 
 Trainer::~Trainer() = default;
 
-Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out) : config_(std::move(config)), out_(out) {
+Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::optional<comm::Group> world)
+    : config_(std::move(config)), out_(out) {
   const auto threads = config_.train.threads ? config_.train.threads
                                              : std::max<std::int64_t>(1, std::thread::hardware_concurrency());
   configure_process(static_cast<int>(threads));
-  torch::manual_seed(config_.train.seed);
+  const auto graph = zoo::build_graph(config_.model);
+  run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
+  join(std::move(world));
+  if (resume && !std::filesystem::exists(run_dir_))
+    throw ConfigError("--resume " + run_dir_ + ": no such run directory");
+  if (leader()) std::filesystem::create_directories(run_dir_);
+  agree_on_plan(graph);
+  build_stage(graph);
 
-  auto graph = zoo::build_graph(config_.model);
-  module_ = std::make_shared<nn::GraphModule>(graph);
-  auto sg = graph::whole_graph(module_->graph());
-  logits_ = module_->graph().op(module_->graph().loss()).inputs[0].producer;
-  sg.outputs.push_back(logits_);
-  executor_ = std::make_unique<nn::GraphExecutor>(*module_, sg);
-  params_ = module_->parameters_of(sg.ops);
-
-  data_ = load_data(config_, module_->graph());
-  data_.train.check_fits(module_->graph());
+  data_ = load_data(config_, graph);
+  data_.train.check_fits(graph);
   sampler_ = std::make_unique<data::EpochSampler>(data_.train.size(), config_.train.mini_batch, config_.train.seed);
   total_steps_ = config_.train.steps ? config_.train.steps : config_.train.epochs * sampler_->steps_per_epoch();
   optimizer_ = Optimizer::make(config_.optimizer);
-
-  run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
-  if (config_.parallel.devices > 1) world_ = comm::world_from_env();  // leader() is needed before connect()
-  if (leader()) std::filesystem::create_directories(run_dir_);
   if (resume) {
-    Checkpoint ck;
-    try {
-      ck = load_checkpoint(run_dir_ + "/checkpoint.pt");
-    } catch (const std::exception& e) {
-      throw TrainingError(std::string("--resume ") + run_dir_ + ": " + e.what());
-    }
-    torch::NoGradGuard no_grad;
-    for (auto& [name, p] : params_) {
-      auto it = ck.params.find(name);
-      if (it == ck.params.end()) throw TrainingError("--resume " + run_dir_ + ": checkpoint lacks parameter " + name);
-      if (it->second.sizes() != p.sizes()) {
-        throw TrainingError("--resume " + run_dir_ + ": parameter " + name + " has shape " +
-                            c10::str(it->second.sizes()) + " in the checkpoint but " + c10::str(p.sizes()) +
-                            " in the model");
-      }
-      p.copy_(it->second);
-    }
-    optimizer_->load_state(std::move(ck.optimizer));
-    step_ = ck.step;
-    wall_offset_s_ = ck.meta.value("wall_s", 0.0);
+    load(run_dir_);
   } else if (leader()) {
     std::ofstream(run_dir_ + "/metrics.jsonl", std::ios::trunc);
   }
   if (leader()) write_file_atomic(run_dir_ + "/config.yaml", config_.to_yaml());
-  if (config_.parallel.devices > 1 && config_.parallel.partitioner != "dp") make_plan();
-  if (config_.parallel.devices > 1) connect();
 }
 
-void Trainer::append_metrics(const std::string& line) const {
-  if (!leader()) return;
-  std::ofstream out(run_dir_ + "/metrics.jsonl", std::ios::app);
-  out << line << "\n";
-}
-
-void Trainer::save(double wall_s) const {
-  if (sync_) sync_->flush();  // pending PS pulls: every rank holds the same weights
-  if (stage_) stage_->share_weights();  // rank 0 writes every stage's weights
-  auto optimizer_state = gathered_optimizer_state();  // every rank takes part
-  if (!leader()) return;
-  Checkpoint ck;
-  ck.step = step_;
-  ck.meta = {{"model", config_.model.name}, {"preset", config_.model.preset}, {"wall_s", wall_s},
-             {"config", config_.to_yaml()}};
-  for (const auto& [name, p] : params_) ck.params[name] = p;
-  ck.optimizer = std::move(optimizer_state);
-  save_checkpoint(run_dir_ + "/checkpoint.pt", ck);
-}
-
-Evaluation Trainer::evaluate(const data::Dataset& split) const {
-  if (stage_) stage_->share_weights();  // evaluation runs the whole model on every rank
-  torch::NoGradGuard no_grad;
-  constexpr std::int64_t kChunk = 1000;
-  double loss = 0, correct = 0;
-  const std::int64_t n = split.size();
-  // Each rank evaluates its share of the rows; the sums are added up.
-  const auto part = data::shard_range(n, world_.rank, world_.world_size);
-  for (std::int64_t begin = part.first; begin < part.second; begin += kChunk) {
-    auto idx = torch::arange(begin, std::min(part.second, begin + kChunk), torch::kInt64);
-    auto batch = split.batch(idx);
-    auto out = executor_->forward({}, batch);
-    loss += out.at(module_->graph().loss()).item<double>();
-    correct += out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
+// This rank's stage and nothing else (DESIGN contract 9): its modules, with
+// weights from (seed, name), its executor and its replicas' gradient sync.
+void Trainer::build_stage(const graph::OpGraph& graph) {
+  std::set<graph::OpId> ops;
+  int stage = -1;
+  for (const auto& st : plan_.stages)
+    if (std::find(st.devices.begin(), st.devices.end(), rank_) != st.devices.end()) stage = st.id;
+  if (stage >= 0)
+    for (const auto& name : plan_.stages[stage].ops) ops.insert(graph.id_of(name));
+  check_memory_limit(stage);
+  try {
+    module_ = std::make_shared<nn::GraphModule>(graph, config_.train.seed, ops);
+  } catch (const c10::Error& e) {
+    throw TrainingError("rank " + std::to_string(rank_) + " (stage " + std::to_string(stage) +
+                        "): out of memory building the stage's " + std::to_string(ops.size()) +
+                        " ops (the plan needs " + human_bytes(stage >= 0 ? plan_.stages[stage].memory_bytes : 0) +
+                        " per device): " + comm::one_line(e));
   }
-  const auto total = sum_over_ranks({loss, correct});
+  stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_);
+  const auto& par = config_.parallel;
+  sync_ = make_stage_sync(*stage_, plan_, *group_, static_cast<std::int64_t>(par.bucket_mb * 1024 * 1024),
+                          static_cast<int>(par.staleness));
+}
+
+// Before allocating: a stage whose planned memory exceeds what this process
+// may still map (its address-space limit, e.g. `prlimit --as`) fails with
+// one line naming both, instead of dying in an allocation.
+void Trainer::check_memory_limit(int stage) const {
+  if (stage < 0) return;
+  struct rlimit lim {};
+  if (::getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return;
+  const double need = plan_.stages[stage].memory_bytes;
+  const double left = static_cast<double>(lim.rlim_cur) - static_cast<double>(mapped_bytes());
+  if (need <= left) return;
+  throw TrainingError("rank " + std::to_string(rank_) + " (stage " + std::to_string(stage) +
+                      "): out of memory: the plan needs " + human_bytes(need) +
+                      " per device for this stage (weights, gradients, optimizer state, activations) but this "
+                      "process may map only " + human_bytes(std::max(0.0, left)) + " more (address-space limit " +
+                      human_bytes(static_cast<double>(lim.rlim_cur)) + "); pipeline the model over more processes, "
+                      "e.g. --set parallel.devices=4 --set parallel.partitioner=pipedream");
+}
+
+Evaluation Trainer::evaluate(const data::Dataset& split) {
+  if (sync_) sync_->flush();  // pending PS pulls: the replicas hold the same weights
+  const std::int64_t n = split.size();
+  auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
+    return split.batch(torch::arange(begin, end, torch::kInt64), fields);
+  };
+  const auto r = stage_->evaluate(source, n);
+  const auto total = sum_over_ranks({r.loss_sum, r.correct});
   return {total[0] / static_cast<double>(n), total[1] / static_cast<double>(n)};
 }
 
@@ -153,7 +147,8 @@ void Trainer::arm_sync() {
   sync_->arm();
 }
 
-double Trainer::sync_and_step(const comm::NamedParams& params, double lr, TraceLog& trace) {
+double Trainer::sync_and_step(double lr, TraceLog& trace) {
+  const auto& params = stage_->params();
   if (!sync_) {
     const auto t0 = now_us();
     optimizer_->apply(params, lr);
@@ -186,11 +181,12 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
                 std::to_string(total_steps_) + " steps of " + std::to_string(batch_size) + ", " +
                 config_.optimizer.name + " lr " + fixed(config_.optimizer.lr, 4) + ", " +
                 std::to_string(torch::get_num_threads()) + " threads" +
-                (plan_ ? ", " + std::to_string(world_.world_size) + " processes, " + plan_->partitioner + " plan of " +
-                             std::to_string(plan_->stages.size()) + " stages, " +
-                             std::to_string(plan_->micro_batches()) + " micro-batches, " + plan_->schedule
-                 : group_ ? ", " + std::to_string(world_.world_size) + " processes, gradient sync " + sync_->name()
-                          : std::string()) +
+                (size_ == 1 ? std::string()
+                 : plan_.stages.size() == 1
+                     ? ", " + std::to_string(size_) + " processes, data parallel, gradient sync " + sync_->name()
+                     : ", " + std::to_string(size_) + " processes, " + plan_.partitioner + " plan of " +
+                           std::to_string(plan_.stages.size()) + " stages, " +
+                           std::to_string(plan_.micro_batches()) + " micro-batches, " + plan_.schedule) +
                 "; run dir " + run_dir_ +
                 (step_ ? "; resumed at step " + std::to_string(step_) : ""));
 
@@ -212,42 +208,20 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
                   fixed(100 * ev.accuracy, 2) + "%, test loss " + fixed(ev.loss, 4));
   };
 
-  const auto loss_id = module_->graph().loss();
   while (step_ < total_steps_) {
     if (stop_after && step_ >= *stop_after) return result;
     const double lr = learning_rate(config_.optimizer, step_, total_steps_);
-    auto indices = sampler_->batch_indices(step_);
+    const auto indices = sampler_->batch_indices(step_);
     TraceLog trace;
     const auto step_start = now_us();
-    double loss_local = 0, correct_local = 0;
-    if (stage_) {
-      // Graph pipeline: this rank's stage runs its schedule over the global batch.
-      auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
-        return data_.train.batch(indices.slice(0, begin, end), fields);
-      };
-      const auto r = stage_->run(source, static_cast<double>(batch_size), [this] { arm_sync(); }, &trace);
-      window_exposed += sync_and_step(stage_->params(), lr, trace);
-      loss_local = r.loss_sum / static_cast<double>(batch_size);
-      correct_local = r.correct;
-    } else {
-      // One process, or data parallel: this rank's contiguous slice of the global batch.
-      const std::int64_t rows = batch_size / world_.world_size;
-      if (group_) indices = indices.narrow(0, world_.rank * rows, rows);
-      auto batch = data_.train.batch(indices);
-      auto t0 = now_us();
-      auto out = executor_->forward({}, batch);
-      // See Note [Loss scale] in nn/executor.h: the sum over this rank's rows,
-      // divided by the global batch, so the ranks' gradients add up.
-      auto loss = out.at(loss_id) / static_cast<double>(batch_size);
-      trace.add("forward", "forward", kComputeLane, t0, now_us());
-      arm_sync();
-      t0 = now_us();
-      loss.backward();
-      trace.add("backward", "backward", kComputeLane, t0, now_us());
-      window_exposed += sync_and_step(params_, lr, trace);
-      loss_local = loss.item<double>();
-      correct_local = out.at(logits_).argmax(1).eq(batch.at("label")).sum().item<double>();
-    }
+    // Every plan: this rank's stage runs its schedule over the global batch.
+    auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
+      return data_.train.batch(indices.slice(0, begin, end), fields);
+    };
+    const auto r = stage_->run(source, static_cast<double>(batch_size), [this] { arm_sync(); }, &trace);
+    window_exposed += sync_and_step(lr, trace);
+    const double loss_local = r.loss_sum / static_cast<double>(batch_size);
+    const double correct_local = r.correct;
     // One small collective per step gives every rank the global loss (for
     // the non-finite check) and the same stop decision after Ctrl-C.
     const auto global = sum_over_ranks({loss_local, correct_local, stop_requested().load() ? 1.0 : 0.0});
@@ -308,6 +282,7 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
       result.interrupted = true;
       result.steps = step_;
       write_trace();
+      record_memory();
       return result;
     }
   }
@@ -316,9 +291,10 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
   if (config_.train.eval) eval_line((step_ + spe - 1) / spe);
   save(wall());
   write_trace();
+  record_memory();
   result.steps = step_;
   progress.line("done: " + std::to_string(step_) + " steps in " + Progress::duration(wall()) + "; checkpoint " +
-                run_dir_ + "/checkpoint.pt, metrics " + run_dir_ + "/metrics.jsonl");
+                checkpoint_dir(run_dir_, step_) + ", metrics " + run_dir_ + "/metrics.jsonl");
   return result;
 }
 

@@ -56,17 +56,24 @@ struct Result {
   std::vector<std::string> errors;
   std::vector<double> loss;    // per step, summed over the loss stage's replicas
   std::vector<std::set<std::string>> fields;  // the dataset fields each rank read
+  std::vector<std::set<std::string>> held;    // every parameter each rank's module holds
 };
 
 Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
-  torch::manual_seed(0);
+  // Stage-local state (DESIGN contract 9): rank r builds only its stage's
+  // ops; weights follow from (seed, name), so they start equal to the
+  // single process's (modules[n], every op).
   std::vector<std::shared_ptr<nn::GraphModule>> modules;
-  for (int r = 0; r <= n; ++r) {
-    torch::manual_seed(0);
-    modules.push_back(std::make_shared<nn::GraphModule>(g));
+  for (int r = 0; r < n; ++r) {
+    std::set<graph::OpId> ops;
+    for (const auto& st : p.stages)
+      if (std::find(st.devices.begin(), st.devices.end(), r) != st.devices.end())
+        for (const auto& name : st.ops) ops.insert(g.id_of(name));
+    modules.push_back(std::make_shared<nn::GraphModule>(g, 7, ops));
   }
+  modules.push_back(std::make_shared<nn::GraphModule>(g, 7));
   auto gen = at::detail::createCPUGenerator(11);
   std::vector<nn::Batch> batches;
   for (int s = 0; s < steps; ++s) batches.push_back(nn::random_batch(g, batch, gen));
@@ -89,6 +96,7 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
   res.errors.resize(n);
   res.loss.assign(steps, 0);
   res.fields.resize(n);
+  res.held.resize(n);
   std::mutex mu;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::thread> threads;
@@ -122,6 +130,7 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
           res.loss[s] += out.loss_sum;
         }
         for (const auto& [name, w] : ex.params()) res.ranks[r][name] = w.detach().clone();
+        for (const auto& q : modules[r]->named_parameters()) res.held[r].insert(q.key());
       } catch (const std::exception& e) {
         res.errors[r] = e.what();
       }
@@ -142,6 +151,13 @@ void expect_equal(const Result& res, const plan::Plan& p) {
     }
   // Every parameter trained somewhere (stages may leave devices idle).
   EXPECT_EQ(seen.size(), res.single.size()) << p.to_json().dump();
+  // No rank holds a parameter of another stage: what its module holds is
+  // exactly what its stage trains.
+  for (std::size_t r = 0; r < res.ranks.size(); ++r) {
+    std::set<std::string> stage_params;
+    for (const auto& [name, w] : res.ranks[r]) stage_params.insert(name);
+    EXPECT_EQ(res.held[r], stage_params) << "rank " << r;
+  }
 }
 
 bool starts(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }

@@ -60,6 +60,13 @@ class GradSync {
   // owns (so optimizer state lives only on the owner) and broadcasts them.
   using Update = std::function<void(const std::string& name, torch::Tensor& param, const torch::Tensor& grad)>;
   virtual void apply(const Update& update) = 0;
+  // Who applies the optimizer to parameter `name` (and so holds its
+  // optimizer state): every member, or one member — this one or another.
+  enum class Updater { kEvery, kThisRank, kOtherRank };
+  virtual Updater updater(const std::string& name) const {
+    (void)name;
+    return Updater::kEvery;
+  }
   // An observer for the executors that run this model's ops (SFB captures
   // Linear layers' inputs and output gradients); empty when not needed.
   using OpObserver = std::function<void(graph::OpId, const std::vector<torch::Tensor>&, const torch::Tensor&)>;

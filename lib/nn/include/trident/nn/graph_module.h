@@ -4,14 +4,25 @@
 // of op `branch0.layer1.fc1` are `branch0.layer1.fc1.weight` and `.bias` —
 // the names used by checkpoints, plans and gradient sync.
 //
-// Parameters are initialised in op-id order from torch's global generator:
-// seed it (torch::manual_seed) before construction for reproducible weights.
+// A module may hold only some ops (a pipeline stage): the others get no
+// module and no parameters, so a rank allocates only its own stage.
+//
+// Note [Initial weights]: every parameter's initial values follow from
+// (seed, parameter name) alone — a generator seeded by both draws it, with
+// the distribution torch gives that layer by default (Linear and Conv2d:
+// uniform ±1/sqrt(fan_in) for weight and bias; EmbeddingBag: N(0, 1);
+// LayerNorm: ones and zeros). So one process, any pipeline and any data-
+// parallel width start from identical weights without sending any, whoever
+// builds which op.
 // Each op's function maps its inputs (batch dimension first) to its output;
 // the loss op returns the *sum* of per-sample losses (see Note [Loss scale]
 // in executor.h).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,20 +36,31 @@ using OpFn = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
 
 class GraphModule : public torch::nn::Module {
  public:
-  // Builds modules for every op; throws graph::GraphError for an unknown kind.
-  explicit GraphModule(const graph::OpGraph& graph);
+  // Builds modules for the ops in `ops` (every op when nullopt), with
+  // weights from `seed` (Note [Initial weights]); throws graph::GraphError
+  // for an unknown kind.
+  explicit GraphModule(const graph::OpGraph& graph, std::uint64_t seed = 0,
+                       const std::optional<std::set<graph::OpId>>& ops = std::nullopt);
 
   const graph::OpGraph& graph() const { return graph_; }
-  const OpFn& op_fn(graph::OpId id) const { return fns_.at(id); }
+  // Throws graph::GraphError when the op was not built here.
+  const OpFn& op_fn(graph::OpId id) const;
+  bool holds(graph::OpId id) const { return static_cast<bool>(fns_.at(id)); }
 
-  // The parameters owned by the given ops, by name, in op order.
+  // The parameters owned by the given ops, by name, in op order; throws
+  // graph::GraphError naming an op this module does not hold.
   std::vector<std::pair<std::string, torch::Tensor>> parameters_of(const std::vector<graph::OpId>& ops) const;
 
  private:
   void place(const std::string& dotted_name, std::shared_ptr<torch::nn::Module> module);
+  void initialise(std::uint64_t seed);
 
   graph::OpGraph graph_;
   std::vector<OpFn> fns_;
 };
+
+// The seed of the generator that draws parameter `name`'s initial values
+// (Note [Initial weights]): a hash of the name, mixed with `seed`.
+std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name);
 
 }  // namespace trident::nn

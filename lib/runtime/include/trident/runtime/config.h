@@ -68,6 +68,7 @@ struct ParallelConfig {
 
 struct CheckpointConfig {
   std::int64_t every = 0;  // steps between checkpoints; 0 = only at the end
+  std::int64_t keep = 2;   // complete checkpoints kept (the newest)
 };
 
 struct TrainConfig {

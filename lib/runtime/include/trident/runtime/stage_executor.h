@@ -24,9 +24,20 @@
 // numbered k in plan order (edges, then each edge's tensors); a message
 // carries tag (k·M + m)·2 + direction (0 forward, 1 backward). Between two
 // ranks there is at most one piece per (k, m, direction), so tags never
-// collide. Every receive of an iteration is posted before its first action,
-// so communication overlaps compute and no send waits on a receive that a
-// schedule posts late.
+// collide. Sends are asynchronous and waited for only at the end of the
+// iteration. Receives are posted ahead, in the order the stage's actions
+// consume them, at most `window` micro-batches per direction, where window
+// is the stage's in-flight count (the most forwards its schedule runs
+// before their backwards): communication overlaps compute while receive
+// buffers stay bounded by the plan's in-flight memory, not by the number
+// of micro-batches.
+//
+// Note [Pipelined evaluation]: evaluate() runs the test rows forward only
+// through the same stages, pieces and tags, in chunks of the plan's
+// mini-batch split into its micro-batches (a last, shorter chunk as one
+// micro-batch); each replica forwards its slice. The loss stage's sums over
+// all ranks equal one process's, and no rank ever holds another stage's
+// parameters.
 //
 // Edge contracts (contract 5): every piece is checked against its edge's
 // declared shape and dtype before it is sent; a mismatch throws
@@ -38,6 +49,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -112,6 +124,7 @@ class StageExecutor {
   const std::set<std::string>& fields() const { return fields_; }
   nn::GraphExecutor& executor() { return *executor_; }
   const graph::OpGraph& graph() const { return graph_; }
+  const plan::Plan& plan() const { return plan_; }
 
   // One iteration: every action of this stage's schedule. Losses are scaled
   // by 1/divisor (the global batch; Note [Loss scale] in nn/executor.h).
@@ -121,17 +134,41 @@ class StageExecutor {
   StageResult run(const FieldSource& fields, double divisor, const std::function<void()>& before_last_backward,
                   TraceLog* trace = nullptr);
 
-  // Every rank receives every stage's parameters from the stage's first
-  // replica (world broadcasts, stage by stage): before evaluating the whole
-  // model or writing a checkpoint. All ranks must call it.
-  void share_weights();
+  // Forward only over rows [0, rows) of `fields` (Note [Pipelined
+  // evaluation]): the loss stage's sums of loss and correct rows over its
+  // slice; zeros elsewhere. Every rank of the plan calls it with the same rows.
+  StageResult evaluate(const FieldSource& fields, std::int64_t rows);
 
   struct Piece;
   struct Crossing;
+  struct Layout;
+  struct Exchange;
 
  private:
-  void build();  // rank -> stage, crossings, pieces, actions; the executor when not emulated
+  void build();  // rank -> stage, crossings, actions; the executor when not emulated
+  // Where this rank's rows and pieces lie when micro-batches have `micro_batch` rows.
+  const Layout& layout(std::int64_t micro_batch);
+  // One pass of `actions` over the micro-batches of `layout`; rows of
+  // micro-batch m start at `first_row` + m·micro_batch.
+  StageResult pass(const Layout& layout, const std::vector<std::pair<bool, int>>& actions, std::int64_t first_row,
+                   const FieldSource& source, double divisor, const std::function<void()>& before_last_backward,
+                   TraceLog* trace);
+  void forward(Exchange& x, int m, std::int64_t first_row, const FieldSource& source, StageResult& result,
+               const std::string& action, TraceLog* trace);
+  void backward(Exchange& x, int m, double divisor, const std::string& action, TraceLog* trace);
+  // Emulated F or B; returns its modelled compute span (µs).
+  std::pair<std::int64_t, std::int64_t> emulated_action(Exchange& x, bool backward, int m, const std::string& action,
+                                                        TraceLog* trace);
+  // p2p (Note [Tags]): post the receives of the next micro-batch of direction
+  // d, wait for one piece, gather this rank's rows of crossing k, send.
+  void post_next(Exchange& x, int d);
+  torch::Tensor take(Exchange& x, int d, std::size_t piece, int m, const std::string& action);
+  torch::Tensor gather(Exchange& x, int d, int k, int m, const std::string& action);
+  void send(Exchange& x, const Piece& piece, const torch::Tensor& value, int m, int d);
+  void post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d);
+  static void note_wait(std::int64_t t0, std::int64_t t1, const std::string& action, TraceLog* trace);
   void emulated_sync(std::int64_t last_backward_start_us, std::int64_t last_backward_end_us, TraceLog* trace);
+  std::string here() const;
 
   const graph::OpGraph& graph_;
   nn::GraphModule* module_ = nullptr;  // null when emulated
@@ -140,7 +177,7 @@ class StageExecutor {
   plan::Plan plan_;
   comm::Group world_;
   int stage_ = -1, replica_ = 0, micro_batches_ = 0;
-  std::int64_t micro_batch_ = 0, row_begin_ = 0, row_end_ = 0;
+  std::int64_t micro_batch_ = 0;
   bool has_loss_ = false;
   graph::OpId logits_ = -1, labels_ = -1;
   std::unique_ptr<nn::GraphExecutor> executor_;
@@ -148,10 +185,12 @@ class StageExecutor {
   std::set<std::string> fields_;
   std::vector<int> stage_of_device_;
   std::vector<Crossing> crossings_;  // indexed by k (Note [Tags])
-  std::vector<Piece> in_, out_;      // this rank's pieces, receive and send
-  std::set<int> input_ks_, output_ks_;  // the crossings k that in_ / out_ cover
+  std::map<std::int64_t, std::unique_ptr<Layout>> layouts_;  // by micro-batch rows
   std::vector<std::pair<bool, int>> actions_;  // (backward?, micro-batch)
-  int last_backward_ = -1;           // index in actions_
+  struct Saved {
+    nn::TensorMap inputs, outputs;
+  };
+  std::map<int, Saved> saved_;  // micro-batches between their forward and backward
 };
 
 // The gradient sync among the replicas of this rank's stage, over a new

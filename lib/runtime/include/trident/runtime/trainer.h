@@ -1,23 +1,33 @@
-// Trainer: training of a zoo model from a TrainConfig, on one process,
-// as a graph pipeline (parallel.partitioner graphpipe | pipedream | plan.json:
-// each rank runs one stage replica, see stage_executor.h), or
-// data parallel on parallel.devices processes (started by `trident launch`,
-// torchrun, mpirun or srun; see comm/world.h). Each process takes a
-// contiguous, equal slice of every global batch and gradients are synced by
-// parallel.grad_sync, so the weights equal single-process training on the
-// same global batch. Rank 0 writes the run directory.
-// Owns the run directory `runs_dir/name/`:
+// Trainer: training of a zoo model from a TrainConfig, on one process or
+// on parallel.devices processes (started by `trident launch`, torchrun,
+// mpirun or srun; see comm/world.h). Every run is a plan (DESIGN contract
+// 10): one process is a plan of one stage on one device; data parallelism
+// (partitioner dp) one stage of N replicas; graphpipe | pipedream | a
+// plan.json a graph pipeline. One loop runs them all through StageExecutor,
+// and each replicated stage syncs its gradients by the plan's methods, so
+// the weights equal single-process training on the same global batch.
+//
+// The run keeps the plan (contract 9): rank 0 makes the plan and every rank
+// receives it; a rank builds only its stage's modules, parameters and
+// optimizer state (initial weights from (train.seed, name), Note [Initial
+// weights] in nn/graph_module.h); evaluation runs through the pipeline;
+// checkpoints are written in shards (Note [Sharded checkpoints]).
+//
+// Owns the run directory `runs_dir/name/` (rank 0 writes all but the shards):
 //   config.yaml     the resolved config (every default filled in)
+//   plan.json       the plan that ran
 //   metrics.jsonl   one JSON object per line: training windows
-//                   {step, epoch, loss, accuracy, lr, samples_per_s, wall_s}
-//                   and evaluations {step, epoch, test_loss, test_accuracy, wall_s}
-//   checkpoint.pt   weights + optimizer state by parameter name (atomic)
-//   plan.json       graph pipelines: the plan that ran
+//                   {step, epoch, loss, accuracy, lr, samples_per_s, wall_s},
+//                   evaluations {step, epoch, test_loss, test_accuracy, wall_s},
+//                   and at the end {step, memory: [per rank: rank, stage,
+//                   replica, peak_rss_bytes, planned_bytes]}
+//   checkpoints/step-<N>/  the last checkpoint.keep checkpoints (manifest + shards)
 //   trace.json      Chrome trace of the last steps, every rank (Perfetto)
 // A fresh run starts a new metrics file; a resumed run (resume = true) loads
-// checkpoint.pt and appends. With one thread and a fixed seed a resumed run
-// ends with bitwise the same weights as an uninterrupted one: the sample
-// order is a function of (seed, step) and the update of (weights, state).
+// the newest complete checkpoint — under any plan — and appends. With one
+// thread and a fixed seed a resumed run ends with the same weights as an
+// uninterrupted one: the sample order is a function of (seed, step) and the
+// update of (weights, state).
 #pragma once
 
 #include <atomic>
@@ -57,11 +67,11 @@ struct Evaluation {
   double loss = 0, accuracy = 0;
 };
 
-// Graph pipelines (parallel.devices > 1, partitioner not dp): the plan —
-// planned for parallel.cluster, or read from the .json path and checked
-// against the model and the config — and its stage and sync tables. Throws
-// ConfigError naming the field; `trident train` calls it before starting
-// processes.
+// The plan of a run: for graphpipe | pipedream planned for parallel.cluster,
+// for a .json path read and checked against the model and the config, for
+// dp one stage of parallel.devices replicas; then parallel.sync's
+// overrides. With its stage and sync tables. Throws ConfigError naming the
+// field; `trident train` calls it before starting processes.
 struct PipelinePlan {
   plan::Plan plan;
   std::string table;
@@ -69,20 +79,32 @@ struct PipelinePlan {
 };
 PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& graph);
 
+// This process's peak resident memory so far (getrusage), in bytes.
+std::int64_t peak_rss_bytes();
+// This process's mapped address space now (/proc/self/statm), in bytes.
+std::int64_t mapped_bytes();
+
 class Trainer {
  public:
-  // Sets threads and seed, builds the model and data, and with `resume`
-  // loads the run's checkpoint. Throws ConfigError / data::DataError for bad
-  // input, TrainingError for an unusable checkpoint.
-  Trainer(TrainConfig config, bool resume, std::ostream& out);
+  // Sets threads, joins the ranks (`world` when given, e.g. threads over a
+  // HashStore in tests; else the launcher's environment, or a group of one),
+  // receives the plan, builds this rank's stage and data and with `resume`
+  // loads the run's newest checkpoint. Throws ConfigError / data::DataError
+  // for bad input, TrainingError for an unusable checkpoint or a stage that
+  // cannot fit this process's memory limit.
+  Trainer(TrainConfig config, bool resume, std::ostream& out, std::optional<comm::Group> world = std::nullopt);
   ~Trainer();
 
   // Trains to the configured end; `stop_after` ends early after that many
   // total steps without a final checkpoint, as a crash would (for tests).
   TrainResult run(std::optional<std::int64_t> stop_after = std::nullopt);
-  Evaluation evaluate(const data::Dataset& split) const;
+  // Loss and accuracy over `split`, forward through the pipeline; every rank calls it.
+  Evaluation evaluate(const data::Dataset& split);
 
-  const nn::GraphModule& module() const { return *module_; }
+  // This rank's parameters (its stage's; none when idle), by name.
+  const comm::NamedParams& params() const { return stage_->params(); }
+  const plan::Plan& plan() const { return plan_; }
+  int stage() const { return stage_->stage(); }
   const data::Splits& data() const { return data_; }
   const std::string& run_dir() const { return run_dir_; }
   std::int64_t total_steps() const { return total_steps_; }
@@ -93,46 +115,48 @@ class Trainer {
   static std::atomic<bool>& stop_requested();
 
  private:
-  void save(double wall_s) const;
+  void join(std::optional<comm::Group> world);  // the group of every rank, checked by a preflight
+  // Rank 0 makes the plan (plan_for), prints and saves it; every rank
+  // receives it and checks that its config (and plan file) agree.
+  void agree_on_plan(const graph::OpGraph& graph);
+  void build_stage(const graph::OpGraph& graph);
+  void check_memory_limit(int stage) const;
+  void load(const std::string& run_dir);
+  void save(double wall_s);
   void append_metrics(const std::string& line) const;
-  void connect();  // data parallel: rendezvous, preflight, equal weights, gradient sync
-  std::map<std::string, std::string> sync_methods() const;
+  void record_memory();
   // Sums values over the ranks (a no-op on one process).
   std::vector<double> sum_over_ranks(std::vector<double> values) const;
-  std::map<std::string, ParamState> gathered_optimizer_state() const;
   // Every rank's `mine`, in rank order, on every rank (one string when alone).
   std::vector<std::string> gather_strings(const std::string& mine) const;
-  // Graph pipelines: the plan (planned now, or read from parallel.partitioner),
-  // checked against the model and the config; rank 0 prints and saves it.
-  void make_plan();
   // Rank 0 writes trace.json: every rank's events of the last traced steps.
   void write_trace() const;
-  bool pipelined() const { return plan_.has_value(); }
+  // Whether this rank writes / loads the optimizer state of `name`: the one
+  // replica that updates it (PS owner), else replica 0 writes and all load.
+  bool writes_state(const std::string& name) const;
+  bool loads_state(const std::string& name) const;
   // Arms the gradient sync (if any) before the backward that completes the gradients.
   void arm_sync();
   // After backward: waits for the gradient sync (if any) and steps the
-  // optimizer on `params`, zeroing their gradients; records both in
-  // `trace`. Returns the exposed communication seconds (0 without sync).
-  double sync_and_step(const comm::NamedParams& params, double lr, TraceLog& trace);
-  bool leader() const { return world_.rank == 0; }
+  // optimizer on this stage's parameters, zeroing their gradients; records
+  // both in `trace`. Returns the exposed communication seconds (0 without sync).
+  double sync_and_step(double lr, TraceLog& trace);
+  bool leader() const { return rank_ == 0; }
 
   TrainConfig config_;
   std::ostream& out_;
   std::string run_dir_;
-  std::shared_ptr<nn::GraphModule> module_;
-  std::unique_ptr<nn::GraphExecutor> executor_;  // whole graph, loss and logits out
-  graph::OpId logits_ = -1;
+  int rank_ = 0, size_ = 1;
+  std::optional<comm::Group> group_;
+  plan::Plan plan_;
+  std::shared_ptr<nn::GraphModule> module_;  // this stage's ops only
+  std::unique_ptr<StageExecutor> stage_;
+  std::unique_ptr<comm::GradSync> sync_;
   data::Splits data_;
   std::unique_ptr<data::EpochSampler> sampler_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::int64_t total_steps_ = 0, step_ = 0;
-  comm::WorldInfo world_;
-  std::optional<comm::Group> group_;
-  std::unique_ptr<comm::GradSync> sync_;
   double wall_offset_s_ = 0;  // wall time of the run before a resume
-  std::optional<plan::Plan> plan_;          // graph pipeline (devices > 1, partitioner not dp)
-  std::unique_ptr<StageExecutor> stage_;
   std::deque<TraceLog> trace_;              // the last few steps' events
   static constexpr std::size_t kTracedSteps = 4;
   std::int64_t sync_armed_us_ = 0;          // when the gradient sync of this step was armed

@@ -1,0 +1,137 @@
+// The Trainer's state on disk: sharded checkpoints (Note [Sharded
+// checkpoints] in sharded_checkpoint.h), metrics lines, and memory records.
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "trident/runtime/sharded_checkpoint.h"
+#include "trident/runtime/trainer.h"
+
+namespace trident::runtime {
+
+std::int64_t peak_rss_bytes() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<std::int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::int64_t mapped_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t pages = 0;
+  statm >> pages;
+  return pages * ::sysconf(_SC_PAGESIZE);
+}
+
+void Trainer::append_metrics(const std::string& line) const {
+  if (!leader()) return;
+  std::ofstream out(run_dir_ + "/metrics.jsonl", std::ios::app);
+  out << line << "\n";
+}
+
+bool Trainer::writes_state(const std::string& name) const {
+  const auto who = sync_ ? sync_->updater(name) : comm::GradSync::Updater::kEvery;
+  return who == comm::GradSync::Updater::kThisRank || (who == comm::GradSync::Updater::kEvery && stage_->replica() == 0);
+}
+
+bool Trainer::loads_state(const std::string& name) const {
+  return !sync_ || sync_->updater(name) != comm::GradSync::Updater::kOtherRank;
+}
+
+namespace {
+
+// Fault injection for the crash-safety test: TRIDENT_TEST_KILL_IN_SHARD=R:N
+// makes rank R kill itself (SIGKILL) in the middle of writing its shard of
+// the checkpoint at step N, after its first tensor.
+bool kill_requested(int rank, std::int64_t step) {
+  const char* v = std::getenv("TRIDENT_TEST_KILL_IN_SHARD");
+  return v && std::string(v) == std::to_string(rank) + ":" + std::to_string(step);
+}
+
+}  // namespace
+
+void Trainer::save(double wall_s) {
+  if (sync_) sync_->flush();  // pending PS pulls: every replica holds the same weights
+  const auto partial = partial_checkpoint_dir(run_dir_, step_);
+  if (leader()) {
+    std::filesystem::remove_all(partial);  // left by a crash, if any
+    std::filesystem::create_directories(partial);
+  }
+  gather_strings("");  // the directory exists for every rank
+  NamedTensors mine;
+  if (stage_->stage() >= 0) {
+    if (stage_->replica() == 0)
+      for (const auto& [name, p] : stage_->params()) mine.emplace_back("param/" + name, p);
+    for (const auto& [name, slots] : optimizer_->state())
+      if (writes_state(name))
+        for (const auto& [slot, t] : slots) mine.emplace_back("optim/" + name + "/" + slot, t);
+  }
+  const auto file = "rank-" + std::to_string(rank_) + ".bin";
+  if (kill_requested(rank_, step_)) {
+    write_shard(partial, file, NamedTensors(mine.begin(), mine.begin() + std::min<std::size_t>(1, mine.size())));
+    ::kill(::getpid(), SIGKILL);
+  }
+  const auto entries = write_shard(partial, file, mine);
+  const auto all = gather_strings(entries.dump());  // every shard is on disk
+  if (!leader()) return;
+  nlohmann::json tensors = nlohmann::json::object();
+  for (const auto& text : all) tensors.update(nlohmann::json::parse(text));
+  nlohmann::json manifest{{"wall_s", wall_s},
+                          {"model", config_.model.name},
+                          {"preset", config_.model.preset},
+                          {"config", config_.to_yaml()},
+                          {"plan", plan_.to_json()},
+                          {"tensors", std::move(tensors)}};
+  publish_checkpoint(run_dir_, step_, std::move(manifest), static_cast<int>(config_.checkpoint.keep));
+}
+
+// Each rank reads only the tensors of its own stage, whatever plan wrote them.
+void Trainer::load(const std::string& run_dir) {
+  CheckpointReader ck;
+  try {
+    ck = CheckpointReader::latest(run_dir);
+  } catch (const CheckpointError& e) {
+    throw TrainingError(std::string("--resume ") + run_dir + ": " + e.what());
+  }
+  torch::NoGradGuard no_grad;
+  std::map<std::string, ParamState> state;
+  try {
+    for (auto [name, p] : stage_->params()) {
+      const auto key = "param/" + name;
+      if (!ck.has(key)) throw TrainingError("--resume " + ck.path() + ": the checkpoint lacks parameter " + name);
+      const auto t = ck.read(key);
+      if (t.sizes() != p.sizes())
+        throw TrainingError("--resume " + ck.path() + ": parameter " + name + " has shape " + c10::str(t.sizes()) +
+                            " in the checkpoint but " + c10::str(p.sizes()) + " in the model");
+      p.copy_(t);
+      if (!loads_state(name)) continue;
+      const auto prefix = "optim/" + name + "/";
+      for (const auto& k : ck.keys(prefix)) state[name][k.substr(prefix.size())] = ck.read(k);
+    }
+  } catch (const CheckpointError& e) {
+    throw TrainingError(std::string("--resume: ") + e.what());
+  }
+  optimizer_->load_state(std::move(state));
+  step_ = ck.step();
+  wall_offset_s_ = ck.manifest().value("wall_s", 0.0);
+}
+
+// Every rank's peak resident memory beside its stage's planned memory
+// (DESIGN contract 9: the run keeps the plan), one metrics line.
+void Trainer::record_memory() {
+  const int stage = stage_->stage();
+  const nlohmann::json mine{{"rank", rank_},
+                            {"stage", stage},
+                            {"replica", stage_->replica()},
+                            {"peak_rss_bytes", peak_rss_bytes()},
+                            {"planned_bytes", stage >= 0 ? plan_.stages[stage].memory_bytes : 0.0}};
+  const auto all = gather_strings(mine.dump());
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& text : all) ranks.push_back(nlohmann::json::parse(text));
+  append_metrics(nlohmann::json{{"step", step_}, {"memory", ranks}}.dump());
+}
+
+}  // namespace trident::runtime
