@@ -14,10 +14,11 @@ Batch Dataset::batch(const torch::Tensor& indices, const std::set<std::string>& 
   return b;
 }
 
-void Dataset::check_fits(const graph::OpGraph& graph) const {
+void Dataset::check_fits(const graph::OpGraph& graph, const std::set<std::string>& only) const {
   for (const auto& op : graph.ops()) {
     if (!op.is_input()) continue;
     const std::string field = op.attrs.value("field", op.name);
+    if (!only.empty() && !only.count(field)) continue;
     auto it = fields.find(field);
     if (it == fields.end()) {
       std::string have;

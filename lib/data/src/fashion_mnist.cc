@@ -54,31 +54,42 @@ torch::Tensor read_idx(const std::string& path, std::uint32_t magic, std::vector
   return torch::from_blob(bytes.data() + header, dims, torch::kUInt8).clone();
 }
 
-Dataset read_split(const std::string& dir, const std::string& prefix, std::int64_t limit) {
-  auto images = read_idx(dir + "/" + prefix + "-images-idx3-ubyte.gz", 2051, {0, 28, 28});
-  auto labels = read_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz", 2049, {0});
-  if (images.size(0) != labels.size(0)) {
-    throw DataError("fashion-mnist: " + dir + "/" + prefix + " has " + std::to_string(images.size(0)) +
-                    " images but " + std::to_string(labels.size(0)) + " labels");
-  }
-  if (limit > 0 && limit < images.size(0)) {
-    images = images.slice(0, 0, limit);
-    labels = labels.slice(0, 0, limit);
-  }
-  // Mean and std of the Fashion-MNIST training images.
-  constexpr double kMean = 0.2860, kStd = 0.3530;
+Dataset read_split(const std::string& dir, const std::string& prefix, std::int64_t limit,
+                   const std::set<std::string>& fields) {
+  auto wanted = [&](const char* f) { return fields.empty() || fields.count(f) > 0; };
+  auto keep = [&](torch::Tensor t) { return limit > 0 && limit < t.size(0) ? t.slice(0, 0, limit).clone() : t; };
   Dataset d;
   d.name = "fashion-mnist";
   d.num_classes = 10;
-  d.fields["image"] = ((images.to(torch::kFloat32) / 255.0 - kMean) / kStd).unsqueeze(1).contiguous();
-  d.fields["label"] = labels.to(torch::kInt64);
+  torch::Tensor images;
+  if (wanted("image")) images = keep(read_idx(dir + "/" + prefix + "-images-idx3-ubyte.gz", 2051, {0, 28, 28}));
+  torch::Tensor labels = keep(read_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz", 2049, {0}));
+  if (images.defined()) {
+    if (images.size(0) != labels.size(0)) {
+      throw DataError("fashion-mnist: " + dir + "/" + prefix + " has " + std::to_string(images.size(0)) +
+                      " images but " + std::to_string(labels.size(0)) + " labels");
+    }
+    // Mean and std of the Fashion-MNIST training images; normalised in
+    // place, so loading peaks at one float copy.
+    constexpr double kMean = 0.2860, kStd = 0.3530;
+    auto x = images.to(torch::kFloat32);
+    images = torch::Tensor();
+    x.div_(255.0).sub_(kMean).div_(kStd);
+    d.fields["image"] = x.unsqueeze(1);
+  }
+  if (wanted("label")) d.fields["label"] = labels.to(torch::kInt64);
   return d;
 }
 
 }  // namespace
 
 Splits load_fashion_mnist(const std::string& dir, std::int64_t limit) {
-  return {read_split(dir, "train", limit), read_split(dir, "t10k", limit)};
+  return load_fashion_mnist(dir, limit, limit, {});
+}
+
+Splits load_fashion_mnist(const std::string& dir, std::int64_t train_limit, std::int64_t test_limit,
+                          const std::set<std::string>& fields) {
+  return {read_split(dir, "train", train_limit, fields), read_split(dir, "t10k", test_limit, fields)};
 }
 
 }  // namespace trident::data

@@ -114,6 +114,20 @@ Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>
   }
   for (const auto& m : metrics)
     if (m.contains("test_accuracy")) s.test_accuracy = m["test_accuracy"].get<double>();
+  const nlohmann::json* memory = nullptr;  // the last memory line
+  for (const auto& m : metrics)
+    if (m.contains("memory")) memory = &m["memory"];
+  if (memory) {
+    std::map<int, StageMemory> by_stage;
+    for (const auto& r : *memory) {
+      auto& sm = by_stage[r.at("stage").get<int>()];
+      sm.stage = r.at("stage").get<int>();
+      sm.ranks.push_back(r.at("rank").get<int>());
+      sm.peak_rss_bytes = std::max(sm.peak_rss_bytes, r.at("peak_rss_bytes").get<double>());
+      sm.planned_bytes = r.at("planned_bytes").get<double>();
+    }
+    for (auto& [stage, sm] : by_stage) s.memory.push_back(std::move(sm));
+  }
   return s;
 }
 
@@ -134,6 +148,15 @@ std::string summary_text(const Summary& s) {
   row("bubble", fmt("%.1f%%", 100 * s.bubble_fraction), pred(s.predicted_bubble_fraction, "%.1f%%", 100));
   row("exposed comm / rank", fmt("%.2f ms", s.exposed_comm_s * 1e3), "-");
   if (s.test_accuracy) o << "  test accuracy " << fmt("%.2f%%", 100 * *s.test_accuracy) << "\n";
+  if (!s.memory.empty()) {
+    row("memory per process", "peak RSS", "planned");
+    for (const auto& m : s.memory) {
+      std::string ranks;
+      for (int r : m.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      row((m.stage < 0 ? "idle" : "stage " + std::to_string(m.stage)) + " (rank " + ranks + ")",
+          fmt("%.1f MiB", m.peak_rss_bytes / (1 << 20)), fmt("%.1f MiB", m.planned_bytes / (1 << 20)));
+    }
+  }
   return o.str();
 }
 

@@ -44,6 +44,25 @@ TEST(Report, SummaryMeasuresIterationBubbleAndExposedCommunication) {
   EXPECT_NE(text.find("35.0%"), std::string::npos) << text;
 }
 
+// Measured memory per stage: the largest peak of its replicas, beside the
+// plan's; only the last memory line counts.
+TEST(Report, MemoryPerStageFromTheLastMemoryLine) {
+  auto rank = [](int r, int stage, double peak, double planned) {
+    return nlohmann::json{{"rank", r}, {"stage", stage}, {"replica", 0}, {"peak_rss_bytes", peak}, {"planned_bytes", planned}};
+  };
+  const auto s = summarize(two_rank_trace(), {{{"step", 1}, {"memory", {rank(0, 0, 1.0, 1.0)}}},
+                                              {{"step", 2},
+                                               {"memory", {rank(0, 0, 300.0, 100.0), rank(1, 1, 200.0, 50.0),
+                                                           rank(2, 1, 250.0, 50.0), rank(3, -1, 90.0, 0.0)}}}});
+  ASSERT_EQ(s.memory.size(), 3u);
+  EXPECT_EQ(s.memory[0].stage, -1);
+  EXPECT_EQ(s.memory[1].stage, 0);
+  EXPECT_DOUBLE_EQ(s.memory[1].peak_rss_bytes, 300.0);
+  EXPECT_EQ(s.memory[2].ranks, (std::vector<int>{1, 2}));
+  EXPECT_DOUBLE_EQ(s.memory[2].peak_rss_bytes, 250.0);
+  EXPECT_DOUBLE_EQ(s.memory[2].planned_bytes, 50.0);
+}
+
 TEST(Report, TimelineHasOneRowPerRankAndASpanPerEvent) {
   const auto svg = timeline_svg(two_rank_trace(), 1);
   EXPECT_NE(svg.find("rank 1 · stage 1"), std::string::npos);

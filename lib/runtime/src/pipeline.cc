@@ -49,13 +49,14 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   r.devices = static_cast<int>(par.devices);
   r.mini_batch = static_cast<int>(config.train.mini_batch);
   if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
-  const bool dp = par.partitioner == "dp";
+  // One device is one process whatever the partitioner: a plan of one stage.
+  const bool dp = par.partitioner == "dp" || par.devices == 1;
   const bool from_file = !dp && par.partitioner != "graphpipe" && par.partitioner != "pipedream";
-  r.partitioner = from_file ? "graphpipe" : par.partitioner;
+  r.partitioner = dp ? "dp" : from_file ? "graphpipe" : par.partitioner;
   r.schedule = par.schedule == "auto" ? "" : par.schedule;
   r.grad_sync = par.grad_sync;
   r.optimizer_states = config.optimizer.name == "adam" ? 2 : config.optimizer.momentum > 0 ? 1 : 0;
-  r.max_replicas = static_cast<int>(par.max_replicas);
+  r.max_replicas = dp ? 0 : static_cast<int>(par.max_replicas);
   auto bad = [&](const std::string& field, const std::string& what) { throw ConfigError(field + ": " + what); };
   const std::string field = "parallel.partitioner = " + par.partitioner;
   PipelinePlan out;

@@ -36,20 +36,17 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-// Keeps the first `samples` rows (all when 0).
-void truncate(data::Dataset& d, std::int64_t samples) {
-  if (samples == 0) return;
-  for (auto& [field, t] : d.fields) t = t.slice(0, 0, samples);
-}
 
-data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g) {
-  if (c.data.name == "fashion-mnist") {
-    auto s = data::load_fashion_mnist(c.data.path, 0);
-    truncate(s.train, c.data.train_size);
-    truncate(s.test, c.data.test_size);
-    return s;
-  }
-  return data::make_synthetic(g, c.data.train_size, c.data.test_size, c.train.seed);
+// The dataset fields in `fields` (plus the labels, which give every rank the
+// dataset's size): a stage keeps only what it reads (DESIGN contract 9).
+data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<std::string> fields) {
+  fields.insert("label");
+  if (c.data.name == "fashion-mnist") return data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields);
+  auto s = data::make_synthetic(g, c.data.train_size, c.data.test_size, c.train.seed);
+  for (auto* split : {&s.train, &s.test})
+    for (auto it = split->fields.begin(); it != split->fields.end();)
+      it = fields.count(it->first) ? std::next(it) : split->fields.erase(it);
+  return s;
 }
 
 }  // namespace
@@ -75,8 +72,10 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   agree_on_plan(graph);
   build_stage(graph);
 
-  data_ = load_data(config_, graph);
-  data_.train.check_fits(graph);
+  auto fields = stage_->fields();
+  fields.insert("label");
+  data_ = load_data(config_, graph, fields);
+  data_.train.check_fits(graph, fields);
   sampler_ = std::make_unique<data::EpochSampler>(data_.train.size(), config_.train.mini_batch, config_.train.seed);
   total_steps_ = config_.train.steps ? config_.train.steps : config_.train.epochs * sampler_->steps_per_epoch();
   optimizer_ = Optimizer::make(config_.optimizer);

@@ -26,17 +26,27 @@ check bad-choice 2 "allowed: sgd, adam" -- train --config "$cfg" --set optimizer
 check missing-data 2 "dataset-fashion-mnist" -- train --config "$cfg" --set data.path=$work/none
 check bad-flag 2 "--bogus" -- train --config "$cfg" --bogus
 check bad-model 2 "allowed: mlp" -- graph --model resnet
-check resume-nothing 1 "does not exist" -- train --config "$cfg" --set runs_dir=$work/r --resume $work/r/none
+check resume-nothing 2 "no such run directory" -- train --config "$cfg" --set runs_dir=$work/r --resume $work/r/none
+check export-nothing 2 "not a run directory" -- export $work/r/none
 
 # A short real run, then resume it to a longer one.
 out=$("$bin" train --config "$cfg" --set runs_dir=$work/runs --set name=cli --set train.steps=30 \
       --set train.epochs=null --set data.train_size=2048 --set data.test_size=500 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "test accuracy:"; then
   echo "FAIL short-run: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
-[ -s "$work/runs/cli/checkpoint.pt" ] && [ -s "$work/runs/cli/metrics.jsonl" ] && passes=$((passes+1)) || { echo "FAIL run-files"; fails=$((fails+1)); }
+[ -s "$work/runs/cli/checkpoints/step-30/manifest.json" ] && [ -s "$work/runs/cli/metrics.jsonl" ] && passes=$((passes+1)) || { echo "FAIL run-files"; fails=$((fails+1)); }
 out=$("$bin" train --resume "$work/runs/cli" --set train.steps=40 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 30"; then
   echo "FAIL resume: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# Export: plain PyTorch (Debian's python3-torch) loads the weights into the
+# reference model of bench/ and reaches trident's test accuracy.
+out=$("$bin" export "$work/runs/cli" --out "$work/cli.pt" 2>&1); rc=$?
+if [ $rc -ne 0 ]; then echo "FAIL export: exit $rc: $out"; fails=$((fails+1)); else
+  theirs=$(/usr/bin/python3 "$src/bench/pytorch_eval.py" "$work/cli.pt" mlp 500 2>&1)
+  ours=$(grep test_accuracy "$work/runs/cli/metrics.jsonl" | tail -1)
+  if /usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); sys.exit(0 if abs(a["test_accuracy"]-b["test_accuracy"]) <= 1/500 + 1e-9 and a["parameters"] == 6 else 1)' "$theirs" "$ours"; then
+    passes=$((passes+1)); else echo "FAIL export-pytorch: $theirs vs $ours"; fails=$((fails+1)); fi
+fi
 out=$("$bin" graph --model mmt --preset paper --out "$work/g.json" 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! grep -q '"trident-graph/1"' "$work/g.json"; then
   echo "FAIL graph: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
@@ -87,6 +97,17 @@ out=$("$bin" train "${common[@]}" --nproc 2 --set parallel.grad_sync=ps --set tr
 out=$("$bin" train --resume "$work/ps/fmnist-mlp" --set train.steps=30 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 20"; then
   echo "FAIL ps-resume: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# A rank killed (SIGKILL) while writing its shard of the step-10 checkpoint:
+# the run fails, step 5 stays the newest complete checkpoint, and a resume
+# (as one process: the parameter servers' optimizer-state shards are read by name) continues from it.
+out=$(TRIDENT_TEST_KILL_IN_SHARD=1:10 timeout 120 "$bin" train "${common[@]}" --nproc 2 --set parallel.grad_sync=ps \
+      --set train.steps=20 --set checkpoint.every=5 --set runs_dir=$work/crash 2>&1); rc=$?
+ck=$work/crash/fmnist-mlp/checkpoints
+if [ $rc -eq 0 ] || [ ! -s "$ck/step-5/manifest.json" ] || [ -e "$ck/step-10" ] || [ ! -d "$ck/.step-10.partial" ]; then
+  echo "FAIL crash-mid-shard: exit $rc: $(ls -a "$ck" 2>&1): $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+out=$(timeout 120 "$bin" train --resume "$work/crash/fmnist-mlp" --set parallel.devices=1 --set train.steps=15 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 5" || [ ! -s "$ck/step-15/manifest.json" ]; then
+  echo "FAIL crash-resume: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 check dp-indivisible 2 "must divide train.mini_batch = 128" -- train --config "$cfg" --nproc 3
 check launch-nothing 2 "give the subcommand after --" -- launch --nproc 2
 check launch-zero 2 "must be >= 1" -- launch --nproc 0 -- train --config "$cfg"

@@ -38,7 +38,7 @@ struct Dataset {
   Batch batch(const torch::Tensor& indices, const std::set<std::string>& only = {}) const;
   // Checks that every input op of `graph` has a field of its per-sample shape
   // and dtype, and that the labels fit the loss; throws DataError naming it.
-  void check_fits(const graph::OpGraph& graph) const;
+  void check_fits(const graph::OpGraph& graph, const std::set<std::string>& only = {}) const;
 };
 
 struct Splits {
@@ -52,6 +52,11 @@ struct Splits {
 // split (for quick tests).
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 Splits load_fashion_mnist(const std::string& dir = kFashionMnistDir, std::int64_t limit = 0);
+// The same with a limit per split (0: all) and only the named fields
+// ("image", "label"; empty: both): a pipeline stage that reads no images
+// loads none (DESIGN contract 9).
+Splits load_fashion_mnist(const std::string& dir, std::int64_t train_limit, std::int64_t test_limit,
+                          const std::set<std::string>& fields);
 
 // Teacher-labelled data for any graph's input fields: float fields are
 // N(0, 1), int64 fields uniform ids below the input op's `range`; the label is

@@ -11,6 +11,10 @@
 //                    the optimizer, idle), as in the simulator's figure
 //   exposed_comm_s   per step and rank, time compute waited on
 //                    communication (receives, gradient sync)
+// From metrics.jsonl's memory line, per stage: the largest peak resident
+// memory of its ranks beside the plan's memory per device (weights,
+// gradients, optimizer state, in-flight activations; the process's own
+// base — LibTorch, data — comes on top).
 #pragma once
 
 #include <optional>
@@ -28,12 +32,20 @@ class ReportError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+struct StageMemory {
+  int stage = -1;               // -1: ranks the plan leaves idle
+  std::vector<int> ranks;
+  double peak_rss_bytes = 0;    // the largest of its ranks'
+  double planned_bytes = 0;
+};
+
 struct Summary {
   int ranks = 0, steps = 0;
   int mini_batch = 0;
   double iteration_s = 0, bubble_fraction = 0, exposed_comm_s = 0, samples_per_s = 0;
   std::optional<double> predicted_iteration_s, predicted_samples_per_s, predicted_bubble_fraction;
   std::optional<double> test_accuracy;
+  std::vector<StageMemory> memory;  // by stage; empty when the run recorded none
 };
 
 Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>& metrics);
