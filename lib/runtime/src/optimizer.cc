@@ -44,8 +44,17 @@ class Adam : public Optimizer {
     s["exp_avg"].mul_(c_.beta1).add_(g, 1 - c_.beta1);
     s["exp_avg_sq"].mul_(c_.beta2).addcmul_(g, g, 1 - c_.beta2);
     const double bc1 = 1 - std::pow(c_.beta1, t), bc2 = 1 - std::pow(c_.beta2, t);
-    auto denom = (s["exp_avg_sq"].sqrt() / std::sqrt(bc2)).add_(c_.eps);
-    p.addcdiv_(s["exp_avg"], denom, -lr / bc1);
+    // The denominator in chunks: a whole one would be two temporaries the
+    // size of the parameter (128 MiB for a 4096 x 4096 layer) on top of the
+    // planned weights, gradients and state. Element-wise, so the result is
+    // the same bit for bit.
+    constexpr std::int64_t kChunk = 1 << 18;
+    auto flat_p = p.view(-1), avg = s["exp_avg"].view(-1), sq = s["exp_avg_sq"].view(-1);
+    for (std::int64_t i = 0, n = p.numel(); i < n; i += kChunk) {
+      const auto len = std::min(kChunk, n - i);
+      auto denom = sq.narrow(0, i, len).sqrt().div_(std::sqrt(bc2)).add_(c_.eps);
+      flat_p.narrow(0, i, len).addcdiv_(avg.narrow(0, i, len), denom, -lr / bc1);
+    }
   }
 
  private:

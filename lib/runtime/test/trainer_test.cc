@@ -278,13 +278,30 @@ TEST(Resharding, GraphpipeToDataParallelToOneProcessToPipedream) {
   std::filesystem::remove_all(runs);
 }
 
-// Note [Pipelined evaluation]: forward through a 4-rank pipeline gives one
-// process's test loss and accuracy (the weights start equal by name).
+// Note [Pipelined evaluation]: forward through a 4-rank pipeline (and
+// through one process) gives what a plain forward of the whole graph gives
+// over every test row (the weights start equal by name).
 TEST(Evaluation, PipelinedEqualsOneProcess) {
   const auto runs = temp_dir("eval");
   std::ostringstream log;
   Trainer one(chain_config(runs, "one", 1, "dp"), false, log);
-  const auto expected = one.evaluate(one.data().test);
+  const auto g = zoo::build_graph({"candle_uno", "tiny"});
+  nn::GraphModule whole(g, 3);  // train.seed of chain_config
+  Evaluation expected;
+  {
+    torch::NoGradGuard no_grad;
+    auto sg = graph::whole_graph(g);
+    const auto logits = g.op(g.loss()).inputs[0].producer;
+    sg.outputs.push_back(logits);
+    const auto& test = one.data().test;
+    const auto out = nn::GraphExecutor(whole, sg).forward({}, test.fields);
+    expected.loss = out.at(g.loss()).item<double>() / static_cast<double>(test.size());
+    expected.accuracy = out.at(logits).argmax(1).eq(test.fields.at("label")).sum().item<double>() /
+                        static_cast<double>(test.size());
+  }
+  const auto single = one.evaluate(one.data().test);
+  EXPECT_NEAR(single.loss, expected.loss, 1e-6);
+  EXPECT_DOUBLE_EQ(single.accuracy, expected.accuracy);
   std::vector<Evaluation> got(4);
   const auto errors = on_ranks(4, [&](int r, comm::Group group) {
     std::ostringstream quiet;
