@@ -276,7 +276,14 @@ void StageExecutor::post_next(Exchange& x, int d) {
     auto buffer = emulation_ ? torch::empty({rows, 1}, torch::kFloat64)
                              : torch::empty(batch_shape(rows, c.declared), nn::to_torch(c.declared.dtype));
     std::vector<at::Tensor> v{buffer};
-    auto work = world_.pg().recv(v, pieces[i].peer, static_cast<int>(tag(pieces[i].k, m, x.micro_batches, d)));
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = world_.pg().recv(v, pieces[i].peer, static_cast<int>(tag(pieces[i].k, m, x.micro_batches, d)));
+    } catch (const std::exception& e) {
+      fail("posting the receive of " + std::string(d ? "gradients of " : "activations of ") + c.name +
+               " for micro-batch " + std::to_string(m),
+           pieces[i].peer, e);
+    }
     dir.posted[i][m] = Posted{buffer, std::move(work), pieces[i].peer};
   }
 }
@@ -327,8 +334,21 @@ void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& v
 
 void StageExecutor::post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d) {
   std::vector<at::Tensor> v{message};
-  x.sends.push_back(
-      {message, world_.pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, x.micro_batches, d))), piece.peer});
+  try {
+    x.sends.push_back(
+        {message, world_.pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, x.micro_batches, d))), piece.peer});
+  } catch (const std::exception& e) {
+    fail("sending " + std::string(d ? "gradients of " : "activations of ") + crossings_[piece.k].name +
+             " for micro-batch " + std::to_string(m),
+         piece.peer, e);
+  }
+}
+
+void StageExecutor::fail(const std::string& what, int peer, const std::exception& e) const {
+  const auto lost = world_.diagnose();
+  throw comm::CommError(here() + ": " + what + " to/from rank " + std::to_string(peer) + " (stage " +
+                        std::to_string(stage_of_device_[peer]) + ") failed" + (lost.empty() ? "" : " (" + lost + ")") +
+                        ": " + comm::one_line(e));
 }
 
 void StageExecutor::note_wait(std::int64_t t0, std::int64_t t1, const std::string& action, TraceLog* trace) {
