@@ -278,6 +278,23 @@ TEST(Resharding, GraphpipeToDataParallelToOneProcessToPipedream) {
   std::filesystem::remove_all(runs);
 }
 
+// DESIGN contract 9: rank 0 makes the plan; a rank started with another
+// config stops every rank at start, naming itself and the first difference.
+TEST(Plan, RanksWithDifferentConfigsFailAtStartNamingTheDifference) {
+  const auto runs = temp_dir("disagree");
+  const auto errors = on_ranks(2, [&](int r, comm::Group group) {
+    auto c = chain_config(runs, "disagree", 2, "pipedream");
+    if (r == 1) c.optimizer.lr = 0.5;
+    std::ostringstream log;
+    Trainer t(c, false, log, group);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("rank 1 was started with another config than rank 0"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("lr: 0.5"), std::string::npos) << errors[r];
+  }
+  std::filesystem::remove_all(runs);
+}
+
 // Note [Pipelined evaluation]: forward through a 4-rank pipeline (and
 // through one process) gives what a plain forward of the whole graph gives
 // over every test row (the weights start equal by name).
