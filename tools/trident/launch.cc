@@ -67,6 +67,83 @@ std::string describe(int status) {
   return "ended";
 }
 
+// Forks rank r of `o` with the launcher's environment (RANK, WORLD_SIZE, ...)
+// and its stdout and stderr on pipes.
+Worker start_worker(const LaunchOptions& o, int r, int port) {
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error("launch: pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("launch: fork failed");
+  if (pid == 0) {
+    dup2(out[1], 1), dup2(err[1], 2);
+    close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+    setenv("RANK", std::to_string(r).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    std::vector<char*> argv{const_cast<char*>("trident")};
+    for (const auto& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    std::perror("trident launch: exec");
+    _exit(127);
+  }
+  close(out[1]), close(err[1]);
+  Worker w;
+  w.pid = pid, w.out = out[0], w.err = err[0];
+  return w;
+}
+
+// Waits up to 200 ms for output and relays each worker's complete lines
+// with its rank prefix; closes a pipe at its end.
+void relay_output(std::vector<Worker>& workers) {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<int, bool>> owner;  // rank, is stderr
+  for (int r = 0; r < static_cast<int>(workers.size()); ++r) {
+    if (workers[r].out >= 0) fds.push_back({workers[r].out, POLLIN, 0}), owner.push_back({r, false});
+    if (workers[r].err >= 0) fds.push_back({workers[r].err, POLLIN, 0}), owner.push_back({r, true});
+  }
+  if (!fds.empty()) poll(fds.data(), fds.size(), 200);
+  else usleep(200 * 1000);
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    auto& w = workers[owner[i].first];
+    char buf[4096];
+    const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+    auto& text = owner[i].second ? w.err_buf : w.out_buf;
+    auto& to = owner[i].second ? std::cerr : std::cout;
+    if (n > 0) {
+      text.append(buf, n);
+      flush_lines(text, to, owner[i].first, w.last, false);
+    } else {
+      flush_lines(text, to, owner[i].first, w.last, true);
+      close(fds[i].fd);
+      (owner[i].second ? w.err : w.out) = -1;
+    }
+  }
+}
+
+// Collects workers that ended; returns the first that failed (not 0, not
+// 130 = interrupted) among them, or -1.
+int reap(std::vector<Worker>& workers) {
+  int failed = -1;
+  for (int r = 0; r < static_cast<int>(workers.size()); ++r) {
+    auto& w = workers[r];
+    if (w.exited || waitpid(w.pid, &w.status, WNOHANG) != w.pid) continue;
+    w.exited = true;
+    const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+    const bool interrupted = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 130;
+    if (!ok && !interrupted && failed < 0) failed = r;
+  }
+  return failed;
+}
+
+void signal_all(std::vector<Worker>& workers, int sig) {
+  for (auto& w : workers)
+    if (!w.exited) kill(w.pid, sig);
+}
+
 }  // namespace
 
 int launch(const LaunchOptions& o) {
@@ -79,92 +156,36 @@ int launch(const LaunchOptions& o) {
     return 2;
   }
   const int port = o.master_port ? o.master_port : free_port();
-  std::vector<Worker> workers(o.nproc);
   struct sigaction sa {};
   sa.sa_handler = [](int) { g_interrupted = 1; };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  for (int r = 0; r < o.nproc; ++r) {
-    int out[2], err[2];
-    if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error("launch: pipe failed");
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error("launch: fork failed");
-    if (pid == 0) {
-      dup2(out[1], 1), dup2(err[1], 2);
-      close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      std::vector<char*> argv{const_cast<char*>("trident")};
-      for (const auto& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv("/proc/self/exe", argv.data());
-      std::perror("trident launch: exec");
-      _exit(127);
-    }
-    close(out[1]), close(err[1]);
-    workers[r].pid = pid, workers[r].out = out[0], workers[r].err = err[0];
-  }
+  std::vector<Worker> workers;
+  for (int r = 0; r < o.nproc; ++r) workers.push_back(start_worker(o, r, port));
+  // When a worker fails the others get SIGTERM, then SIGKILL after grace_s.
   int failed = -1;
-  bool forwarded = false;
+  bool forwarded = false, killed = false;
   auto stop_start = std::chrono::steady_clock::time_point{};
-  bool killed = false;
   auto running = [&] {
     for (const auto& w : workers)
       if (!w.exited || w.out >= 0 || w.err >= 0) return true;
     return false;
   };
   while (running()) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<int, bool>> owner;  // rank, is stderr
-    for (int r = 0; r < o.nproc; ++r) {
-      if (workers[r].out >= 0) fds.push_back({workers[r].out, POLLIN, 0}), owner.push_back({r, false});
-      if (workers[r].err >= 0) fds.push_back({workers[r].err, POLLIN, 0}), owner.push_back({r, true});
-    }
-    if (!fds.empty()) poll(fds.data(), fds.size(), 200);
-    else usleep(200 * 1000);
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      auto& w = workers[owner[i].first];
-      char buf[4096];
-      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      auto& text = owner[i].second ? w.err_buf : w.out_buf;
-      if (n > 0) {
-        text.append(buf, n);
-        flush_lines(text, owner[i].second ? std::cerr : std::cout, owner[i].first, w.last, false);
-      } else {
-        flush_lines(text, owner[i].second ? std::cerr : std::cout, owner[i].first, w.last, true);
-        close(fds[i].fd);
-        (owner[i].second ? w.err : w.out) = -1;
-      }
-    }
-    for (int r = 0; r < o.nproc; ++r) {
-      auto& w = workers[r];
-      if (w.exited) continue;
-      if (waitpid(w.pid, &w.status, WNOHANG) == w.pid) {
-        w.exited = true;
-        const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
-        const bool interrupted = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 130;
-        if (!ok && !interrupted && failed < 0) {
-          failed = r;
-          stop_start = std::chrono::steady_clock::now();
-          for (auto& other : workers)
-            if (!other.exited) kill(other.pid, SIGTERM);
-        }
-      }
+    relay_output(workers);
+    if (const int f = reap(workers); f >= 0 && failed < 0) {
+      failed = f;
+      stop_start = std::chrono::steady_clock::now();
+      signal_all(workers, SIGTERM);
     }
     if (g_interrupted && !forwarded) {
       forwarded = true;
-      for (auto& w : workers)
-        if (!w.exited) kill(w.pid, SIGINT);
+      signal_all(workers, SIGINT);
     }
     if (failed >= 0 && !killed &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_start).count() > o.grace_s) {
       killed = true;
-      for (auto& w : workers)
-        if (!w.exited) kill(w.pid, SIGKILL);
+      signal_all(workers, SIGKILL);
     }
   }
   if (failed >= 0) {

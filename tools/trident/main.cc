@@ -64,8 +64,6 @@ int train(const std::string& config_path, std::vector<std::string> sets, const s
     return 0;
   }
   if (!resume_dir.empty()) {
-    if (!std::filesystem::is_directory(resume_dir))
-      throw runtime::ConfigError("--resume " + resume_dir + ": no such run directory");
     // The run directory decides where the checkpoint is, whatever the config says.
     std::filesystem::path dir(resume_dir);
     config.name = dir.filename().string();
@@ -127,6 +125,39 @@ int show_graph(const std::string& model, const std::string& preset, const std::s
   return 0;
 }
 
+struct ProfileArgs {
+  std::string model, preset = "tiny", out, rows = "1,2,4,8";
+  int repeats = 5, threads = 1;
+};
+
+int run_profile(const ProfileArgs& a) {
+  runtime::ProfileOptions po;
+  po.rows.clear();
+  std::stringstream list(a.rows);
+  for (std::string item; std::getline(list, item, ',');) {
+    try {
+      po.rows.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      throw std::invalid_argument("profile: --micro-batches '" + a.rows + "' must be integers like 1,2,4,8");
+    }
+  }
+  po.repeats = a.repeats, po.threads = a.threads;
+  auto p = runtime::profile_model({a.model, a.preset}, po);
+  runtime::write_file_atomic(a.out, p.to_json().dump(1) + "\n");
+  std::cout << "profiled " << p.ops.size() << " ops of " << a.model << "/" << a.preset << " at " << a.rows
+            << " rows; wrote " << a.out << " (use: trident plan --profile " << a.out << " --cluster cpu-local ...)\n";
+  return 0;
+}
+
+// Bad input (config, data, flags, plans, run directories) is exit 2;
+// anything while running is 1. (Issue 14 replaces this list with one error base.)
+bool is_bad_input(const std::exception& e) {
+  return dynamic_cast<const runtime::ConfigError*>(&e) ||
+         (dynamic_cast<const comm::CommError*>(&e) && std::string(e.what()).rfind("environment:", 0) == 0) ||
+         dynamic_cast<const data::DataError*>(&e) || dynamic_cast<const std::invalid_argument*>(&e) ||
+         cli::is_plan_input_error(e) || dynamic_cast<const report::ReportError*>(&e);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,15 +192,14 @@ int main(int argc, char** argv) {
   graph_cmd->add_option("--out", out, "write the graph JSON here");
   graph_cmd->add_flag("--ops", all_ops, "print one line per op");
 
-  std::string profile_model, profile_preset = "tiny", profile_out, profile_rows = "1,2,4,8";
-  int profile_repeats = 5, profile_threads = 1;
+  ProfileArgs profile_args;
   auto* profile_cmd = app.add_subcommand("profile", "measure each op's forward and backward time on this machine, for `trident plan --profile`");
-  profile_cmd->add_option("--model", profile_model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
-  profile_cmd->add_option("--preset", profile_preset, "tiny | paper");
-  profile_cmd->add_option("--micro-batches", profile_rows, "row counts to measure, ascending: 1,2,4,8");
-  profile_cmd->add_option("--repeats", profile_repeats, "runs per op and row count (the median is kept)");
-  profile_cmd->add_option("--threads", profile_threads, "threads, as in training");
-  profile_cmd->add_option("--out", profile_out, "write profile.json here")->required();
+  profile_cmd->add_option("--model", profile_args.model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
+  profile_cmd->add_option("--preset", profile_args.preset, "tiny | paper");
+  profile_cmd->add_option("--micro-batches", profile_args.rows, "row counts to measure, ascending: 1,2,4,8");
+  profile_cmd->add_option("--repeats", profile_args.repeats, "runs per op and row count (the median is kept)");
+  profile_cmd->add_option("--threads", profile_args.threads, "threads, as in training");
+  profile_cmd->add_option("--out", profile_args.out, "write profile.json here")->required();
 
   std::string report_dir;
   auto* report_cmd = app.add_subcommand("report", "summarise a run: measured vs simulated iteration, bubble, timeline SVG, loss curve, stage graph");
@@ -196,38 +226,14 @@ int main(int argc, char** argv) {
     if (*train_cmd) return train(config_path, sets, resume_dir, nproc, emulate, dilation);
     if (*launch_cmd) return cli::launch(launch_options);
     if (*graph_cmd) return show_graph(model, preset, out, all_ops);
-    if (*profile_cmd) {
-      runtime::ProfileOptions po;
-      po.rows.clear();
-      std::stringstream list(profile_rows);
-      for (std::string item; std::getline(list, item, ',');) {
-        try {
-          po.rows.push_back(std::stoll(item));
-        } catch (const std::exception&) {
-          throw std::invalid_argument("profile: --micro-batches '" + profile_rows + "' must be integers like 1,2,4,8");
-        }
-      }
-      po.repeats = profile_repeats, po.threads = profile_threads;
-      auto p = runtime::profile_model({profile_model, profile_preset}, po);
-      runtime::write_file_atomic(profile_out, p.to_json().dump(1) + "\n");
-      std::cout << "profiled " << p.ops.size() << " ops of " << profile_model << "/" << profile_preset << " at "
-                << profile_rows << " rows; wrote " << profile_out << " (use: trident plan --profile " << profile_out
-                << " --cluster cpu-local ...)\n";
-      return 0;
-    }
+    if (*profile_cmd) return run_profile(profile_args);
     if (*plan_cmd) return cli::run_plan(plan_args);
     if (*report_cmd) return cli::run_report(report_dir);
     if (*export_cmd) return export_run(export_dir, export_out);
     if (*simulate_cmd) return cli::run_simulate(simulate_args);
   } catch (const std::exception& e) {
-    // Bad input (config, data, flags) is exit 2; anything while running is 1.
-    const bool bad_input = dynamic_cast<const runtime::ConfigError*>(&e) ||
-                           (dynamic_cast<const comm::CommError*>(&e) && std::string(e.what()).rfind("environment:", 0) == 0) ||
-                           dynamic_cast<const data::DataError*>(&e) ||
-                           dynamic_cast<const std::invalid_argument*>(&e) || cli::is_plan_input_error(e) ||
-                           dynamic_cast<const report::ReportError*>(&e);
     std::cerr << "trident: " << comm::one_line(e) << "\n";
-    return bad_input ? kBadInput : kFailure;
+    return is_bad_input(e) ? kBadInput : kFailure;
   }
   return 0;
 }

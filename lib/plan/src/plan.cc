@@ -151,14 +151,18 @@ std::vector<int> stage_of_ops(const Plan& plan, const graph::OpGraph& g) {
   return stage;
 }
 
-void validate_plan(Plan& plan, const graph::OpGraph& g) {
+namespace {
+
+// Ids in order; devices in range and used once; one micro-batch size that
+// divides the mini-batch and splits evenly among each stage's devices.
+void check_stages(const Plan& plan) {
   const int n = static_cast<int>(plan.stages.size());
   if (n == 0) throw PlanError("plan has no stages");
   if (plan.devices < 1) throw PlanError("plan devices must be >= 1, got " + std::to_string(plan.devices));
   if (plan.mini_batch < 1) throw PlanError("plan mini_batch must be >= 1, got " + std::to_string(plan.mini_batch));
   std::vector<int> owner(plan.devices, -1);
   for (int i = 0; i < n; ++i) {
-    auto& s = plan.stages[i];
+    const auto& s = plan.stages[i];
     const std::string st = "stage " + std::to_string(i);
     if (s.id != i) throw PlanError("stages[" + std::to_string(i) + "].id is " + std::to_string(s.id) + "; ids must be 0, 1, 2, ... in order");
     if (s.devices.empty()) throw PlanError(st + " has no devices");
@@ -179,8 +183,11 @@ void validate_plan(Plan& plan, const graph::OpGraph& g) {
       throw PlanError(st + ": micro_batch " + std::to_string(s.micro_batch) + " does not split evenly among its " +
                       std::to_string(s.devices.size()) + " devices");
   }
-  const auto stage = stage_of_ops(plan, g);
-  for (int i = 0; i < n; ++i) {
+}
+
+// Every stage convex; its ops rewritten in topological order, as the runtime runs them.
+void sort_convex_stages(Plan& plan, const graph::OpGraph& g) {
+  for (std::size_t i = 0; i < plan.stages.size(); ++i) {
     std::set<graph::OpId> ops;
     for (const auto& name : plan.stages[i].ops) ops.insert(g.id_of(name));
     try {
@@ -188,19 +195,21 @@ void validate_plan(Plan& plan, const graph::OpGraph& g) {
     } catch (const graph::GraphError& e) {
       throw PlanError("stage " + std::to_string(i) + " is not convex: " + e.what());
     }
-    // Keep ops in topological order, as the runtime runs them.
-    std::vector<graph::OpId> sorted(ops.begin(), ops.end());
     plan.stages[i].ops.clear();
-    for (auto id : sorted) plan.stages[i].ops.push_back(g.op(id).name);
+    for (auto id : ops) plan.stages[i].ops.push_back(g.op(id).name);
   }
-  // Edges: one per stage pair, carrying each producer's output once.
+}
+
+// Rebuilds the edges — one per stage pair, carrying each producer's output
+// once — and returns the stage graph, checked to be acyclic.
+schedule::StageGraph rebuild_edges(Plan& plan, const graph::OpGraph& g, const std::vector<int>& stage) {
   std::map<std::pair<int, int>, std::set<graph::OpId>> crossing;
   for (graph::OpId id = 0; id < g.size(); ++id)
     for (graph::OpId c : g.consumers(id))
       if (stage[id] != stage[c]) crossing[{stage[id], stage[c]}].insert(id);
   plan.edges.clear();
   schedule::StageGraph sg;
-  sg.stages.resize(n);
+  sg.stages.resize(plan.stages.size());
   for (const auto& [key, producers] : crossing) {
     PlanEdge e{key.first, key.second, {}};
     for (auto id : producers) {
@@ -215,6 +224,11 @@ void validate_plan(Plan& plan, const graph::OpGraph& g) {
   } catch (const schedule::ScheduleError&) {
     throw PlanError("the stages' dependencies form a cycle; split or merge stages so that they form a DAG");
   }
+  return sg;
+}
+
+// Every named parameter exists and its method is known (sfb only on Linear weights).
+void check_grad_sync(const Plan& plan, const graph::OpGraph& g) {
   for (const auto& [name, method] : plan.grad_sync) {
     cost::SyncMethod m;
     try {
@@ -231,22 +245,36 @@ void validate_plan(Plan& plan, const graph::OpGraph& g) {
     if (m == cost::SyncMethod::kSfb && !cost::sfb_shape(*owner_op, *param))
       throw PlanError("grad_sync['" + name + "'] is sfb, which applies only to Linear weights; use allreduce or ps");
   }
-  const bool any_actions = std::any_of(plan.stages.begin(), plan.stages.end(), [](auto& s) { return !s.actions.empty(); });
-  if (any_actions) {
-    schedule::Schedule s{plan.schedule, plan.micro_batches(), {}};
-    for (const auto& st : plan.stages) {
-      try {
-        s.stages.push_back(schedule::parse_actions(st.actions));
-      } catch (const schedule::ScheduleError& e) {
-        throw PlanError("stage " + std::to_string(st.id) + " actions: " + e.what());
-      }
-    }
+}
+
+// Stage actions, when given, parse and pass the schedule validator.
+void check_actions(const Plan& plan, const schedule::StageGraph& sg) {
+  const bool any = std::any_of(plan.stages.begin(), plan.stages.end(), [](auto& s) { return !s.actions.empty(); });
+  if (!any) return;
+  schedule::Schedule s{plan.schedule, plan.micro_batches(), {}};
+  for (const auto& st : plan.stages) {
     try {
-      schedule::validate(sg, s);
+      s.stages.push_back(schedule::parse_actions(st.actions));
     } catch (const schedule::ScheduleError& e) {
-      throw PlanError(std::string("plan schedule: ") + e.what());
+      throw PlanError("stage " + std::to_string(st.id) + " actions: " + e.what());
     }
   }
+  try {
+    schedule::validate(sg, s);
+  } catch (const schedule::ScheduleError& e) {
+    throw PlanError(std::string("plan schedule: ") + e.what());
+  }
+}
+
+}  // namespace
+
+void validate_plan(Plan& plan, const graph::OpGraph& g) {
+  check_stages(plan);
+  const auto stage = stage_of_ops(plan, g);  // every op in exactly one stage, names known
+  sort_convex_stages(plan, g);
+  const auto sg = rebuild_edges(plan, g, stage);
+  check_grad_sync(plan, g);
+  check_actions(plan, sg);
 }
 
 std::string to_dot(const Plan& plan) {
@@ -266,6 +294,14 @@ std::string to_dot(const Plan& plan) {
   }
   s << "}\n";
   return s.str();
+}
+
+std::vector<int> stage_of_devices(const Plan& plan) {
+  std::vector<int> stage(static_cast<std::size_t>(std::max(plan.devices, 0)), -1);
+  for (const auto& st : plan.stages)
+    for (int d : st.devices)
+      if (d >= 0 && d < plan.devices) stage[d] = st.id;
+  return stage;
 }
 
 std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {

@@ -71,10 +71,8 @@ void Trainer::join(std::optional<comm::Group> world) {
 // that they agree with rank 0, so every rank fails alike, naming the rank
 // and the first difference.
 void Trainer::agree_on_plan(const graph::OpGraph& graph) {
-  const bool from_file = config_.parallel.partitioner != "dp" && config_.parallel.partitioner != "graphpipe" &&
-                         config_.parallel.partitioner != "pipedream";
   std::optional<PipelinePlan> mine;
-  if (leader() || from_file) mine = plan_for(config_, graph);
+  if (leader() || plan_from_file(config_.parallel)) mine = plan_for(config_, graph);
   const nlohmann::json sent{{"config", config_.to_yaml()},
                             {"plan", mine ? mine->plan.to_json() : nlohmann::json()}};
   const auto all = gather_strings(sent.dump());

@@ -36,6 +36,12 @@ void apply_overrides(const TrainConfig& config, const graph::OpGraph& g, const p
 
 }  // namespace
 
+bool plan_from_file(const ParallelConfig& par) {
+  // One device is one process whatever the partitioner: a plan of one stage.
+  return par.devices > 1 && par.partitioner != "dp" && par.partitioner != "graphpipe" &&
+         par.partitioner != "pipedream";
+}
+
 PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   const auto& par = config.parallel;
   cost::ClusterSpec cluster;
@@ -49,9 +55,8 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   r.devices = static_cast<int>(par.devices);
   r.mini_batch = static_cast<int>(config.train.mini_batch);
   if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
-  // One device is one process whatever the partitioner: a plan of one stage.
-  const bool dp = par.partitioner == "dp" || par.devices == 1;
-  const bool from_file = !dp && par.partitioner != "graphpipe" && par.partitioner != "pipedream";
+  const bool from_file = plan_from_file(par);
+  const bool dp = !from_file && (par.partitioner == "dp" || par.devices == 1);
   r.partitioner = dp ? "dp" : from_file ? "graphpipe" : par.partitioner;
   r.schedule = par.schedule == "auto" ? "" : par.schedule;
   r.grad_sync = par.grad_sync;

@@ -104,12 +104,12 @@ void StageExecutor::build() {
                         std::to_string(world_.size()) + " processes were started");
   micro_batches_ = plan_.micro_batches();
   micro_batch_ = plan_.stages.at(0).micro_batch;
-  stage_of_device_.assign(plan_.devices, -1);
-  for (const auto& st : plan_.stages)
-    for (std::size_t j = 0; j < st.devices.size(); ++j) {
-      stage_of_device_[st.devices[j]] = st.id;
-      if (st.devices[j] == world_.rank()) stage_ = st.id, replica_ = static_cast<int>(j);
-    }
+  stage_of_device_ = plan::stage_of_devices(plan_);
+  stage_ = stage_of_device_.at(world_.rank());
+  if (stage_ >= 0) {
+    const auto& devices = plan_.stages[stage_].devices;
+    replica_ = static_cast<int>(std::find(devices.begin(), devices.end(), world_.rank()) - devices.begin());
+  }
   for (const auto& e : plan_.edges) {
     for (const auto& t : e.tensors) {
       Crossing c;
@@ -218,14 +218,13 @@ StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<boo
   StageResult result;
   Exchange x;
   x.layout = &l;
-  x.micro_batches = 0;
-  for (const auto& [backward, m] : actions) {
+  int last_backward = -1;
+  for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+    const auto [backward, m] = actions[i];
     x.micro_batches = std::max(x.micro_batches, m + 1);
     x.dir[backward ? 1 : 0].order.push_back(m);
+    if (backward) last_backward = i;
   }
-  int last_backward = -1;
-  for (int i = 0; i < static_cast<int>(actions.size()); ++i)
-    if (actions[i].first) last_backward = i;
   // Activations arrive on the in-pieces, gradients (of differentiable tensors only) on the out-pieces.
   x.dir[0].pieces = &l.in, x.dir[1].pieces = &l.out;
   const int window = in_flight(actions);
@@ -253,10 +252,7 @@ StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<boo
     try {
       p.work->wait(world_.timeout());
     } catch (const std::exception& e) {
-      const auto lost = world_.diagnose();
-      throw comm::CommError(here() + ": a send to rank " + std::to_string(p.peer) + " (stage " +
-                            std::to_string(stage_of_device_[p.peer]) + ") of the last iteration did not complete" +
-                            (lost.empty() ? "" : " (" + lost + ")") + ": " + comm::one_line(e));
+      fail("a send of the last iteration did not complete, to", p.peer, e);
     }
   }
   if (emulation_) emulated_sync(last_b_start, last_b_end, trace);
@@ -280,8 +276,8 @@ void StageExecutor::post_next(Exchange& x, int d) {
     try {
       work = world_.pg().recv(v, pieces[i].peer, static_cast<int>(tag(pieces[i].k, m, x.micro_batches, d)));
     } catch (const std::exception& e) {
-      fail("posting the receive of " + std::string(d ? "gradients of " : "activations of ") + c.name +
-               " for micro-batch " + std::to_string(m),
+      fail("could not post the receive of " + std::string(d ? "gradients of " : "activations of ") + c.name +
+               " for micro-batch " + std::to_string(m) + " from",
            pieces[i].peer, e);
     }
     dir.posted[i][m] = Posted{buffer, std::move(work), pieces[i].peer};
@@ -299,10 +295,7 @@ torch::Tensor StageExecutor::take(Exchange& x, int d, std::size_t i, int m, cons
   try {
     it->second.work->wait(world_.timeout());
   } catch (const std::exception& e) {
-    const auto lost = world_.diagnose();
-    throw comm::CommError(here() + ": " + action + " waited for " + what + " from rank " +
-                          std::to_string(piece.peer) + " (stage " + std::to_string(stage_of_device_[piece.peer]) +
-                          ")" + (lost.empty() ? "" : " (" + lost + ")") + ": " + comm::one_line(e));
+    fail(action + " waited for " + what + " from", piece.peer, e);
   }
   auto buffer = std::move(it->second.buffer);
   dir.posted[i].erase(it);
@@ -338,16 +331,16 @@ void StageExecutor::post_send(Exchange& x, const Piece& piece, const torch::Tens
     x.sends.push_back(
         {message, world_.pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, x.micro_batches, d))), piece.peer});
   } catch (const std::exception& e) {
-    fail("sending " + std::string(d ? "gradients of " : "activations of ") + crossings_[piece.k].name +
-             " for micro-batch " + std::to_string(m),
+    fail("could not send " + std::string(d ? "gradients of " : "activations of ") + crossings_[piece.k].name +
+             " for micro-batch " + std::to_string(m) + " to",
          piece.peer, e);
   }
 }
 
 void StageExecutor::fail(const std::string& what, int peer, const std::exception& e) const {
   const auto lost = world_.diagnose();
-  throw comm::CommError(here() + ": " + what + " to/from rank " + std::to_string(peer) + " (stage " +
-                        std::to_string(stage_of_device_[peer]) + ") failed" + (lost.empty() ? "" : " (" + lost + ")") +
+  throw comm::CommError(here() + ": " + what + " rank " + std::to_string(peer) + " (stage " +
+                        std::to_string(stage_of_device_[peer]) + ")" + (lost.empty() ? "" : " (" + lost + ")") +
                         ": " + comm::one_line(e));
 }
 

@@ -91,15 +91,14 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
 // weights from (seed, name), its executor and its replicas' gradient sync.
 void Trainer::build_stage(const graph::OpGraph& graph) {
   std::set<graph::OpId> ops;
-  int stage = -1;
-  for (const auto& st : plan_.stages)
-    if (std::find(st.devices.begin(), st.devices.end(), rank_) != st.devices.end()) stage = st.id;
+  const int stage = plan::stage_of_devices(plan_).at(rank_);
   if (stage >= 0)
     for (const auto& name : plan_.stages[stage].ops) ops.insert(graph.id_of(name));
   check_memory_limit(stage);
   try {
     module_ = std::make_shared<nn::GraphModule>(graph, config_.train.seed, ops);
   } catch (const c10::Error& e) {
+    if (std::string(e.what()).find("allocate") == std::string::npos) throw;
     throw TrainingError("rank " + std::to_string(rank_) + " (stage " + std::to_string(stage) +
                         "): out of memory building the stage's " + std::to_string(ops.size()) +
                         " ops (the plan needs " + human_bytes(stage >= 0 ? plan_.stages[stage].memory_bytes : 0) +
@@ -170,32 +169,84 @@ double Trainer::sync_and_step(double lr, TraceLog& trace) {
   return sync_->stats().exposed_s;
 }
 
+// The first line of a run: what trains, on what, where.
+std::string Trainer::banner() const {
+  std::string layout;
+  if (size_ > 1 && plan_.stages.size() == 1)
+    layout = ", " + std::to_string(size_) + " processes, data parallel, gradient sync " + sync_->name();
+  else if (size_ > 1)
+    layout = ", " + std::to_string(size_) + " processes, " + plan_.partitioner + " plan of " +
+             std::to_string(plan_.stages.size()) + " stages, " + std::to_string(plan_.micro_batches()) +
+             " micro-batches, " + plan_.schedule;
+  return "trident: training " + config_.model.name + "/" + config_.model.preset + " on " + config_.data.name + " (" +
+         std::to_string(data_.train.size()) + " samples), " + std::to_string(total_steps_) + " steps of " +
+         std::to_string(config_.train.mini_batch) + ", " + config_.optimizer.name + " lr " +
+         fixed(config_.optimizer.lr, 4) + ", " + std::to_string(torch::get_num_threads()) + " threads" + layout +
+         "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
+}
+
+// One optimizer step of every plan: this rank's stage runs its schedule
+// over the global batch, its replicas sync, the optimizer steps; then one
+// small collective gives every rank the global loss (for the non-finite
+// check), the correct count and the same stop decision after Ctrl-C.
+Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
+  const auto batch = static_cast<double>(config_.train.mini_batch);
+  const auto indices = sampler_->batch_indices(step_);
+  auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
+    return data_.train.batch(indices.slice(0, begin, end), fields);
+  };
+  const auto start = now_us();
+  const auto r = stage_->run(source, batch, [this] { arm_sync(); }, &trace);
+  StepTotals t;
+  t.exposed_s = sync_and_step(lr, trace);
+  const auto global = sum_over_ranks({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0});
+  trace.add("step " + std::to_string(step_), "step", kCommLane, start, now_us());
+  if (!std::isfinite(global[0]))
+    throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global[0]) +
+                        "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
+  t.loss = global[0], t.correct = global[1], t.stop = global[2] > 0;
+  return t;
+}
+
+// A metrics line for the logging window that ends at this step; data-parallel
+// and replicated stages add rank 0's communication figures: bytes it sent
+// per iteration (by the algorithms' formulas; the same every iteration) and
+// communication left after backward ended; the first time, the same per
+// parameter on a line of its own.
+void Trainer::log_window(Window& w, double lr, double steps_per_s, double wall_s) {
+  const auto batch = config_.train.mini_batch;
+  nlohmann::json line{{"step", step_},
+                      {"epoch", sampler_->epoch_of(step_ - 1)},
+                      {"loss", w.loss / w.steps},
+                      {"accuracy", w.correct / static_cast<double>(w.steps * batch)},
+                      {"lr", lr},
+                      {"samples_per_s", steps_per_s * batch},
+                      {"wall_s", wall_s}};
+  if (sync_) {
+    if (!comm_bytes_logged_) {
+      nlohmann::json per;
+      for (const auto& [name, sent] : sync_->stats().sent)
+        per[name] = {{"sent", sent}, {"received", sync_->stats().received.at(name)}};
+      append_metrics(nlohmann::json{{"step", step_}, {"comm_bytes_per_param", per}}.dump());
+      comm_bytes_logged_ = true;
+    }
+    double bytes = 0;
+    for (const auto& [name, v] : sync_->stats().sent) bytes += v;
+    line["comm_bytes_sent"] = bytes;
+    line["exposed_comm_s"] = w.exposed / w.steps;
+  }
+  append_metrics(line.dump());
+  w = Window{};
+}
+
 TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
   std::ostringstream quiet;  // only rank 0 reports progress
   Progress progress(leader() ? out_ : quiet, leader() && is_terminal(out_));
   const auto spe = sampler_->steps_per_epoch();
-  const auto batch_size = config_.train.mini_batch;
-  progress.line("trident: training " + config_.model.name + "/" + config_.model.preset + " on " +
-                config_.data.name + " (" + std::to_string(data_.train.size()) + " samples), " +
-                std::to_string(total_steps_) + " steps of " + std::to_string(batch_size) + ", " +
-                config_.optimizer.name + " lr " + fixed(config_.optimizer.lr, 4) + ", " +
-                std::to_string(torch::get_num_threads()) + " threads" +
-                (size_ == 1 ? std::string()
-                 : plan_.stages.size() == 1
-                     ? ", " + std::to_string(size_) + " processes, data parallel, gradient sync " + sync_->name()
-                     : ", " + std::to_string(size_) + " processes, " + plan_.partitioner + " plan of " +
-                           std::to_string(plan_.stages.size()) + " stages, " +
-                           std::to_string(plan_.micro_batches()) + " micro-batches, " + plan_.schedule) +
-                "; run dir " + run_dir_ +
-                (step_ ? "; resumed at step " + std::to_string(step_) : ""));
-
+  progress.line(banner());
   const auto start = Clock::now();
-  auto window_start = Clock::now();
-  double window_loss = 0, window_correct = 0, window_exposed = 0;
-  bool bytes_logged = false;
-  std::int64_t window_steps = 0;
-  TrainResult result;
   auto wall = [&] { return wall_offset_s_ + seconds_since(start); };
+  TrainResult result;
   auto eval_line = [&](std::int64_t epoch) {
     auto ev = evaluate(data_.test);
     result.test_accuracy = ev.accuracy;
@@ -206,92 +257,53 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
     progress.line("epoch " + std::to_string(epoch) + " step " + std::to_string(step_) + ": test accuracy " +
                   fixed(100 * ev.accuracy, 2) + "%, test loss " + fixed(ev.loss, 4));
   };
+  // The last checkpoint, the trace and the memory record, at the end or on a stop.
+  auto finish = [&] {
+    save(wall());
+    write_trace();
+    record_memory();
+    result.steps = step_;
+  };
 
+  Window window;
+  auto window_start = Clock::now();
   while (step_ < total_steps_) {
     if (stop_after && step_ >= *stop_after) return result;
     const double lr = learning_rate(config_.optimizer, step_, total_steps_);
-    const auto indices = sampler_->batch_indices(step_);
     TraceLog trace;
-    const auto step_start = now_us();
-    // Every plan: this rank's stage runs its schedule over the global batch.
-    auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
-      return data_.train.batch(indices.slice(0, begin, end), fields);
-    };
-    const auto r = stage_->run(source, static_cast<double>(batch_size), [this] { arm_sync(); }, &trace);
-    window_exposed += sync_and_step(lr, trace);
-    const double loss_local = r.loss_sum / static_cast<double>(batch_size);
-    const double correct_local = r.correct;
-    // One small collective per step gives every rank the global loss (for
-    // the non-finite check) and the same stop decision after Ctrl-C.
-    const auto global = sum_over_ranks({loss_local, correct_local, stop_requested().load() ? 1.0 : 0.0});
-    trace.add("step " + std::to_string(step_), "step", kCommLane, step_start, now_us());
+    const auto t = step(lr, trace);
     trace_.push_back(std::move(trace));
     if (trace_.size() > kTracedSteps) trace_.pop_front();
-    const double loss_value = global[0];
-    if (!std::isfinite(loss_value)) {
-      throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(loss_value) +
-                          "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
-    }
-    const bool stop = global[2] > 0;
     ++step_;
-    window_loss += loss_value;
-    window_correct += global[1];
-    ++window_steps;
+    window.loss += t.loss, window.correct += t.correct, window.exposed += t.exposed_s, ++window.steps;
 
     const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;
     const double window_s = seconds_since(window_start);
-    const double steps_per_s = window_s > 0 ? window_steps / window_s : 0;
-    const double acc = window_correct / static_cast<double>(window_steps * batch_size);
+    const double steps_per_s = window_s > 0 ? window.steps / window_s : 0;
     progress.update(step_, total_steps_, steps_per_s,
                     "epoch " + std::to_string(sampler_->epoch_of(step_ - 1) + 1) + " loss " +
-                        fixed(window_loss / window_steps, 4) + " acc " + fixed(100 * acc, 1) + "%",
+                        fixed(window.loss / window.steps, 4) + " acc " +
+                        fixed(100 * window.correct / static_cast<double>(window.steps * config_.train.mini_batch), 1) +
+                        "%",
                     log_now);
     if (log_now) {
-      result.last_loss = window_loss / window_steps;
-      nlohmann::json line{{"step", step_}, {"epoch", sampler_->epoch_of(step_ - 1)}, {"loss", result.last_loss},
-                          {"accuracy", acc}, {"lr", lr}, {"samples_per_s", steps_per_s * batch_size}, {"wall_s", wall()}};
-      if (sync_) {
-        // Rank 0's figures, per iteration: bytes it sent (by the algorithms'
-        // formulas) and communication left after backward ended; once, the
-        // same per parameter.
-        if (!bytes_logged) {
-          nlohmann::json per;
-          for (const auto& [name, sent] : sync_->stats().sent)
-            per[name] = {{"sent", sent}, {"received", sync_->stats().received.at(name)}};
-          append_metrics(nlohmann::json{{"step", step_}, {"comm_bytes_per_param", per}}.dump());
-          bytes_logged = true;
-        }
-        double bytes = 0;  // the same every iteration: the formulas depend on shapes and rows only
-        for (const auto& [name, v] : sync_->stats().sent) bytes += v;
-        line["comm_bytes_sent"] = bytes;
-        line["exposed_comm_s"] = window_exposed / window_steps;
-        window_exposed = 0;
-      }
-      append_metrics(line.dump());
-      window_loss = window_correct = 0;
-      window_steps = 0;
+      result.last_loss = window.loss / window.steps;
+      log_window(window, lr, steps_per_s, wall());
       window_start = Clock::now();
     }
     if (config_.checkpoint.every && step_ % config_.checkpoint.every == 0 && step_ < total_steps_) save(wall());
     if (config_.train.eval && step_ % spe == 0 && step_ < total_steps_) eval_line(step_ / spe);
-    if (stop) {
-      save(wall());
+    if (t.stop) {
+      finish();
       progress.line("interrupted at step " + std::to_string(step_) + "; checkpoint written; continue with --resume " +
                     run_dir_);
       result.interrupted = true;
-      result.steps = step_;
-      write_trace();
-      record_memory();
       return result;
     }
   }
   progress.finish();
-  if (sync_) sync_->flush();
   if (config_.train.eval) eval_line((step_ + spe - 1) / spe);
-  save(wall());
-  write_trace();
-  record_memory();
-  result.steps = step_;
+  finish();
   progress.line("done: " + std::to_string(step_) + " steps in " + Progress::duration(wall()) + "; checkpoint " +
                 checkpoint_dir(run_dir_, step_) + ", metrics " + run_dir_ + "/metrics.jsonl");
   return result;

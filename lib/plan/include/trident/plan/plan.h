@@ -84,6 +84,10 @@ Plan load_plan(const std::string& path);
 // the graph when the plan has none. Throws PlanError naming the problem.
 void validate_plan(Plan& plan, const graph::OpGraph& graph);
 
+// The stage of every device (by device id) of a plan; -1 for a device the
+// plan leaves idle.
+std::vector<int> stage_of_devices(const Plan& plan);
+
 // The stage of every op (by op id) of a validated plan.
 std::vector<int> stage_of_ops(const Plan& plan, const graph::OpGraph& graph);
 

@@ -167,8 +167,8 @@ class StageExecutor {
   void send(Exchange& x, const Piece& piece, const torch::Tensor& value, int m, int d);
   void post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d);
   static void note_wait(std::int64_t t0, std::int64_t t1, const std::string& action, TraceLog* trace);
-  // Throws CommError naming this rank, `what`, the peer and (from
-  // heartbeats) the ranks that stopped responding.
+  // Throws CommError "<this rank>: <what> rank P (stage S) (<who stopped
+  // responding, from heartbeats>): <cause>"; `what` ends with "from" or "to".
   [[noreturn]] void fail(const std::string& what, int peer, const std::exception& e) const;
   void emulated_sync(std::int64_t last_backward_start_us, std::int64_t last_backward_end_us, TraceLog* trace);
   std::string here() const;

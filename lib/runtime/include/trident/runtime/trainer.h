@@ -78,6 +78,9 @@ struct PipelinePlan {
   schedule::StageGraph costs;  // what the simulator ran: per-stage and per-edge modelled times
 };
 PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& graph);
+// Whether plan_for reads parallel.partitioner as a plan file (several
+// devices and a partitioner that names none of dp, graphpipe, pipedream).
+bool plan_from_file(const ParallelConfig& parallel);
 
 // This process's peak resident memory so far (getrusage), in bytes.
 std::int64_t peak_rss_bytes();
@@ -142,6 +145,19 @@ class Trainer {
   // both in `trace`. Returns the exposed communication seconds (0 without sync).
   double sync_and_step(double lr, TraceLog& trace);
   bool leader() const { return rank_ == 0; }
+  std::string banner() const;
+  // One step's figures summed over the ranks.
+  struct StepTotals {
+    double loss = 0, correct = 0, exposed_s = 0;
+    bool stop = false;
+  };
+  StepTotals step(double lr, TraceLog& trace);
+  // Sums over the steps since the last metrics line.
+  struct Window {
+    double loss = 0, correct = 0, exposed = 0;
+    std::int64_t steps = 0;
+  };
+  void log_window(Window& window, double lr, double steps_per_s, double wall_s);
 
   TrainConfig config_;
   std::ostream& out_;
@@ -160,6 +176,7 @@ class Trainer {
   std::deque<TraceLog> trace_;              // the last few steps' events
   static constexpr std::size_t kTracedSteps = 4;
   std::int64_t sync_armed_us_ = 0;          // when the gradient sync of this step was armed
+  bool comm_bytes_logged_ = false;          // the per-parameter bytes line is written once
 };
 
 }  // namespace trident::runtime
