@@ -11,10 +11,10 @@ packages=(
   libtorch-dev libgloo-dev
   # fast BLAS: without it LibTorch falls back to reference BLAS (~30x slower)
   libopenblas0-pthread
-  # configs, plans, CLI, logs, compression
-  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev zlib1g-dev
-  # tests and micro-benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # configs, plans, CLI, checkpoint checksums
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
+  # tests (the benchmarks in bench/ are plain programs that print JSON beside their PyTorch peers)
+  libgtest-dev libgmock-dev
   # data
   dataset-fashion-mnist
   # the stage-graph picture of `trident report`

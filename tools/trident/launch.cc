@@ -13,6 +13,8 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "trident/base/error.h"
+
 namespace trident::cli {
 namespace {
 
@@ -27,7 +29,7 @@ int free_port() {
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     if (fd >= 0) close(fd);
-    throw std::runtime_error("launch: cannot find a free TCP port on 127.0.0.1; pass --master-port");
+    throw Failure("launch: cannot find a free TCP port on 127.0.0.1; pass --master-port");
   }
   const int port = ntohs(addr.sin_port);
   close(fd);
@@ -71,9 +73,9 @@ std::string describe(int status) {
 // and its stdout and stderr on pipes.
 Worker start_worker(const LaunchOptions& o, int r, int port) {
   int out[2], err[2];
-  if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error("launch: pipe failed");
+  if (pipe(out) != 0 || pipe(err) != 0) throw Failure("launch: pipe failed");
   const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("launch: fork failed");
+  if (pid < 0) throw Failure("launch: fork failed");
   if (pid == 0) {
     dup2(out[1], 1), dup2(err[1], 2);
     close(out[0]), close(out[1]), close(err[0]), close(err[1]);

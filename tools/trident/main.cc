@@ -1,4 +1,4 @@
-// The `trident` command line. Exit codes (DESIGN.md): 0 success; 2 bad input
+// The `trident` command line. Exit codes (docs/design.md, Note [Errors] in base/error.h): 0 success; 2 bad input
 // (config, flags, missing data) with one line naming the field, the value
 // and what is allowed; 1 a failure while running; 130 interrupted (a
 // checkpoint was written first).
@@ -13,15 +13,15 @@
 #include "launch.h"
 #include "plan_commands.h"
 #include "report_command.h"
-#include "trident/report/report.h"
+#include "trident/base/error.h"
+#include "trident/base/files.h"
+#include "trident/base/text.h"
 #include "trident/comm/world.h"
-#include "trident/data/dataset.h"
 #include "trident/runtime/blas.h"
-#include "trident/runtime/checkpoint.h"
+#include "trident/runtime/checkpoint_diff.h"
 #include "trident/runtime/emulate.h"
 #include "trident/runtime/profiler.h"
 #include "trident/runtime/sharded_checkpoint.h"
-#include "trident/plan/report.h"
 #include "trident/runtime/trainer.h"
 #include "trident/zoo/zoo.h"
 
@@ -31,8 +31,27 @@ using namespace trident;
 
 constexpr int kBadInput = 2, kFailure = 1, kInterrupted = 130;
 
-int train(const std::string& config_path, std::vector<std::string> sets, const std::string& resume_dir, int nproc,
-          const std::string& emulate, double dilation) {
+struct TrainArgs {
+  std::string config_path, resume_dir, emulate;
+  std::vector<std::string> sets;
+  int nproc = 0;
+  double dilation = 1;
+};
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
+  auto* c = app.add_subcommand("train", "train a model from a YAML config");
+  c->add_option("--config", a.config_path, "config file (examples/*.yaml)");
+  c->add_option("--set", a.sets, "override a config key: --set train.epochs=2 (repeatable)");
+  c->add_option("--resume", a.resume_dir, "continue the run in RUN_DIR (e.g. runs/NAME) from its checkpoint");
+  c->add_option("--dilation", a.dilation, "with --emulate: stretch every modelled time by this factor (1-1000); results are divided by it");
+  c->add_option("--emulate", a.emulate, "run the pipeline planned for CLUSTER (e.g. summit-v100) with modelled compute and transfer times instead of training");
+  c->add_option("--nproc", a.nproc, "data parallel on N local processes (sets parallel.devices=N and launches them)");
+  return c;
+}
+
+int train(const TrainArgs& a) {
+  const auto& [config_path, resume_dir, emulate, given_sets, nproc, dilation] = a;
+  auto sets = given_sets;
   std::string path = config_path;
   if (!resume_dir.empty() && path.empty()) path = resume_dir + "/config.yaml";
   if (path.empty()) throw runtime::ConfigError("train: give --config FILE, or --resume RUN_DIR");
@@ -69,19 +88,17 @@ int train(const std::string& config_path, std::vector<std::string> sets, const s
     config.name = dir.filename().string();
     config.runs_dir = dir.parent_path().empty() ? "." : dir.parent_path().string();
   }
-  if (auto warning = runtime::blas_warning(); !warning.empty()) std::cerr << warning << "\n";
   runtime::Trainer trainer(config, !resume_dir.empty(), std::cout);
+  if (auto warning = runtime::blas_warning(); !warning.empty() && trainer.leader()) std::cerr << warning << "\n";
   std::signal(SIGINT, [](int) { runtime::Trainer::stop_requested() = true; });
   std::signal(SIGTERM, [](int) { runtime::Trainer::stop_requested() = true; });
   auto result = trainer.run();
   if (result.interrupted) return kInterrupted;
-  if (result.test_accuracy) {
+  if (result.test_accuracy && trainer.leader()) {  // one rank reports (mpirun starts every rank alike)
     std::cout << "test accuracy: " << std::fixed << std::setprecision(2) << 100 * *result.test_accuracy << "%\n";
   }
   return 0;
 }
-
-using plan::human_bytes;
 
 // `trident export RUN_DIR [--out FILE]`: the newest checkpoint's weights for plain PyTorch.
 int export_run(const std::string& run_dir, std::string out) {
@@ -97,6 +114,54 @@ int export_run(const std::string& run_dir, std::string out) {
   std::cout << "exported " << n << " parameters of step " << ck.step() << " (" << ck.path() << ") to " << out
             << "; in Python: model.load_state_dict(torch.load('" << out << "'))\n";
   return 0;
+}
+
+// A run directory's newest checkpoint, or a checkpoint directory itself.
+runtime::CheckpointReader checkpoint_at(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw InputError("diff: " + path + " does not exist");
+  if (std::filesystem::exists(std::filesystem::path(path) / "manifest.json") ||
+      std::filesystem::is_regular_file(path))
+    return runtime::CheckpointReader::open(path);
+  return runtime::CheckpointReader::latest(path);
+}
+
+// `trident diff A B`: 0 when the weights agree within the tolerances, 1 when
+// they differ (as diff(1)); bad input is 2.
+struct DiffArgs {
+  std::string a, b;
+  double rtol = 1e-5, atol = 1e-6;
+  bool optimizer = false;
+};
+
+CLI::App* add_diff_command(CLI::App& app, DiffArgs& d) {
+  auto* c = app.add_subcommand("diff", "compare two runs' newest checkpoints tensor by tensor (exit 0 equal, 1 different)");
+  c->add_option("a", d.a, "a run directory or a checkpoint directory")->required();
+  c->add_option("b", d.b, "the other")->required();
+  c->add_option("--rtol", d.rtol, "relative tolerance (torch.allclose)");
+  c->add_option("--atol", d.atol, "absolute tolerance (torch.allclose)");
+  c->add_flag("--optimizer", d.optimizer, "compare the optimizer state too");
+  return c;
+}
+
+int diff_runs(const DiffArgs& args) {
+  const auto& [a, b, rtol, atol, with_optimizer] = args;
+  const auto ca = checkpoint_at(a), cb = checkpoint_at(b);
+  const auto d = runtime::diff_checkpoints(ca, cb, with_optimizer ? "" : "param/", rtol, atol);
+  const auto list = [](const std::vector<std::string>& keys) {
+    return join(std::vector<std::string>(keys.begin(), keys.begin() + std::min<std::size_t>(keys.size(), 5))) +
+           (keys.size() > 5 ? ", ..." : "");
+  };
+  std::cout << "compared " << d.compared << " tensors of step " << ca.step() << " and step " << cb.step()
+            << "; largest |a - b| = " << d.max_abs << (d.max_abs_key.empty() ? "" : " (" + d.max_abs_key + ")")
+            << "\n";
+  if (!d.only_a.empty()) std::cout << "only in " << a << ": " << list(d.only_a) << "\n";
+  if (!d.only_b.empty()) std::cout << "only in " << b << ": " << list(d.only_b) << "\n";
+  if (!d.shape_differs.empty()) std::cout << "shape or dtype differs: " << list(d.shape_differs) << "\n";
+  if (!d.value_differs.empty())
+    std::cout << d.value_differs.size() << " differ beyond rtol " << rtol << ", atol " << atol << ": "
+              << list(d.value_differs) << "\n";
+  std::cout << (d.equal() ? "equal" : "different") << "\n";
+  return d.equal() ? 0 : 1;
 }
 
 int show_graph(const std::string& model, const std::string& preset, const std::string& out, bool all_ops) {
@@ -119,7 +184,7 @@ int show_graph(const std::string& model, const std::string& preset, const std::s
     }
   }
   if (!out.empty()) {
-    runtime::write_file_atomic(out, g.to_json().dump(1) + "\n");
+    write_file_atomic(out, g.to_json().dump(1) + "\n");
     std::cout << "wrote " << out << "\n";
   }
   return 0;
@@ -138,24 +203,15 @@ int run_profile(const ProfileArgs& a) {
     try {
       po.rows.push_back(std::stoll(item));
     } catch (const std::exception&) {
-      throw std::invalid_argument("profile: --micro-batches '" + a.rows + "' must be integers like 1,2,4,8");
+      throw InputError("profile: --micro-batches '" + a.rows + "' must be integers like 1,2,4,8");
     }
   }
   po.repeats = a.repeats, po.threads = a.threads;
   auto p = runtime::profile_model({a.model, a.preset}, po);
-  runtime::write_file_atomic(a.out, p.to_json().dump(1) + "\n");
+  write_file_atomic(a.out, p.to_json().dump(1) + "\n");
   std::cout << "profiled " << p.ops.size() << " ops of " << a.model << "/" << a.preset << " at " << a.rows
             << " rows; wrote " << a.out << " (use: trident plan --profile " << a.out << " --cluster cpu-local ...)\n";
   return 0;
-}
-
-// Bad input (config, data, flags, plans, run directories) is exit 2;
-// anything while running is 1. (Issue 14 replaces this list with one error base.)
-bool is_bad_input(const std::exception& e) {
-  return dynamic_cast<const runtime::ConfigError*>(&e) ||
-         (dynamic_cast<const comm::CommError*>(&e) && std::string(e.what()).rfind("environment:", 0) == 0) ||
-         dynamic_cast<const data::DataError*>(&e) || dynamic_cast<const std::invalid_argument*>(&e) ||
-         cli::is_plan_input_error(e) || dynamic_cast<const report::ReportError*>(&e);
 }
 
 }  // namespace
@@ -164,18 +220,8 @@ int main(int argc, char** argv) {
   CLI::App app{"trident: plan and train multi-branch DNNs (graph pipelines + Poseidon data parallelism)", "trident"};
   app.require_subcommand(1);
 
-  std::string config_path, resume_dir;
-  std::vector<std::string> sets;
-  auto* train_cmd = app.add_subcommand("train", "train a model from a YAML config");
-  train_cmd->add_option("--config", config_path, "config file (examples/*.yaml)");
-  train_cmd->add_option("--set", sets, "override a config key: --set train.epochs=2 (repeatable)");
-  train_cmd->add_option("--resume", resume_dir, "continue the run in RUN_DIR (e.g. runs/NAME) from its checkpoint");
-  int nproc = 0;
-  std::string emulate;
-  double dilation = 1;
-  train_cmd->add_option("--dilation", dilation, "with --emulate: stretch every modelled time by this factor (1-1000); results are divided by it");
-  train_cmd->add_option("--emulate", emulate, "run the pipeline planned for CLUSTER (e.g. summit-v100) with modelled compute and transfer times instead of training");
-  train_cmd->add_option("--nproc", nproc, "data parallel on N local processes (sets parallel.devices=N and launches them)");
+  TrainArgs train_args;
+  auto* train_cmd = add_train_command(app, train_args);
 
   cli::LaunchOptions launch_options;
   auto* launch_cmd = app.add_subcommand("launch", "start N local workers of a trident subcommand: trident launch --nproc N -- train --config f.yaml");
@@ -210,6 +256,9 @@ int main(int argc, char** argv) {
   export_cmd->add_option("run_dir", export_dir, "the run directory, e.g. runs/fmnist-inception")->required();
   export_cmd->add_option("--out", export_out, "output file (default RUN_DIR/weights.pt)");
 
+  DiffArgs diff_args;
+  auto* diff_cmd = add_diff_command(app, diff_args);
+
   cli::PlanArgs plan_args;
   auto* plan_cmd = cli::add_plan_command(app, plan_args);
   cli::SimulateArgs simulate_args;
@@ -223,17 +272,21 @@ int main(int argc, char** argv) {
     return kBadInput;
   }
   try {
-    if (*train_cmd) return train(config_path, sets, resume_dir, nproc, emulate, dilation);
+    if (*train_cmd) return train(train_args);
     if (*launch_cmd) return cli::launch(launch_options);
     if (*graph_cmd) return show_graph(model, preset, out, all_ops);
     if (*profile_cmd) return run_profile(profile_args);
     if (*plan_cmd) return cli::run_plan(plan_args);
     if (*report_cmd) return cli::run_report(report_dir);
     if (*export_cmd) return export_run(export_dir, export_out);
+    if (*diff_cmd) return diff_runs(diff_args);
     if (*simulate_cmd) return cli::run_simulate(simulate_args);
-  } catch (const std::exception& e) {
-    std::cerr << "trident: " << comm::one_line(e) << "\n";
-    return is_bad_input(e) ? kBadInput : kFailure;
+  } catch (const Error& e) {  // Note [Errors]: the kind decides the exit code
+    std::cerr << "trident: " << first_line(e) << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {  // not anticipated: a failure
+    std::cerr << "trident: " << first_line(e) << "\n";
+    return kFailure;
   }
   return 0;
 }

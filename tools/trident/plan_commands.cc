@@ -5,7 +5,8 @@
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
 #include "trident/plan/report.h"
-#include "trident/runtime/checkpoint.h"
+#include "trident/base/files.h"
+#include "trident/base/text.h"
 #include "trident/schedule/simulator.h"
 #include "trident/zoo/zoo.h"
 
@@ -31,8 +32,8 @@ cost::CostModel cost_model_for(const nlohmann::json& described, const std::strin
 void print_warnings(const plan::Planner& planner, const plan::Plan& p) {
   for (const auto& st : p.stages)
     if (st.memory_bytes > planner.memory_cap())
-      std::cerr << "warning: stage " << st.id << " needs " << plan::human_bytes(st.memory_bytes)
-                << " per device, over the " << plan::human_bytes(planner.memory_cap()) << " limit\n";
+      std::cerr << "warning: stage " << st.id << " needs " << human_bytes(st.memory_bytes)
+                << " per device, over the " << human_bytes(planner.memory_cap()) << " limit\n";
 }
 
 }  // namespace
@@ -85,11 +86,11 @@ int run_plan(const PlanArgs& a) {
   auto p = planner.plan();
   std::cout << plan::stage_table(planner, p) << "\n" << plan::sync_table(planner, p, a.sync_rows);
   if (!a.out.empty()) {
-    runtime::write_file_atomic(a.out, p.to_json().dump(1) + "\n");
+    write_file_atomic(a.out, p.to_json().dump(1) + "\n");
     std::cout << "wrote " << a.out << "\n";
   }
   if (!a.dot.empty()) {
-    runtime::write_file_atomic(a.dot, plan::to_dot(p));
+    write_file_atomic(a.dot, plan::to_dot(p));
     std::cout << "wrote " << a.dot << " (render: dot -Tsvg " << a.dot << " -o plan.svg)\n";
   }
   return 0;
@@ -125,15 +126,10 @@ int run_simulate(const SimulateArgs& a) {
   }
   print_warnings(planner, p);
   if (!a.trace.empty()) {
-    runtime::write_file_atomic(a.trace, schedule::chrome_trace(planner.stage_graph(p), result).dump() + "\n");
+    write_file_atomic(a.trace, schedule::chrome_trace(planner.stage_graph(p), result).dump() + "\n");
     if (!a.json) std::cout << "wrote " << a.trace << " (open in ui.perfetto.dev or chrome://tracing)\n";
   }
   return 0;
-}
-
-bool is_plan_input_error(const std::exception& e) {
-  return dynamic_cast<const plan::PlanError*>(&e) || dynamic_cast<const cost::ClusterError*>(&e) ||
-         dynamic_cast<const schedule::ScheduleError*>(&e) || dynamic_cast<const graph::GraphError*>(&e);
 }
 
 }  // namespace trident::cli

@@ -1,7 +1,7 @@
-// `trident plan` and `trident simulate` (DESIGN.md "Command line"): the
-// torch-free planner behind the CLI. Errors are thrown (PlanError,
-// ClusterError, ScheduleError, std::invalid_argument) and main() turns them
-// into one line and exit code 2.
+// `trident plan` and `trident simulate` (docs/design.md, "The path of one run"): the
+// torch-free planner behind the CLI. Errors are thrown as trident::Error
+// (PlanError, ClusterError, ScheduleError, GraphError); main() prints one
+// line and exits with the error's code.
 #pragma once
 
 #include <string>
@@ -28,8 +28,5 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args);
 
 int run_plan(const PlanArgs& args);
 int run_simulate(const SimulateArgs& args);
-
-// True for the planner's bad-input errors (exit 2).
-bool is_plan_input_error(const std::exception& e);
 
 }  // namespace trident::cli

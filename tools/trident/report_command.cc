@@ -8,7 +8,7 @@
 
 #include "trident/plan/plan.h"
 #include "trident/report/report.h"
-#include "trident/runtime/checkpoint.h"
+#include "trident/base/files.h"
 
 namespace trident::cli {
 
@@ -22,13 +22,13 @@ int run_report(const std::string& run_dir) {
   const auto summary = report::summarize(trace, metrics);
   const auto timeline = report::timeline_svg(trace);
   const auto loss = report::loss_svg(metrics);
-  runtime::write_file_atomic(run_dir + "/timeline.svg", timeline);
-  runtime::write_file_atomic(run_dir + "/loss.svg", loss);
+  write_file_atomic(run_dir + "/timeline.svg", timeline);
+  write_file_atomic(run_dir + "/loss.svg", loss);
   std::vector<std::string> written = {"timeline.svg", "loss.svg"};
   std::string stages_svg;
   if (fs::exists(run_dir + "/plan.json")) {
     const auto plan = plan::load_plan(run_dir + "/plan.json");
-    runtime::write_file_atomic(run_dir + "/stages.dot", plan::to_dot(plan));
+    write_file_atomic(run_dir + "/stages.dot", plan::to_dot(plan));
     written.push_back("stages.dot");
     const std::string cmd = "dot -Tsvg '" + run_dir + "/stages.dot' -o '" + run_dir + "/stages.svg' 2>/dev/null";
     if (std::system("command -v dot >/dev/null 2>&1") == 0 && std::system(cmd.c_str()) == 0) {
@@ -41,7 +41,7 @@ int run_report(const std::string& run_dir) {
       written.push_back("stages.svg");
     }
   }
-  runtime::write_file_atomic(run_dir + "/report.html", report::report_html(summary, timeline, loss, stages_svg));
+  write_file_atomic(run_dir + "/report.html", report::report_html(summary, timeline, loss, stages_svg));
   written.push_back("report.html");
   std::cout << report::summary_text(summary) << "wrote";
   for (const auto& f : written) std::cout << " " << run_dir << "/" << f;

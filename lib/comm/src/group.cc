@@ -11,9 +11,23 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace trident::comm {
+namespace {
 
-// A thread that writes this rank's beat counter into the store every 0.5 s,
-// over its own store client (TCPStore clients are not shared across threads).
+// Heartbeats: a beat every kBeatPeriod; diagnose() samples the beats twice,
+// kDiagnoseGap apart (three periods: a live rank beats at least twice in
+// between), each store read waiting at most kStoreReadTimeout. Rank 0, which
+// hosts the store, stays kStoreLinger after a failure so that the others can
+// still read the beats.
+constexpr auto kBeatPeriod = std::chrono::milliseconds(500);
+constexpr auto kDiagnoseGap = 3 * kBeatPeriod;
+constexpr auto kStoreReadTimeout = std::chrono::seconds(2);
+constexpr auto kStoreLinger = std::chrono::seconds(3);
+
+}  // namespace
+
+// A thread that writes this rank's beat counter into the store every
+// kBeatPeriod, over its own store client (TCPStore clients are not shared
+// across threads).
 class Heartbeat {
  public:
   Heartbeat(const WorldInfo& world, std::chrono::milliseconds timeout) : rank_(world.rank), size_(world.world_size) {
@@ -33,16 +47,15 @@ class Heartbeat {
         } catch (const std::exception&) {
           // The store is gone; diagnose() reports it.
         }
-        for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        // Sleep in slices so that the destructor does not wait a whole period.
+        for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(kBeatPeriod / 5);
       }
     });
   }
   ~Heartbeat() {
     stop_ = true;
     thread_.join();
-    // Rank 0 hosts the store: after a failure it stays a little, so that the
-    // other ranks' diagnose() can still read the heartbeats.
-    if (rank_ == 0 && diagnosed_) std::this_thread::sleep_for(std::chrono::seconds(3));
+    if (rank_ == 0 && diagnosed_) std::this_thread::sleep_for(kStoreLinger);
   }
 
   std::string diagnose() {
@@ -50,7 +63,7 @@ class Heartbeat {
     auto sample = [&]() -> std::vector<std::string> {
       std::vector<std::string> beats(size_);
       std::lock_guard<std::mutex> lock(mu_);
-      store_->setTimeout(std::chrono::seconds(2));
+      store_->setTimeout(kStoreReadTimeout);
       for (int r = 0; r < size_; ++r) {
         const std::string key = "heartbeat/" + std::to_string(r);
         if (!store_->check({key})) continue;
@@ -61,7 +74,7 @@ class Heartbeat {
     };
     try {
       auto before = sample();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      std::this_thread::sleep_for(kDiagnoseGap);
       auto after = sample();
       std::string lost;
       for (int r = 0; r < size_; ++r)
@@ -96,6 +109,18 @@ bool is_local(const std::string& addr) { return addr == "127.0.0.1" || addr == "
 
 }  // namespace
 
+Group::Group(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank, int size,
+             std::chrono::milliseconds timeout, std::string host)
+    : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), size_(size), timeout_(timeout),
+      host_(std::move(host)) {
+  for (int r = 0; r < size; ++r) world_ranks_.push_back(r);
+}
+
+std::string Group::member(int r) const {
+  const auto world = "rank " + std::to_string(world_rank(r));
+  return name_ == "world" ? world : world + " (member " + std::to_string(r) + " of '" + name_ + "')";
+}
+
 Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(world.master_port);
@@ -109,7 +134,7 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
   } catch (const std::exception& e) {
     throw CommError("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
                     world.master_addr + ":" + std::to_string(world.master_port) + " within " +
-                    std::to_string(timeout.count()) + " ms (" + one_line(e) + ")");
+                    std::to_string(timeout.count()) + " ms (" + first_line(e) + ")");
   }
   try {
     const std::string host = is_local(world.master_addr) ? "127.0.0.1" : "";
@@ -119,7 +144,7 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
     return g;
   } catch (const std::exception& e) {
     throw CommError("rank " + std::to_string(world.rank) + ": connecting to the other " +
-                    std::to_string(world.world_size - 1) + " ranks failed: " + one_line(e));
+                    std::to_string(world.world_size - 1) + " ranks failed: " + first_line(e));
   }
 }
 
@@ -131,28 +156,39 @@ Group Group::over_store(c10::intrusive_ptr<c10d::Store> store, int rank, int siz
 Group Group::subgroup(const std::vector<int>& ranks, const std::string& name) const {
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
   if (it == ranks.end())
-    throw CommError("rank " + std::to_string(rank_) + " is not in group '" + name + "'");
+    throw CommError(member(rank_) + " is not in group '" + name + "'");
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   const int r = static_cast<int>(it - ranks.begin()), n = static_cast<int>(ranks.size());
   Group g(store, gloo(store, r, n, timeout_, host_), r, n, timeout_, host_);
+  g.name_ = name;
+  for (int i = 0; i < n; ++i) g.world_ranks_[static_cast<std::size_t>(i)] = world_rank(ranks[static_cast<std::size_t>(i)]);
   // The heartbeat speaks of world ranks; only a group over all of them can use it.
   if (n == size_) g.heartbeat_ = heartbeat_;
   return g;
 }
 
-std::vector<std::string> allgather_strings(const Group& group, const std::string& mine) {
+std::vector<std::string> allgather_strings(const Group& group, const std::string& mine, const std::string& what) {
+  const auto wait = [&](const c10::intrusive_ptr<c10d::Work>& work) {
+    try {
+      work->wait(group.timeout());
+    } catch (const std::exception& e) {
+      const auto lost = group.diagnose();
+      throw CommError(group.member(group.rank()) + ": " + what + " failed" + (lost.empty() ? "" : " (" + lost + ")") +
+                      ": " + first_line(e));
+    }
+  };
   const int n = group.size();
   auto sizes = torch::zeros({n}, torch::kInt64);
   sizes[group.rank()] = static_cast<std::int64_t>(mine.size());
   std::vector<at::Tensor> sv{sizes};
-  group.pg().allreduce(sv)->wait(group.timeout());
+  wait(group.pg().allreduce(sv));
   const auto longest = std::max<std::int64_t>(1, sizes.max().item<std::int64_t>());
   auto buffer = torch::zeros({longest}, torch::kUInt8);
   std::memcpy(buffer.data_ptr(), mine.data(), mine.size());
   std::vector<std::vector<at::Tensor>> all(1);
   for (int r = 0; r < n; ++r) all[0].push_back(torch::empty_like(buffer));
   std::vector<at::Tensor> in{buffer};
-  group.pg().allgather(all, in)->wait(group.timeout());
+  wait(group.pg().allgather(all, in));
   std::vector<std::string> out;
   for (int r = 0; r < n; ++r)
     out.emplace_back(static_cast<const char*>(all[0][r].data_ptr()), sizes[r].item<std::int64_t>());

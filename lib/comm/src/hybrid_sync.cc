@@ -1,6 +1,8 @@
 // Per-parameter methods (HybComm), each on its own subgroup (grad_sync.h).
 #include "trident/comm/grad_sync.h"
 
+#include "trident/cost/comm.h"
+
 namespace trident::comm {
 namespace {
 
@@ -63,19 +65,17 @@ std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, cons
   std::map<std::string, NamedParams> split;
   for (auto& [name, t] : params) {
     auto it = methods.find(name);
-    const std::string m = it == methods.end() ? "allreduce" : it->second;
-    if (m != "allreduce" && m != "ps" && m != "sfb")
-      throw CommError("gradient sync method '" + m + "' for '" + name + "' is unknown; use allreduce, ps or sfb");
-    split[m].emplace_back(name, t);
+    const auto m = it == methods.end() ? cost::SyncMethod::kAllReduce : cost::sync_method_from_string(it->second);
+    split[cost::to_string(m)].emplace_back(name, t);
   }
   std::vector<int> all(group.size());
   for (int r = 0; r < group.size(); ++r) all[r] = r;
   std::vector<std::unique_ptr<GradSync>> parts;
   // Fixed order, so every rank creates the same subgroups.
-  for (const char* m : {"allreduce", "ps", "sfb"}) {
+  for (const auto& m : cost::sync_method_names()) {
     auto it = split.find(m);
     if (it == split.end()) continue;
-    Group sub = group.subgroup(all, std::string("hybrid-") + m);
+    Group sub = group.subgroup(all, "hybrid-" + m);
     if (it->first == "allreduce") parts.push_back(make_allreduce_sync(sub, it->second, bucket_bytes));
     if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, staleness));
     if (it->first == "sfb") parts.push_back(make_sfb_sync(sub, it->second, graph));

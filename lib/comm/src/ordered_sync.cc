@@ -103,8 +103,8 @@ void OrderedSync::set_grad(int param, const torch::Tensor& value) {
 
 void OrderedSync::fail(const std::string& what, const std::exception& e) const {
   const auto lost = group_.diagnose();
-  throw CommError("rank " + std::to_string(group_.rank()) + ": " + what + " failed" +
-                  (lost.empty() ? "" : " (" + lost + ")") + ": " + one_line(e));
+  throw CommError(group_.member(group_.rank()) + ": " + what + " failed" +
+                  (lost.empty() ? "" : " (" + lost + ")") + ": " + first_line(e));
 }
 
 }  // namespace trident::comm::detail

@@ -1,4 +1,4 @@
-// Colocated sharded parameter server (grad_sync.h, REFERENCE.md §1).
+// Colocated sharded parameter server (grad_sync.h, docs/algorithms.md §1).
 #include <algorithm>
 #include <deque>
 #include <numeric>
@@ -78,7 +78,7 @@ class PsSync final : public detail::OrderedSync {
     try {
       works_[p]->wait(group_.timeout());
     } catch (const std::exception& e) {
-      fail("push of '" + params_[p].first + "' to its owner, rank " + std::to_string(owner_[p]), e);
+      fail("push of '" + params_[p].first + "' to its owner, " + group_.member(owner_[p]), e);
     }
     event("push " + params_[p].first, starts_[p]);
     if (owner_[p] == group_.rank()) set_grad(p, buffers_[p]);
@@ -100,7 +100,7 @@ class PsSync final : public detail::OrderedSync {
       try {
         pull.works[i]->wait(group_.timeout());
       } catch (const std::exception& e) {
-        fail("pull of '" + params_[i].first + "' from its owner, rank " + std::to_string(owner_[i]), e);
+        fail("pull of '" + params_[i].first + "' from its owner, " + group_.member(owner_[i]), e);
       }
       if (owner_[i] != group_.rank()) params_[i].second.copy_(pull.buffers[i]);
       if (staleness_ == 0) event("pull " + params_[i].first, pull.starts[i]);  // same iteration's clock

@@ -1,4 +1,4 @@
-// Sufficient-factor broadcasting (grad_sync.h, REFERENCE.md §1).
+// Sufficient-factor broadcasting (grad_sync.h, docs/algorithms.md §1).
 #include "ordered_sync.h"
 #include "trident/cost/comm.h"
 

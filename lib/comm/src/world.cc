@@ -28,21 +28,14 @@ std::optional<int> integer(const std::map<std::string, std::string>& env, const 
   try {
     std::size_t used = 0;
     const long v = std::stol(it->second, &used);
-    if (used != it->second.size() || v < 0 || v > 1'000'000) throw std::invalid_argument("range");
+    if (used != it->second.size() || v < 0 || v > 1'000'000) throw std::out_of_range("range");
     return static_cast<int>(v);
   } catch (const std::exception&) {
-    throw CommError("environment: " + name + "='" + it->second + "' is not a non-negative integer");
+    throw CommError("environment: " + name + "='" + it->second + "' is not a non-negative integer", ErrorKind::kBadInput);
   }
 }
 
 }  // namespace
-
-std::string one_line(const std::exception& e) {
-  std::string text = e.what();
-  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
-  const auto nl = text.find('\n');
-  return nl == std::string::npos ? text : text.substr(0, nl);
-}
 
 WorldInfo world_from_env(const std::map<std::string, std::string>& env) {
   WorldInfo w;
@@ -53,17 +46,17 @@ WorldInfo world_from_env(const std::map<std::string, std::string>& env) {
     if (!rank && !size) continue;
     if (!rank || !size)
       throw CommError(std::string("environment: ") + (rank ? s.size : s.rank) + " is missing but " +
-                      (rank ? s.rank : s.size) + " is set (" + s.launcher + ")");
+                      (rank ? s.rank : s.size) + " is set (" + s.launcher + ")", ErrorKind::kBadInput);
     WorldInfo here;
     here.rank = *rank, here.world_size = *size, here.local_rank = local.value_or(*rank);
     here.launcher = s.launcher;
     if (here.world_size < 1 || here.rank >= here.world_size)
       throw CommError(std::string("environment: ") + s.rank + "=" + std::to_string(here.rank) + " must be below " +
-                      s.size + "=" + std::to_string(here.world_size));
+                      s.size + "=" + std::to_string(here.world_size), ErrorKind::kBadInput);
     const std::string vars = std::string(s.rank) + "=" + std::to_string(here.rank) + ", " + s.size + "=" +
                              std::to_string(here.world_size) + " (" + s.launcher + ")";
     if (first && (first->rank != here.rank || first->world_size != here.world_size))
-      throw CommError("environment: launchers disagree: " + first_vars + " but " + vars);
+      throw CommError("environment: launchers disagree: " + first_vars + " but " + vars, ErrorKind::kBadInput);
     if (!first) first = here, first_vars = vars;
   }
   if (first) w = *first;
@@ -76,7 +69,7 @@ WorldInfo world_from_env(const std::map<std::string, std::string>& env) {
     if (!port)
       throw CommError("environment: MASTER_PORT is missing; set it to a free TCP port on rank 0's host (e.g. 29500)");
     if (*port < 1 || *port > 65535)
-      throw CommError("environment: MASTER_PORT=" + std::to_string(*port) + " is not a TCP port (1..65535)");
+      throw CommError("environment: MASTER_PORT=" + std::to_string(*port) + " is not a TCP port (1..65535)", ErrorKind::kBadInput);
     w.master_port = *port;
   }
   return w;

@@ -218,7 +218,8 @@ TEST(AllReduceSync, SmallBucketsAndNoWfbpAgreeAndCountBytes) {
   ASSERT_GT(st.events.size(), 2u);
   // WFBP: the first buckets started before backward ended.
   EXPECT_LT(st.events.front().start_s, st.backward_end_s);
-  EXPECT_GE(st.exposed_s, 0);
+  // The last bucket is launched when backward ends, so some sync is exposed.
+  EXPECT_GT(st.exposed_s, 0);
   // Bytes: ring all-reduce moves 2 S (P-1)/P each way, per parameter.
   const auto g = zoo::build_graph({"mlp", "tiny"});
   for (const auto& op : g.ops())

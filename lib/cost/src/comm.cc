@@ -1,7 +1,9 @@
-// Formulas: see comm.h and REFERENCE.md §1.
+// Formulas: see comm.h and docs/algorithms.md §1.
 #include "trident/cost/comm.h"
 
 #include <algorithm>
+
+#include "trident/base/text.h"
 
 namespace trident::cost {
 
@@ -18,7 +20,17 @@ SyncMethod sync_method_from_string(const std::string& text) {
   if (text == "allreduce") return SyncMethod::kAllReduce;
   if (text == "ps") return SyncMethod::kPs;
   if (text == "sfb") return SyncMethod::kSfb;
-  throw ClusterError("gradient sync method '" + text + "' is unknown; use allreduce, ps or sfb");
+  throw ClusterError("gradient sync method '" + text + "' is unknown; allowed: " + join(sync_method_names()));
+}
+
+const std::vector<std::string>& sync_method_names() {
+  static const std::vector<std::string> names = {"allreduce", "ps", "sfb"};
+  return names;
+}
+
+const std::vector<std::string>& grad_sync_names() {
+  static const std::vector<std::string> names = {"hybrid", "allreduce", "ps", "sfb"};
+  return names;
 }
 
 double p2p_s(const LinkSpec& link, double bytes) { return bytes > 0 ? link.latency_s + bytes / link.bandwidth : 0; }

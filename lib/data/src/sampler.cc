@@ -2,13 +2,15 @@
 
 #include <stdexcept>
 
+#include "trident/data/dataset.h"
+
 namespace trident::data {
 
 EpochSampler::EpochSampler(std::int64_t dataset_size, std::int64_t batch, std::uint64_t seed)
     : size_(dataset_size), batch_(batch), steps_per_epoch_(batch > 0 ? dataset_size / batch : 0), seed_(seed) {
   if (steps_per_epoch_ < 1) {
-    throw std::invalid_argument("train.mini_batch = " + std::to_string(batch) + " must be between 1 and the " +
-                                "training set size " + std::to_string(dataset_size));
+    throw DataError("train.mini_batch = " + std::to_string(batch) + " must be between 1 and the " +
+                    "training set size " + std::to_string(dataset_size));
   }
 }
 
@@ -26,7 +28,8 @@ torch::Tensor EpochSampler::batch_indices(std::int64_t step) {
 
 std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t rows, std::int64_t part, std::int64_t parts) {
   if (parts < 1 || part < 0 || part >= parts) {
-    throw std::invalid_argument("shard " + std::to_string(part) + " of " + std::to_string(parts) + " does not exist");
+    throw DataError("shard " + std::to_string(part) + " of " + std::to_string(parts) + " does not exist",
+                    ErrorKind::kFailure);
   }
   const std::int64_t base = rows / parts, extra = rows % parts;
   const std::int64_t begin = part * base + std::min(part, extra);

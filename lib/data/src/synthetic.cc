@@ -22,8 +22,8 @@ Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std:
   all.num_classes = classes;
   try {
     all.fields = nn::random_batch(graph, total, gen);
-  } catch (const std::invalid_argument& e) {
-    throw DataError(std::string("synthetic data: ") + e.what());
+  } catch (const graph::GraphError& e) {
+    throw DataError("synthetic data: " + e.message());
   }
   // The teacher: a random read-out of every input field; its argmax is the label.
   auto logits = torch::zeros({total, classes});

@@ -78,7 +78,7 @@ TEST(Sampler, EpochsArePermutationsAndRepeatable) {
   EXPECT_EQ(seen.size(), 9u);
   EXPECT_TRUE(torch::equal(a.batch_indices(4), b.batch_indices(4)));  // any step, any order of asking
   EXPECT_FALSE(torch::equal(a.batch_indices(0), a.batch_indices(3)));  // a new epoch reshuffles
-  EXPECT_THROW(EpochSampler(4, 5, 0), std::invalid_argument);
+  EXPECT_THROW(EpochSampler(4, 5, 0), DataError);
 }
 
 TEST(Sampler, ShardRangesCoverRowsContiguously) {
@@ -90,7 +90,7 @@ TEST(Sampler, ShardRangesCoverRowsContiguously) {
     next = e;
   }
   EXPECT_EQ(next, 10);
-  EXPECT_THROW(shard_range(10, 3, 3), std::invalid_argument);
+  EXPECT_THROW(shard_range(10, 3, 3), DataError);
 }
 
 }  // namespace

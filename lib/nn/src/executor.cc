@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "trident/base/error.h"
+
 namespace trident::nn {
 
 torch::ScalarType to_torch(graph::DType dtype) {
@@ -40,7 +42,7 @@ Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator
       b[field] = torch::randint(classes, shape, gen, torch::kInt64);
     } else if (op.output.dtype == graph::DType::kInt64) {
       const auto range = op.attrs.value("range", std::int64_t{0});
-      if (range <= 0) throw std::invalid_argument("int64 input '" + field + "' needs a positive attr 'range'");
+      if (range <= 0) throw graph::GraphError("int64 input '" + field + "' needs a positive attr 'range'");
       b[field] = torch::randint(range, shape, gen, torch::kInt64);
     } else {
       b[field] = torch::randn(shape, gen).to(to_torch(op.output.dtype));
@@ -57,9 +59,8 @@ void GraphExecutor::check(graph::OpId producer, const torch::Tensor& t, int64_t 
   if (matches(t, op.output) && (rows < 0 || t.size(0) == rows)) return;
   const std::string what = op.is_input() ? "dataset field '" + op.attrs.value("field", op.name) + "'"
                                          : "edge from '" + op.name + "'";
-  throw std::invalid_argument(what + " expects [batch" + (op.output.shape.empty() ? "" : ",") +
-                              graph::to_string(op.output).substr(1) +
-                              (rows >= 0 ? " with batch " + std::to_string(rows) : "") + ", got " + describe(t));
+  throw Failure(what + " expects [batch" + (op.output.shape.empty() ? "" : ",") + graph::to_string(op.output).substr(1) +
+                (rows >= 0 ? " with batch " + std::to_string(rows) : "") + ", got " + describe(t));
 }
 
 TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) const {
@@ -69,7 +70,7 @@ TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) c
   for (graph::OpId p : subgraph_.inputs) {
     auto it = inputs.find(p);
     if (it == inputs.end()) {
-      throw std::invalid_argument("stage input from op '" + g.op(p).name + "' was not given");
+      throw Failure("stage input from op '" + g.op(p).name + "' was not given");
     }
     check(p, it->second, rows);
     rows = it->second.size(0);
@@ -78,7 +79,7 @@ TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) c
   for (graph::OpId s : subgraph_.sources) {
     const auto field = g.op(s).attrs.value("field", g.op(s).name);
     auto it = fields.find(field);
-    if (it == fields.end()) throw std::invalid_argument("dataset field '" + field + "' is missing from the batch");
+    if (it == fields.end()) throw Failure("dataset field '" + field + "' is missing from the batch");
     check(s, it->second, rows);
     rows = it->second.size(0);
     values[s] = it->second;

@@ -121,12 +121,12 @@ TEST(GraphExecutor, WrongEdgeShapeNamesTheEdge) {
   try {
     ex.forward({{g.id_of("fc0_relu"), torch::zeros({3, 255})}}, b);
     FAIL();
-  } catch (const std::invalid_argument& e) {
+  } catch (const Failure& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("'fc0_relu'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("[3,255]"), std::string::npos) << msg;
   }
-  EXPECT_THROW(ex.forward({}, b), std::invalid_argument);  // input not given
+  EXPECT_THROW(ex.forward({}, b), Failure);  // input not given
 }
 
 TEST(GraphModule, ParameterNamesFollowOpNames) {

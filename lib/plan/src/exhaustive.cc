@@ -45,7 +45,7 @@ class SpSpace {
       }
       combine(heads, series(pieces, j + 1), out);
     }
-    // Fork and join stages (Note [Fork and join stages] in search.cc).
+    // Fork and join stages (Note [Fork and join stages] in sp_engine.h).
     const std::size_t n = pieces.size();
     auto merged = [&](const SpNode& par, std::size_t from, std::size_t to, std::vector<Partition>& heads) {
       std::vector<const SpNode*> kids;

@@ -1,16 +1,9 @@
-// Fork and join stages for the SP dynamic program; see the Note below.
+// Fork and join stages for the SP dynamic program: Note [Fork and join
+// stages] in sp_engine.h.
 #include "sp_engine.h"
 
 namespace trident::plan::detail {
 
-// Note [Fork and join stages]: the SP tree alone cannot put a fork (the
-// pieces before a parallel node) or a join (the pieces after it) in the
-// same stage as a branch. join() and fork() allow it for a group of
-// branches at either end that forms one stage, the other branches split as
-// usual; fork_join() puts the fork with one end group and the join with the
-// other. Such a stage is convex: the other branches only read
-// from a fork stage, and only feed a join stage.
-//
 // Join: piece i is parallel; pieces i+1..t join a branch group's stage,
 // which is then the last stage of the unit (height delta + rest + 1).
 void Engine::join(int si, int i, int d, int delta, int& best, Choice& choice) {
@@ -35,7 +28,7 @@ void Engine::join(int si, int i, int d, int delta, int& best, Choice& choice) {
             const int other = split(par, olo, ohi, d1, delta + rest + 1);
             if (other < kInf && rest + 1 + other < best) {
               best = rest + 1 + other;
-              choice = {3, t, degrees_[k], side, l, d1};
+              choice = {Choice::Kind::kJoinMerged, t, degrees_[k], side, l, d1};
             }
           }
         }
@@ -69,7 +62,7 @@ void Engine::fork(int si, int i, int d, int delta, int& best, Choice& choice) {
           if (other >= kInf || !fits({a, b}, k, delta + rest + other + 1)) continue;
           if (rest + other + 1 < best) {
             best = rest + other + 1;
-            choice = {4, p, degrees_[k], side, l, d1};
+            choice = {Choice::Kind::kForkMerged, p, degrees_[k], side, l, d1};
           }
         }
       }
@@ -104,7 +97,7 @@ void Engine::fork_join(int si, int i, int d, int delta, int& best, Choice& choic
             if (rest >= kInf || rest + 2 >= best) continue;
             if (!fits({jb, jp}, kj, delta + rest + 1) || !fits({fb, fp}, kf, delta + rest + 2)) continue;
             best = rest + 2;
-            choice = {5, t, degrees_[kf], side, l, degrees_[kj]};
+            choice = {Choice::Kind::kForkAndJoin, t, degrees_[kf], side, l, degrees_[kj]};
           }
         }
       }

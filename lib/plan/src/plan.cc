@@ -275,6 +275,29 @@ void validate_plan(Plan& plan, const graph::OpGraph& g) {
   const auto sg = rebuild_edges(plan, g, stage);
   check_grad_sync(plan, g);
   check_actions(plan, sg);
+  check_sfb_order(plan, g);
+}
+
+void check_sfb_order(const Plan& plan, const graph::OpGraph& g) {
+  std::set<std::string> sfb;
+  for (const auto& [name, method] : plan.grad_sync)
+    if (method == cost::to_string(cost::SyncMethod::kSfb)) sfb.insert(name);
+  if (sfb.empty()) return;
+  for (const auto& st : plan.stages) {
+    if (st.devices.size() < 2 || st.actions.empty()) continue;
+    const bool any = std::any_of(st.ops.begin(), st.ops.end(), [&](const std::string& op) {
+      const auto& params = g.op(g.id_of(op)).params;
+      return std::any_of(params.begin(), params.end(), [&](const auto& p) { return sfb.count(p.name) > 0; });
+    });
+    if (!any) continue;
+    std::vector<int> forwards, backwards;
+    for (const auto& a : schedule::parse_actions(st.actions))
+      (a.kind == schedule::Action::Kind::kForward ? forwards : backwards).push_back(a.micro_batch);
+    if (forwards != backwards)
+      throw PlanError("stage " + std::to_string(st.id) +
+                      ": sfb gradient sync needs the backwards in the order of the forwards; the schedule is '" +
+                      st.actions + "' (use allreduce or ps for this stage's parameters)");
+  }
 }
 
 std::string to_dot(const Plan& plan) {

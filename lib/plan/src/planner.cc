@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "estimate.h"
+#include "trident/base/text.h"
+#include "trident/cost/comm.h"
 #include "trident/graph/sp.h"
 
 namespace trident::plan {
@@ -19,12 +21,6 @@ std::string gib(double bytes) {
   s.precision(2);
   s << bytes / (1024.0 * 1024 * 1024) << " GiB";
   return s.str();
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
 }
 
 }  // namespace
@@ -51,8 +47,9 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   const auto& sn = schedule::schedule_names();
   if (std::find(sn.begin(), sn.end(), r.schedule) == sn.end())
     throw PlanError("schedule '" + r.schedule + "' is unknown; use " + join(sn));
-  if (r.grad_sync != "hybrid" && r.grad_sync != "allreduce" && r.grad_sync != "ps" && r.grad_sync != "sfb")
-    throw PlanError("grad_sync '" + r.grad_sync + "' is unknown; use hybrid, allreduce, ps or sfb");
+  const auto& gs = cost::grad_sync_names();
+  if (std::find(gs.begin(), gs.end(), r.grad_sync) == gs.end())
+    throw PlanError("grad_sync '" + r.grad_sync + "' is unknown; use " + join(gs));
   if (r.optimizer_states < 0) throw PlanError("optimizer states must be >= 0");
   if (r.device_memory_bytes && !(*r.device_memory_bytes > 0)) throw PlanError("device memory must be > 0");
   if (!(r.tolerance > 0 && r.tolerance < 1)) throw PlanError("tolerance must be in (0, 1)");
@@ -161,7 +158,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
     int best = -1;
     for (auto c : graph_.consumers(id))
       if (stage[c] >= 0 && (best < 0 || position[stage[c]] < position[best])) best = stage[c];
-    if (best < 0) throw PlanError("internal: op '" + graph_.op(id).name + "' is in no stage");
+    if (best < 0) throw PlanError("internal: op '" + graph_.op(id).name + "' is in no stage", ErrorKind::kFailure);
     stage[id] = best;
     ops[best].push_back(id);
   }
@@ -189,7 +186,8 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   for (int i : by_size)
     for (int r = 0; r < stages[order[i]].replicas; ++r) plan.stages[i].devices.push_back(next++);
   if (next > request_.devices)
-    throw PlanError("internal: plan uses " + std::to_string(next) + " devices of " + std::to_string(request_.devices));
+    throw PlanError("internal: plan uses " + std::to_string(next) + " devices of " + std::to_string(request_.devices),
+                    ErrorKind::kFailure);
   validate_plan(plan, graph_);
   fill_sync(plan);
   predict(plan);
@@ -219,6 +217,31 @@ void Planner::fill_sync(Plan& plan) const {
   }
 }
 
+// Why no plan was found: the candidates' reasons, else the op or the model
+// that cannot fit.
+void Planner::no_plan(const std::vector<std::string>& reasons, int b) const {
+  if (!reasons.empty()) {
+    const auto others = reasons.size() - 1;
+    throw PlanError(reasons.front() + (others ? " (and " + std::to_string(others) + " other reason" +
+                                                    (others > 1 ? "s" : "") + ": " + reasons[1] + ")"
+                                              : std::string()));
+  }
+  for (graph::OpId id = 0; id < graph_.size(); ++id) {
+    auto e = detail::estimate_stage(*this, {id}, 1, b, cluster_.intra_node);
+    if (e.memory(1) > memory_cap())
+      throw PlanError("no feasible plan: op '" + graph_.op(id).name + "' alone needs " + gib(e.memory(1)) +
+                      " on one device at micro-batch " + std::to_string(b) + ", over the " + gib(memory_cap()) +
+                      " of a " + cluster_.device.name + "; raise --device-memory-gb or use a smaller preset");
+  }
+  std::vector<graph::OpId> all(graph_.size());
+  for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
+  const double total = detail::estimate_stage(*this, all, 1, b, cluster_.intra_node).static_bytes;
+  throw PlanError("no feasible plan: " + graph_.name() + " needs " + gib(total) +
+                  " for weights, gradients and optimizer state plus activations, and no split into stages fits on " +
+                  std::to_string(request_.devices) + " devices of " + gib(memory_cap()) +
+                  "; add devices or raise --device-memory-gb");
+}
+
 Plan Planner::plan() const {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> micro_batches;
@@ -229,7 +252,7 @@ Plan Planner::plan() const {
       if (request_.mini_batch % b == 0) micro_batches.push_back(b);
   }
   std::optional<Plan> best;
-  std::string reason;
+  std::vector<std::string> reasons;  // why candidates were rejected, each once
   // Note [Search spaces]: graphpipe searches the SP decomposition and also
   // the sequential space (contiguous cuts of a topological order), and keeps
   // the faster plan: the SP space cannot put a fan-in stage together with
@@ -265,32 +288,14 @@ Plan Planner::plan() const {
         Plan p = assemble(stages, b, request_.partitioner);
         if (!best || p.predicted.samples_per_s > best->predicted.samples_per_s) best = std::move(p);
       } catch (const PlanError& e) {
-        if (reason.empty()) reason = e.what();
+        // A candidate that breaks an invariant is a bug in the search: never
+        // hidden behind another candidate that happens to succeed.
+        if (e.kind() == ErrorKind::kFailure) throw;
+        if (std::find(reasons.begin(), reasons.end(), e.message()) == reasons.end()) reasons.push_back(e.message());
       }
     }
   }
-  if (!best) {
-    if (reason.empty()) {
-      // Name the op that cannot fit on one device even alone, if there is one.
-      const int b = micro_batches.front();
-      for (graph::OpId id = 0; id < graph_.size(); ++id) {
-        auto e = detail::estimate_stage(*this, {id}, 1, b, cluster_.intra_node);
-        if (e.memory(1) > memory_cap())
-          throw PlanError("no feasible plan: op '" + graph_.op(id).name + "' alone needs " + gib(e.memory(1)) +
-                          " on one device at micro-batch " + std::to_string(b) + ", over the " + gib(memory_cap()) +
-                          " of a " + cluster_.device.name + "; raise --device-memory-gb or use a smaller preset");
-      }
-      double total = 0;
-      std::vector<graph::OpId> all(graph_.size());
-      for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
-      total = detail::estimate_stage(*this, all, 1, b, cluster_.intra_node).static_bytes;
-      reason = "no feasible plan: " + graph_.name() + " needs " + gib(total) +
-               " for weights, gradients and optimizer state plus activations, and no split into stages fits on " +
-               std::to_string(request_.devices) + " devices of " + gib(memory_cap()) +
-               "; add devices or raise --device-memory-gb";
-    }
-    throw PlanError(reason);
-  }
+  if (!best) no_plan(reasons, micro_batches.front());
   best->search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return *best;
 }

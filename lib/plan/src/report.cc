@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "trident/base/text.h"
 #include "trident/cost/comm.h"
 
 namespace trident::plan {
@@ -26,19 +27,6 @@ std::string device_list(const std::vector<int>& d) {
 }
 
 }  // namespace
-
-std::string format_number(const char* printf_format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, printf_format, value);
-  return buf;
-}
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  return u ? fmt(b < 10 ? "%.2f" : "%.1f", b) + " " + units[u] : fmt("%.0f", b) + " B";
-}
 
 std::string stage_table(const Planner& planner, const Plan& plan) {
   std::ostringstream s;

@@ -146,7 +146,7 @@ int Engine::suffix(int si, int i, int d, int delta) {
       any_fast = true;
       const int rest = suffix(si, j + 1, d - degrees_[k], delta);
       if (rest >= kInf || !fits(pre, i, j + 1, k, delta + rest + 1)) continue;
-      if (1 + rest < best) best = 1 + rest, choice = {0, j, degrees_[k]};
+      if (1 + rest < best) best = 1 + rest, choice = {Choice::Kind::kStage, j, degrees_[k]};
       break;  // more devices for this group only leave fewer for the rest
     }
     const int par = series_[si].pieces[i].parallel;
@@ -156,7 +156,7 @@ int Engine::suffix(int si, int i, int d, int delta) {
         const int rest = suffix(si, i + 1, d - d1, delta);
         if (rest >= kInf) continue;
         const int u = split(par, 0, branches - 1, d1, delta + rest);
-        if (u < kInf && u + rest < best) best = u + rest, choice = {1, i, d1};
+        if (u < kInf && u + rest < best) best = u + rest, choice = {Choice::Kind::kBranches, i, d1};
       }
       join(si, i, d, delta, best, choice);
     }
@@ -180,7 +180,7 @@ int Engine::split(int pi, int i, int j, int d, int delta) {
   const Prefix& pre = parallels_[pi].prefix;
   for (int k = 0; k < static_cast<int>(degrees_.size()) && degrees_[k] <= d; ++k) {
     if (tps_ok(pre, i, j + 1, k) && fits(pre, i, j + 1, k, delta + 1)) {
-      best = 1, choice = {0, j, degrees_[k]};
+      best = 1, choice = {Choice::Kind::kStage, j, degrees_[k]};
       break;
     }
   }
@@ -190,7 +190,7 @@ int Engine::split(int pi, int i, int j, int d, int delta) {
       if (left >= best) continue;
       const int right = split(pi, l + 1, j, d - d1, delta);
       const int v = std::max(left, right);
-      if (v < best) best = v, choice = {2, l, d1};
+      if (v < best) best = v, choice = {Choice::Kind::kBranchSplit, l, d1};
     }
   }
   parallels_[pi].memo[at] = best;
@@ -203,13 +203,13 @@ void Engine::emit_suffix(int si, int i, int d, int delta, std::vector<Planner::S
   if (i == static_cast<int>(s.pieces.size())) return;
   delta = std::min(delta, hcap_);
   const Choice c = s.choice[sidx(i, d, delta)];
-  if (c.kind == 0) {
+  if (c.kind == Choice::Kind::kStage) {
     Planner::StageChoice st{{}, c.dev};
     for (int p = i; p <= c.j; ++p) st.ops.insert(st.ops.end(), s.pieces[p].ops.begin(), s.pieces[p].ops.end());
     std::sort(st.ops.begin(), st.ops.end());
     out.push_back(std::move(st));
     emit_suffix(si, c.j + 1, d - c.dev, delta, out);
-  } else if (c.kind == 5) {
+  } else if (c.kind == Choice::Kind::kForkAndJoin) {
     int p = i;
     while (s.pieces[p].parallel < 0) ++p;
     const int par = s.pieces[p].parallel;
@@ -224,9 +224,9 @@ void Engine::emit_suffix(int si, int i, int d, int delta, std::vector<Planner::S
     out.push_back(std::move(fork));
     out.push_back(std::move(join));
     emit_suffix(si, c.j + 1, d - c.dev - c.d1, delta, out);
-  } else if (c.kind == 3 || c.kind == 4) {
+  } else if (c.kind == Choice::Kind::kJoinMerged || c.kind == Choice::Kind::kForkMerged) {
     // See Note [Fork and join stages].
-    const bool join = c.kind == 3;
+    const bool join = c.kind == Choice::Kind::kJoinMerged;
     const int par = s.pieces[join ? i : c.j].parallel;
     const int nq = static_cast<int>(parallels_[par].children.size());
     const int lo = c.side ? c.l + 1 : 0, hi = c.side ? nq : c.l + 1;
@@ -241,7 +241,7 @@ void Engine::emit_suffix(int si, int i, int d, int delta, std::vector<Planner::S
     out.push_back(std::move(st));
     emit_split(par, olo, ohi, c.d1, join ? delta + rest + 1 : delta + rest, out);
     emit_suffix(si, c.j + 1, left, delta, out);
-  } else {
+  } else {  // Choice::Kind::kBranches
     const int rest = suffix(si, i + 1, d - c.dev, delta);
     const int par = s.pieces[i].parallel;
     emit_split(par, 0, static_cast<int>(parallels_[par].children.size()) - 1, c.dev, delta + rest, out);
@@ -254,7 +254,7 @@ void Engine::emit_split(int pi, int i, int j, int d, int delta, std::vector<Plan
   const Parallel& q = parallels_[pi];
   if (i == j) return emit_suffix(q.children[i], 0, d, delta, out);
   const Choice c = q.choice[pidx(q, i, j, d, delta)];
-  if (c.kind == 0) {
+  if (c.kind == Choice::Kind::kStage) {
     Planner::StageChoice st{{}, c.dev};
     for (int b = i; b <= j; ++b) {
       for (const auto& piece : series_[q.children[b]].pieces)
@@ -264,6 +264,7 @@ void Engine::emit_split(int pi, int i, int j, int d, int delta, std::vector<Plan
     out.push_back(std::move(st));
     return;
   }
+  // Choice::Kind::kBranchSplit
   emit_split(pi, i, c.j, c.dev, delta, out);
   emit_split(pi, c.j + 1, j, d - c.dev, delta, out);
 }

@@ -1,4 +1,4 @@
-// Internal: the dynamic program of GraphPipe's partitioner (REFERENCE.md §2,
+// Internal: the dynamic program of GraphPipe's partitioner (docs/algorithms.md §2,
 // Algorithm 1) over an SP decomposition, for one micro-batch size. Planner::
 // search (search.cc) runs it inside a binary search on the target TPS.
 //
@@ -62,13 +62,24 @@ struct Prefix {
   }
 };
 
+// How the search split a run of pieces (a suffix [i, ...) of a series, or
+// branches [i, j] of a parallel piece); emit_suffix / emit_split replay it.
 struct Choice {
-  // 0 base stage, 1 parallel piece split among branches, 2 branch split,
-  // 3 join merged into a branch group, 4 fork merged into a branch group,
-  // 5 fork and join each merged into one of two branch groups
-  int kind = -1;
+  enum class Kind {
+    kNone,         // not searched yet
+    kStage,        // pieces (or branches) up to `j` become one stage on `dev` devices
+    kBranches,     // the parallel piece at i is split among its branches on `dev` devices
+    kBranchSplit,  // branches [i, j] split after branch `j`: the first part on `dev` devices
+    kJoinMerged,   // Note [Fork and join stages]: the join, pieces up to `j` and one branch
+                   // group (`side`, `l`) form a stage on `dev`; the other branches get `d1`
+    kForkMerged,   // the same for the fork: the pieces before `j`, the fork and one group
+    kForkAndJoin,  // the fork with one group on `dev`, the join with the other on `d1`
+  };
+  Kind kind = Kind::kNone;
   int j = 0, dev = 0;
-  int side = 0, l = 0, d1 = 0;  // kinds 3, 4: which branch group absorbs, devices of the others
+  // kJoinMerged, kForkMerged, kForkAndJoin: the merged group is branches
+  // [0, l] when side is 0, else [l + 1, n); d1 devices go to the other part.
+  int side = 0, l = 0, d1 = 0;
 };
 
 // A run [i, j) of a Prefix.

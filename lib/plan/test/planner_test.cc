@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "test_graphs.h"
 #include "trident/plan/exhaustive.h"
 #include "trident/plan/planner.h"
@@ -43,7 +45,9 @@ TEST(Planner, AssembleRejectsStagesThatFormACycle) {
 
 TEST(Planner, GraphPipeRunsBranchesSideBySideAndBeatsTheSequentialBaseline) {
   const auto& g = model("candle_uno", "paper");
+  const auto t0 = std::chrono::steady_clock::now();
   auto gpp = planner(g, "summit-v100", 8, 128, "graphpipe").plan();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto spp = planner(g, "summit-v100", 8, 128, "pipedream").plan();
   EXPECT_NO_THROW(validate_plan(gpp, g));
   EXPECT_LT(gpp.predicted.depth, static_cast<int>(gpp.stages.size()));  // stages side by side
@@ -57,7 +61,9 @@ TEST(Planner, GraphPipeRunsBranchesSideBySideAndBeatsTheSequentialBaseline) {
     EXPECT_EQ(s.micro_batch % static_cast<int>(s.devices.size()), 0);
   }
   EXPECT_LE(used, 8);
+  // The search time is measured: within the call's own wall time.
   EXPECT_GT(gpp.search_seconds, 0);
+  EXPECT_LE(gpp.search_seconds, wall);
 }
 
 TEST(Planner, OnAChainGraphPipeAndPipeDreamPredictTheSameThroughput) {
@@ -257,6 +263,39 @@ TEST_F(HandPlan, ValidationNamesTheProblem) {
   auto unknown = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {2}});
   unknown.stages[2].ops.push_back("nope");
   expect_error(unknown, "op 'nope' is not in model mmt");
+}
+
+}  // namespace
+}  // namespace trident::plan
+
+namespace trident::plan {
+namespace {
+
+TEST(Plan, SfbNeedsBackwardsInTheOrderOfForwards) {
+  const auto& g = model("mlp", "tiny");
+  auto p = planner(g, "cpu-local", 2, 8, "dp").plan();
+  ASSERT_EQ(p.stages.size(), 1u);
+  ASSERT_EQ(p.stages[0].devices.size(), 2u);
+  std::string linear_weight;
+  for (const auto& op : g.ops())
+    if (op.kind == "linear") linear_weight = op.params.at(0).name;
+  for (auto& [name, method] : p.grad_sync) method = "allreduce";
+  p.grad_sync[linear_weight] = "sfb";
+  p.stages[0].actions = "F0 F1 B0 B1";
+  EXPECT_NO_THROW(check_sfb_order(p, g));
+  p.stages[0].actions = "F0 F1 B1 B0";
+  try {
+    check_sfb_order(p, g);
+    FAIL() << "no error";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("stage 0: sfb gradient sync needs the backwards in the order of the forwards"),
+              std::string::npos)
+        << e.what();
+  }
+  // The same order is fine with all-reduce.
+  p.grad_sync[linear_weight] = "allreduce";
+  EXPECT_NO_THROW(check_sfb_order(p, g));
 }
 
 }  // namespace

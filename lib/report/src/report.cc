@@ -1,7 +1,5 @@
 #include "trident/report/report.h"
 
-#include "trident/plan/report.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,10 +8,13 @@
 #include <set>
 #include <sstream>
 
+#include "trident/base/text.h"
+#include "trident/plan/report.h"
+
 namespace trident::report {
 namespace {
 
-std::string fmt(const char* f, double v) { return plan::format_number(f, v); }
+std::string fmt(const char* f, double v) { return format_number(f, v); }
 
 std::string escape(const std::string& s) {
   std::string out;

@@ -7,44 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "trident/base/files.h"
+#include "trident/runtime/sharded_checkpoint.h"
+
 namespace trident::runtime {
-namespace {
-
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-std::string temp_beside(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid());
-}
-
-void publish(const std::string& tmp, const std::string& path) {
-  fsync_path(tmp, false);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw std::runtime_error("cannot write " + path + ": " + ec.message());
-  }
-  auto dir = std::filesystem::path(path).parent_path();
-  fsync_path(dir.empty() ? "." : dir.string(), true);
-}
-
-}  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const auto tmp = temp_beside(path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + path + ": cannot create " + tmp);
-    out << text;
-    if (!out.flush()) throw std::runtime_error("cannot write " + path + ": disk full or I/O error");
-  }
-  publish(tmp, path);
-}
 
 void save_checkpoint(const std::string& path, const Checkpoint& ck) {
   torch::serialize::OutputArchive archive;
@@ -64,18 +30,22 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
     }
   }
   archive.write("meta", c10::IValue(meta.dump()));
-  const auto tmp = temp_beside(path);
+  const auto tmp = path + ".tmp." + std::to_string(::getpid());
   try {
     archive.save_to(tmp);
-  } catch (const c10::Error& e) {
-    std::filesystem::remove(tmp);
-    throw std::runtime_error("cannot write checkpoint " + path + ": " + e.what_without_backtrace());
+    fsync_path(tmp, false);
+    std::filesystem::rename(tmp, path);
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw CheckpointError("cannot write checkpoint " + path + ": " + first_line(e), ErrorKind::kFailure);
   }
-  publish(tmp, path);
+  const auto dir = std::filesystem::path(path).parent_path();
+  fsync_path(dir.empty() ? "." : dir.string(), true);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw std::runtime_error("checkpoint " + path + " does not exist");
+  if (!std::filesystem::exists(path)) throw CheckpointError("checkpoint " + path + " does not exist");
   torch::serialize::InputArchive archive;
   Checkpoint ck;
   try {
@@ -97,7 +67,7 @@ Checkpoint load_checkpoint(const std::string& path) {
       }
     }
   } catch (const std::exception& e) {
-    throw std::runtime_error("checkpoint " + path + " is unreadable: " + e.what());
+    throw CheckpointError("checkpoint " + path + " is unreadable: " + first_line(e));
   }
   return ck;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -11,16 +12,13 @@
 #include <set>
 #include <sstream>
 
+#include "trident/base/text.h"
+#include "trident/comm/grad_sync.h"
+#include "trident/cost/comm.h"
 #include "trident/data/dataset.h"
 
 namespace trident::runtime {
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -128,6 +126,318 @@ class Reader {
   YAML::Node root_;
 };
 
+// Note [Config keys]: kKeys below is the one place a config key is named.
+// Each row says where the key lives in TrainConfig, how it is read and
+// checked (type, range or choices, default — either may depend on keys read
+// before it, so the table is in dependency order), and how it is described.
+// From it follow: the allowed keys of each section (unknown-key errors and
+// their suggestions), reading with defaults, to_yaml(), --set of map keys,
+// and the key table of docs/config.md (`trident config-keys`, checked by a
+// test). Checks that relate several keys run after every key is read
+// (check_relations).
+struct Key {
+  std::string path;                // "train.mini_batch"
+  std::string fallback, allowed;   // for people: the default and what is allowed
+  std::function<void(const Reader&, const YAML::Node& section, TrainConfig&)> read;
+  std::function<void(YAML::Emitter&, const TrainConfig&)> write;  // the value; nothing to omit the key
+  bool map = false;  // a map whose keys are names (parameter names may hold dots)
+};
+
+template <class T>
+using Ref = T& (*)(TrainConfig&);
+template <class T>
+using From = std::function<T(const TrainConfig&)>;
+
+// A default that depends on keys read before (with its text for people);
+// without one, a key's default is TrainConfig's own initial value.
+template <class T>
+struct Default {
+  From<T> value;
+  std::string text;
+};
+
+std::string section_of(const std::string& path) {
+  const auto dot = path.find('.');
+  return dot == std::string::npos ? "" : path.substr(0, dot);
+}
+
+std::string shown(const std::string& v) { return "`" + v + "`"; }
+std::string shown(std::int64_t v) { return std::to_string(v); }
+std::string shown(double v) { return format_number("%g", v); }
+std::string shown(bool v) { return v ? "true" : "false"; }
+
+// Fills the key's default, its text, and to_yaml's writer from `ref`.
+template <class T>
+void finish(Key& k, Ref<T> ref, Default<T>& dflt, bool omit_zero = false) {
+  if (!dflt.value) {
+    TrainConfig initial;
+    const T v = ref(initial);
+    dflt.value = [v](const TrainConfig&) { return v; };
+    if (dflt.text.empty()) dflt.text = shown(v);
+  }
+  k.fallback = dflt.text;
+  k.write = [ref, omit_zero](YAML::Emitter& e, const TrainConfig& c) {
+    const T& v = ref(const_cast<TrainConfig&>(c));  // reads only
+    if (!(omit_zero && v == T{})) e << v;
+  };
+}
+
+Key text_key(std::string path, Ref<std::string> ref, std::vector<std::string> choices, std::string allowed,
+             Default<std::string> dflt = {}) {
+  Key k{path, "", std::move(allowed)};
+  finish(k, ref, dflt);
+  k.read = [=](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    ref(c) = r.str(sec, path, dflt.value(c), choices);
+  };
+  return k;
+}
+
+Key int_key(std::string path, Ref<std::int64_t> ref, From<std::int64_t> lo, From<std::int64_t> hi, std::string allowed,
+            Default<std::int64_t> dflt = {}, bool omit_zero = false) {
+  Key k{path, "", std::move(allowed)};
+  finish(k, ref, dflt, omit_zero);
+  k.read = [=](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    ref(c) = r.integer(sec, path, dflt.value(c), lo(c), hi(c));
+  };
+  return k;
+}
+
+struct Interval {
+  double lo, hi;
+  bool open_lo = false, open_hi = false;
+};
+
+Key real_key(std::string path, Ref<double> ref, std::function<Interval(const TrainConfig&)> range, std::string allowed,
+             Default<double> dflt = {}) {
+  Key k{path, "", std::move(allowed)};
+  finish(k, ref, dflt);
+  k.read = [=](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    const auto i = range(c);
+    ref(c) = r.real(sec, path, dflt.value(c), i.lo, i.hi, i.open_hi, i.open_lo);
+  };
+  return k;
+}
+
+Key bool_key(std::string path, Ref<bool> ref, std::string allowed) {
+  Key k{path, "", std::move(allowed)};
+  Default<bool> dflt;
+  finish(k, ref, dflt);
+  k.read = [=](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    ref(c) = r.boolean(sec, path, dflt.value(c));
+  };
+  return k;
+}
+
+// parallel.sync: parameter name -> method.
+Key sync_key() {
+  Key k{"parallel.sync", "—",
+        "per-parameter overrides of the sync method, e.g. `{fc0.weight: sfb, head.bias: ps}`; on the command line "
+        "`--set parallel.sync.fc0.weight=sfb`"};
+  k.map = true;
+  k.read = [](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    const auto& node = sec["sync"];
+    if (!node || node.IsNull()) return;
+    const auto& methods = cost::sync_method_names();
+    if (!node.IsMap()) r.fail("parallel.sync", node, "must map parameter names to " + join(methods));
+    for (const auto& kv : node) {
+      const auto method = kv.second.IsScalar() ? kv.second.Scalar() : std::string();
+      if (std::find(methods.begin(), methods.end(), method) == methods.end())
+        r.fail("parallel.sync." + kv.first.Scalar(), kv.second, "allowed: " + join(methods));
+      c.parallel.sync[kv.first.Scalar()] = method;
+    }
+  };
+  k.write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (c.parallel.sync.empty()) return;
+    e << YAML::BeginMap;
+    for (const auto& [name, method] : c.parallel.sync) e << YAML::Key << name << YAML::Value << method;
+    e << YAML::EndMap;
+  };
+  return k;
+}
+
+From<std::int64_t> bound(std::int64_t v) {
+  return [v](const TrainConfig&) { return v; };
+}
+std::function<Interval(const TrainConfig&)> within(Interval i) {
+  return [i](const TrainConfig&) { return i; };
+}
+
+constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::int64_t kFashionMnistTrain = 60000, kFashionMnistTest = 10000;
+constexpr std::int64_t kSyntheticTrain = 8192, kSyntheticTest = 1024, kMostSyntheticSamples = 100000000;
+constexpr std::int64_t kMostDevices = 4096, kMostThreads = 1024, kMostStaleness = 1000;
+
+bool fashion(const TrainConfig& c) { return c.data.name == "fashion-mnist"; }
+
+std::vector<Key> model_and_data_keys() {
+  std::vector<Key> k;
+  k.push_back(text_key("model.name", [](TrainConfig& c) -> auto& { return c.model.name; }, zoo::model_names(),
+                       shown(join(zoo::model_names(), "`, `")), {nullptr, "(required)"}));
+  k.push_back(text_key("model.preset", [](TrainConfig& c) -> auto& { return c.model.preset; }, zoo::preset_names(),
+                       shown(join(zoo::preset_names(), "`, `"))));
+  k.push_back(text_key("name", [](TrainConfig& c) -> auto& { return c.name; }, {},
+                       "letters, digits, `.`, `_`, `-`; names `runs/<name>/`",
+                       {[](const TrainConfig& c) { return c.model.name + "-" + c.model.preset; }, "`<model>-<preset>`"}));
+  k.push_back(text_key("runs_dir", [](TrainConfig& c) -> auto& { return c.runs_dir; }, {}, "a directory"));
+  k.push_back(text_key("data.name", [](TrainConfig& c) -> auto& { return c.data.name; }, {"fashion-mnist", "synthetic"},
+                       "`fashion-mnist`, `synthetic`",
+                       {[](const TrainConfig& c) { return zoo::default_dataset(c.model.name); },
+                        "`fashion-mnist` for mlp/cnn/inception/transformer, else `synthetic`"}));
+  k.push_back(text_key("data.path", [](TrainConfig& c) -> auto& { return c.data.path; }, {},
+                       "directory with the four IDX `.gz` files",
+                       {[](const TrainConfig&) { return std::string(data::kFashionMnistDir); },
+                        shown(std::string(data::kFashionMnistDir))}));
+  const auto size_key = [](const char* path, Ref<std::int64_t> ref, std::int64_t fm, std::int64_t synthetic) {
+    return int_key(path, ref, [](const TrainConfig& c) -> std::int64_t { return fashion(c) ? 0 : 1; },
+                   [fm](const TrainConfig& c) { return fashion(c) ? fm : kMostSyntheticSamples; },
+                   "fashion-mnist: 0 (all) to " + std::to_string(fm) + "; synthetic: ≥ 1, at most 4 GiB of data",
+                   {[synthetic](const TrainConfig& c) { return fashion(c) ? std::int64_t{0} : synthetic; },
+                    "all " + std::to_string(fm) + " (fashion-mnist), " + std::to_string(synthetic) + " (synthetic)"});
+  };
+  k.push_back(size_key("data.train_size", [](TrainConfig& c) -> auto& { return c.data.train_size; },
+                       kFashionMnistTrain, kSyntheticTrain));
+  k.push_back(size_key("data.test_size", [](TrainConfig& c) -> auto& { return c.data.test_size; }, kFashionMnistTest,
+                       kSyntheticTest));
+  return k;
+}
+
+std::vector<Key> train_keys() {
+  std::vector<Key> k;
+  k.push_back(int_key("train.epochs", [](TrainConfig& c) -> auto& { return c.train.epochs; }, bound(1),
+                      bound(kNoLimit), "≥ 1; not together with `steps`", {nullptr, "1 (when `steps` is not given)"},
+                      true));
+  k.push_back(int_key("train.steps", [](TrainConfig& c) -> auto& { return c.train.steps; }, bound(1), bound(kNoLimit),
+                      "≥ 1", {nullptr, "—"}, true));
+  k.push_back(int_key("train.mini_batch", [](TrainConfig& c) -> auto& { return c.train.mini_batch; }, bound(1),
+                      [](const TrainConfig& c) {
+                        return fashion(c) ? (c.data.train_size ? c.data.train_size : kFashionMnistTrain)
+                                          : c.data.train_size;
+                      },
+                      "1 to the training-set size"));
+  k.push_back(int_key("train.seed", [](TrainConfig& c) -> auto& { return c.train.seed; }, bound(0), bound(kNoLimit),
+                      "≥ 0; seeds weights, data order and synthetic data"));
+  k.push_back(int_key("train.threads", [](TrainConfig& c) -> auto& { return c.train.threads; }, bound(0),
+                      bound(kMostThreads), "0 (all cores) to 1024"));
+  k.push_back(int_key("train.log_every", [](TrainConfig& c) -> auto& { return c.train.log_every; }, bound(1),
+                      bound(kNoLimit), "≥ 1 steps between metrics lines"));
+  k.push_back(bool_key("train.eval", [](TrainConfig& c) -> auto& { return c.train.eval; },
+                       "evaluate on the test split each epoch and at the end"));
+  return k;
+}
+
+std::vector<Key> optimizer_keys() {
+  std::vector<Key> k;
+  k.push_back(text_key("optimizer.name", [](TrainConfig& c) -> auto& { return c.optimizer.name; }, {"sgd", "adam"},
+                       "`sgd`, `adam`"));
+  k.push_back(real_key("optimizer.lr", [](TrainConfig& c) -> auto& { return c.optimizer.lr; },
+                       within({0, kInf, true, false}), "> 0",
+                       {[](const TrainConfig& c) { return c.optimizer.name == "adam" ? 1e-3 : 0.05; },
+                        "0.05 (sgd), 0.001 (adam)"}));
+  k.push_back(real_key("optimizer.momentum", [](TrainConfig& c) -> auto& { return c.optimizer.momentum; },
+                       within({0, 1, false, true}), "[0, 1) (sgd)"));
+  k.push_back(real_key("optimizer.weight_decay", [](TrainConfig& c) -> auto& { return c.optimizer.weight_decay; },
+                       within({0, kInf}), "≥ 0"));
+  k.push_back(real_key("optimizer.beta1", [](TrainConfig& c) -> auto& { return c.optimizer.beta1; },
+                       within({0, 1, false, true}), "[0, 1) (adam)"));
+  k.push_back(real_key("optimizer.beta2", [](TrainConfig& c) -> auto& { return c.optimizer.beta2; },
+                       within({0, 1, false, true}), "[0, 1) (adam)"));
+  k.push_back(real_key("optimizer.eps", [](TrainConfig& c) -> auto& { return c.optimizer.eps; },
+                       within({0, kInf, true, false}), "> 0 (adam)"));
+  k.push_back(text_key("optimizer.schedule", [](TrainConfig& c) -> auto& { return c.optimizer.schedule; },
+                       {"constant", "cosine"}, "`constant`, `cosine` (to `min_lr` at the last step)"));
+  k.push_back(int_key("optimizer.warmup_steps", [](TrainConfig& c) -> auto& { return c.optimizer.warmup_steps; },
+                      bound(0), bound(kNoLimit), "≥ 0, linear warm-up"));
+  k.push_back(real_key("optimizer.min_lr", [](TrainConfig& c) -> auto& { return c.optimizer.min_lr; },
+                       [](const TrainConfig& c) { return Interval{0, c.optimizer.lr}; }, "[0, lr]"));
+  return k;
+}
+
+std::vector<Key> parallel_keys() {
+  std::vector<Key> k;
+  k.push_back(int_key("parallel.devices", [](TrainConfig& c) -> auto& { return c.parallel.devices; }, bound(1),
+                      bound(kMostDevices),
+                      "1 to 4096 processes (one per device); with `dp` must divide `train.mini_batch`; `trident "
+                      "train --nproc N` sets it"));
+  k.push_back(text_key("parallel.partitioner", [](TrainConfig& c) -> auto& { return c.parallel.partitioner; }, {},
+                       "`dp` (data parallel), `graphpipe` or `pipedream` (plan a graph pipeline now), or a plan "
+                       "`.json` path (run that plan; a relative path is looked up beside the config file first)"));
+  k.push_back(text_key("parallel.cluster", [](TrainConfig& c) -> auto& { return c.parallel.cluster; }, {},
+                       "what graphpipe / pipedream plan for: a preset (`cpu-local`, `summit-v100`, `dgx-a100`, "
+                       "`h200`) or a cluster file"));
+  k.push_back(int_key("parallel.max_replicas", [](TrainConfig& c) -> auto& { return c.parallel.max_replicas; },
+                      bound(0), bound(kMostDevices),
+                      "graphpipe / pipedream: at most this many data-parallel replicas per stage (0: no limit)"));
+  k.push_back(int_key("parallel.micro_batch", [](TrainConfig& c) -> auto& { return c.parallel.micro_batch; }, bound(0),
+                      [](const TrainConfig& c) { return c.train.mini_batch; },
+                      "divides `train.mini_batch` (0: searched by the planner)"));
+  k.push_back(text_key("parallel.schedule", [](TrainConfig& c) -> auto& { return c.parallel.schedule; },
+                       {"auto", "gpipe", "1f1b", "graph-1f1b"},
+                       "`auto` (graph-1f1b for graphpipe, 1f1b otherwise), `gpipe`, `1f1b`, `graph-1f1b`"));
+  k.push_back(text_key("parallel.grad_sync", [](TrainConfig& c) -> auto& { return c.parallel.grad_sync; },
+                       cost::grad_sync_names(),
+                       "`allreduce`, `ps`, `sfb` (Linear weights; the rest all-reduce), `hybrid` (per parameter by the "
+                       "cost model); in a pipeline, for the replicas of each stage (a plan's own `grad_sync` entries "
+                       "win)"));
+  k.push_back(sync_key());
+  k.push_back(int_key("parallel.staleness", [](TrainConfig& c) -> auto& { return c.parallel.staleness; }, bound(0),
+                      bound(kMostStaleness),
+                      "0 (BSP) to 1000; > 0 only with `ps` or `hybrid`: pulls applied s iterations late"));
+  k.push_back(real_key("parallel.timeout_s", [](TrainConfig& c) -> auto& { return c.parallel.timeout_s; },
+                       within({1, 86400}),
+                       "1 to 86400; a collective waiting longer fails, naming the rank that stopped responding"));
+  k.push_back(real_key("parallel.bucket_mb", [](TrainConfig& c) -> auto& { return c.parallel.bucket_mb; },
+                       within({0, 4096, true, false}), "(0, 4096]; all-reduce bucket size in MiB"));
+  return k;
+}
+
+std::vector<Key> checkpoint_keys() {
+  std::vector<Key> k;
+  k.push_back(int_key("checkpoint.every", [](TrainConfig& c) -> auto& { return c.checkpoint.every; }, bound(0),
+                      bound(kNoLimit), "≥ 0 steps between checkpoints (0: only at the end and on Ctrl-C)"));
+  k.push_back(int_key("checkpoint.keep", [](TrainConfig& c) -> auto& { return c.checkpoint.keep; }, bound(1),
+                      bound(kNoLimit),
+                      "≥ 1 complete checkpoints kept (the newest; older ones are deleted once a newer one is "
+                      "complete)"));
+  return k;
+}
+
+// In dependency order: a key's default and range may use keys above it.
+static_assert(comm::kDefaultBucketBytes == std::int64_t{25} << 20, "parallel.bucket_mb's default in config.h");
+
+const std::vector<Key>& keys() {
+  static const std::vector<Key> table = [] {
+    std::vector<Key> all;
+    for (auto part : {model_and_data_keys(), train_keys(), optimizer_keys(), parallel_keys(), checkpoint_keys()})
+      all.insert(all.end(), part.begin(), part.end());
+    return all;
+  }();
+  return table;
+}
+
+// Sections in the order of the table: "" (top level), "model", "data", ...
+std::vector<std::string> sections() {
+  std::vector<std::string> out = {""};
+  for (const auto& k : keys()) {
+    const auto s = section_of(k.path);
+    if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  return out;
+}
+
+// The keys allowed directly in `section` (top level: its keys and the sections).
+std::vector<std::string> allowed_in(const std::string& section) {
+  std::vector<std::string> out;
+  for (const auto& k : keys())
+    if (section_of(k.path) == section) out.push_back(section.empty() ? k.path : k.path.substr(section.size() + 1));
+  if (section.empty())
+    for (const auto& s : sections())
+      if (!s.empty()) out.push_back(s);
+  return out;
+}
+
+// --set dotted.key=value. Below a map key (parallel.sync) the rest of the
+// path is one name, dots and all: --set parallel.sync.fc0.weight=sfb.
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -140,18 +450,29 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   } catch (const YAML::Exception& e) {
     throw ConfigError("--set " + key + ": the value is not valid YAML (" + e.msg + ")");
   }
+  std::vector<std::string> parts;
+  for (const auto& k : keys()) {
+    if (k.map && key.rfind(k.path + ".", 0) == 0) {
+      parts = {section_of(k.path), k.path.substr(section_of(k.path).size() + 1), key.substr(k.path.size() + 1)};
+      break;
+    }
+  }
+  if (parts.empty()) {
+    std::size_t start = 0;
+    for (std::size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1)
+      parts.push_back(key.substr(start, dot - start));
+    parts.push_back(key.substr(start));
+  }
   YAML::Node node;
   node.reset(root);
-  size_t start = 0;
-  for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
-    const std::string part = key.substr(start, dot - start);
-    if (node[part] && !node[part].IsMap()) {
-      throw ConfigError("--set " + key + ": '" + key.substr(0, dot) + "' is not a section");
-    }
-    YAML::Node child = node[part];
+  std::string walked;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    walked += (walked.empty() ? "" : ".") + parts[i];
+    if (node[parts[i]] && !node[parts[i]].IsMap()) throw ConfigError("--set " + key + ": '" + walked + "' is not a section");
+    YAML::Node child = node[parts[i]];
     node.reset(child);
   }
-  node[key.substr(start)] = value;
+  node[parts.back()] = value;
 }
 
 void check_fashion_mnist_files(const Reader& r, const std::string& dir) {
@@ -162,6 +483,52 @@ void check_fashion_mnist_files(const Reader& r, const std::string& dir) {
              std::string("missing ") + f + " (install Debian package dataset-fashion-mnist: make deps)");
     }
   }
+}
+
+// The dataset exists, has the fields the model reads, and fits in memory.
+void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
+  const auto graph = zoo::build_graph(c.model);
+  if (fashion(c)) {
+    for (const auto& op : graph.ops()) {
+      const std::string field = op.attrs.value("field", "");
+      if (op.is_input() && field != "image" && field != "label")
+        r.fail("data.name", root["data"]["name"] ? root["data"]["name"] : YAML::Node(c.data.name),
+               "model '" + c.model.name + "' reads field '" + field + "', which fashion-mnist lacks; use synthetic");
+    }
+    check_fashion_mnist_files(r, c.data.path);
+    return;
+  }
+  constexpr std::int64_t kMaxBytes = std::int64_t{4} << 30;
+  const auto bytes = data::synthetic_bytes(graph, c.data.train_size + c.data.test_size);
+  if (bytes > kMaxBytes)
+    r.fail("data.train_size", YAML::Node(c.data.train_size),
+           "synthetic data for " + c.model.name + "/" + c.model.preset + " would take " + std::to_string(bytes >> 20) +
+               " MiB; lower data.train_size/test_size to fit " + std::to_string(kMaxBytes >> 20) + " MiB");
+}
+
+// Checks that relate several keys, after every key is read.
+void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
+  if (!std::regex_match(c.name, std::regex("[A-Za-z0-9._-]+")))
+    r.fail("name", root["name"], "must be letters, digits, '.', '_' or '-' (it names the run directory)");
+  check_data(r, root, c);
+  if (c.train.epochs && c.train.steps)
+    r.fail("train.steps", root["train"]["steps"], "give either train.epochs or train.steps, not both");
+  if (!c.train.epochs && !c.train.steps) c.train.epochs = 1;
+  const auto& p = c.parallel.partitioner;
+  if (p != "graphpipe" && p != "pipedream" && p != "dp" && (p.size() < 5 || p.substr(p.size() - 5) != ".json"))
+    r.fail("parallel.partitioner", root["parallel"]["partitioner"],
+           "allowed: graphpipe, pipedream, dp, or a plan .json path");
+  if (c.parallel.micro_batch && c.train.mini_batch % c.parallel.micro_batch)
+    r.fail("parallel.micro_batch", root["parallel"]["micro_batch"],
+           "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));
+  if (c.parallel.devices > 1 && c.parallel.partitioner == "dp" && c.train.mini_batch % c.parallel.devices)
+    r.fail("parallel.devices", root["parallel"]["devices"],
+           "must divide train.mini_batch = " + std::to_string(c.train.mini_batch) +
+               " (each process takes an equal slice of every batch)");
+  if (c.parallel.devices > 1 && c.parallel.staleness > 0 && c.parallel.grad_sync != "ps" &&
+      c.parallel.grad_sync != "hybrid")
+    r.fail("parallel.staleness", root["parallel"]["staleness"],
+           "applies to the parameter server; use parallel.grad_sync=ps (or hybrid), or staleness 0");
 }
 
 }  // namespace
@@ -177,116 +544,19 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   for (const auto& o : overrides) apply_override(root, o);
   Reader r(source, root);
+  std::map<std::string, YAML::Node> section;
+  for (const auto& s : sections()) section[s] = r.section(s, allowed_in(s));
+  if (!section["model"]["name"]) r.fail("missing key 'model.name'; allowed: " + join(zoo::model_names()));
   TrainConfig c;
-
-  auto top = r.section("", {"name", "model", "data", "train", "optimizer", "parallel", "checkpoint", "runs_dir"});
-  auto model = r.section("model", {"name", "preset"});
-  if (!model["name"]) r.fail("missing key 'model.name'; allowed: " + join(zoo::model_names()));
-  c.model.name = r.str(model, "model.name", "", zoo::model_names());
-  c.model.preset = r.str(model, "model.preset", "tiny", zoo::preset_names());
-  c.name = r.str(top, "name", c.model.name + "-" + c.model.preset);
-  if (!std::regex_match(c.name, std::regex("[A-Za-z0-9._-]+"))) {
-    r.fail("name", top["name"], "must be letters, digits, '.', '_' or '-' (it names the run directory)");
-  }
-  c.runs_dir = r.str(top, "runs_dir", "runs");
-
-  const auto graph = zoo::build_graph(c.model);
-  auto data = r.section("data", {"name", "path", "train_size", "test_size"});
-  c.data.name = r.str(data, "data.name", zoo::default_dataset(c.model.name), {"fashion-mnist", "synthetic"});
-  c.data.path = r.str(data, "data.path", data::kFashionMnistDir);
-  const bool fm = c.data.name == "fashion-mnist";
-  c.data.train_size = r.integer(data, "data.train_size", fm ? 0 : 8192, fm ? 0 : 1, fm ? 60000 : 100000000);
-  c.data.test_size = r.integer(data, "data.test_size", fm ? 0 : 1024, fm ? 0 : 1, fm ? 10000 : 100000000);
-  if (fm) {
-    for (const auto& op : graph.ops()) {
-      const std::string field = op.attrs.value("field", "");
-      if (op.is_input() && field != "image" && field != "label") {
-        r.fail("data.name", data["name"] ? data["name"] : YAML::Node(c.data.name),
-               "model '" + c.model.name + "' reads field '" + field + "', which fashion-mnist lacks; use synthetic");
-      }
-    }
-    check_fashion_mnist_files(r, c.data.path);
-  } else {
-    constexpr std::int64_t kMaxBytes = 4LL << 30;
-    const auto bytes = data::synthetic_bytes(graph, c.data.train_size + c.data.test_size);
-    if (bytes > kMaxBytes) {
-      r.fail("data.train_size", YAML::Node(c.data.train_size),
-             "synthetic data for " + c.model.name + "/" + c.model.preset + " would take " +
-                 std::to_string(bytes >> 20) + " MiB; lower data.train_size/test_size to fit 4096 MiB");
-    }
-  }
-  const std::int64_t train_samples = fm ? (c.data.train_size ? c.data.train_size : 60000) : c.data.train_size;
-
-  auto train = r.section("train", {"epochs", "steps", "mini_batch", "seed", "threads", "log_every", "eval"});
-  c.train.epochs = r.integer(train, "train.epochs", 0, 1);
-  c.train.steps = r.integer(train, "train.steps", 0, 1);
-  if (c.train.epochs && c.train.steps) {
-    r.fail("train.steps", train["steps"], "give either train.epochs or train.steps, not both");
-  }
-  if (!c.train.epochs && !c.train.steps) c.train.epochs = 1;
-  c.train.mini_batch = r.integer(train, "train.mini_batch", 128, 1, train_samples);
-  c.train.seed = static_cast<std::uint64_t>(r.integer(train, "train.seed", 0, 0));
-  c.train.threads = r.integer(train, "train.threads", 0, 0, 1024);
-  c.train.log_every = r.integer(train, "train.log_every", 50, 1);
-  c.train.eval = r.boolean(train, "train.eval", true);
-
-  auto opt = r.section("optimizer", {"name", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps", "schedule",
-                                     "warmup_steps", "min_lr"});
-  c.optimizer.name = r.str(opt, "optimizer.name", "sgd", {"sgd", "adam"});
-  const double inf = std::numeric_limits<double>::infinity();
-  c.optimizer.lr = r.real(opt, "optimizer.lr", c.optimizer.name == "adam" ? 1e-3 : 0.05, 0, inf, false, true);
-  c.optimizer.momentum = r.real(opt, "optimizer.momentum", 0.9, 0, 1, true);
-  c.optimizer.weight_decay = r.real(opt, "optimizer.weight_decay", 0, 0, inf);
-  c.optimizer.beta1 = r.real(opt, "optimizer.beta1", 0.9, 0, 1, true);
-  c.optimizer.beta2 = r.real(opt, "optimizer.beta2", 0.999, 0, 1, true);
-  c.optimizer.eps = r.real(opt, "optimizer.eps", 1e-8, 0, inf, false, true);
-  c.optimizer.schedule = r.str(opt, "optimizer.schedule", "constant", {"constant", "cosine"});
-  c.optimizer.warmup_steps = r.integer(opt, "optimizer.warmup_steps", 0, 0);
-  c.optimizer.min_lr = r.real(opt, "optimizer.min_lr", 0, 0, c.optimizer.lr);
-
-  auto par = r.section("parallel", {"devices", "partitioner", "micro_batch", "schedule", "grad_sync", "staleness",
-                                    "timeout_s", "bucket_mb", "sync", "cluster", "max_replicas"});
-  c.parallel.devices = r.integer(par, "parallel.devices", 1, 1, 4096);
-  c.parallel.partitioner = r.str(par, "parallel.partitioner", "dp");
-  const auto& p = c.parallel.partitioner;
-  if (p != "graphpipe" && p != "pipedream" && p != "dp" && (p.size() < 5 || p.substr(p.size() - 5) != ".json")) {
-    r.fail("parallel.partitioner", par["partitioner"], "allowed: graphpipe, pipedream, dp, or a plan .json path");
-  }
-  c.parallel.micro_batch = r.integer(par, "parallel.micro_batch", 0, 0, c.train.mini_batch);
-  if (c.parallel.micro_batch && c.train.mini_batch % c.parallel.micro_batch) {
-    r.fail("parallel.micro_batch", par["micro_batch"],
-           "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));
-  }
-  c.parallel.schedule = r.str(par, "parallel.schedule", "auto", {"auto", "gpipe", "1f1b", "graph-1f1b"});
-  c.parallel.cluster = r.str(par, "parallel.cluster", "cpu-local");
-  c.parallel.max_replicas = r.integer(par, "parallel.max_replicas", 0, 0, 4096);
-  c.parallel.grad_sync = r.str(par, "parallel.grad_sync", "allreduce", {"allreduce", "ps", "sfb", "hybrid"});
-  c.parallel.staleness = r.integer(par, "parallel.staleness", 0, 0, 1000);
-  c.parallel.timeout_s = r.real(par, "parallel.timeout_s", 60, 1, 86400);
-  c.parallel.bucket_mb = r.real(par, "parallel.bucket_mb", 25, 0, 4096, false, true);
-  if (par["sync"] && !par["sync"].IsNull()) {
-    if (!par["sync"].IsMap()) r.fail("parallel.sync", par["sync"], "must map parameter names to allreduce, ps or sfb");
-    for (const auto& kv : par["sync"]) {
-      const auto method = kv.second.Scalar();
-      if (method != "allreduce" && method != "ps" && method != "sfb")
-        r.fail("parallel.sync." + kv.first.Scalar(), kv.second, "allowed: allreduce, ps, sfb");
-      c.parallel.sync[kv.first.Scalar()] = method;
-    }
-  }
-  if (c.parallel.devices > 1) {
-    if (c.parallel.partitioner == "dp" && c.train.mini_batch % c.parallel.devices)
-      r.fail("parallel.devices", par["devices"],
-             "must divide train.mini_batch = " + std::to_string(c.train.mini_batch) +
-                 " (each process takes an equal slice of every batch)");
-    if (c.parallel.staleness > 0 && c.parallel.grad_sync != "ps" && c.parallel.grad_sync != "hybrid")
-      r.fail("parallel.staleness", par["staleness"],
-             "applies to the parameter server; use parallel.grad_sync=ps (or hybrid), or staleness 0");
-  }
-
-  auto ck = r.section("checkpoint", {"every", "keep"});
-  c.checkpoint.every = r.integer(ck, "checkpoint.every", 0, 0);
-  c.checkpoint.keep = r.integer(ck, "checkpoint.keep", 2, 1);
+  for (const auto& k : keys()) k.read(r, section[section_of(k.path)], c);
+  check_relations(r, root, c);
   return c;
+}
+
+std::string config_key_table() {
+  std::string s = "| key | default | allowed |\n|---|---|---|\n";
+  for (const auto& k : keys()) s += "| `" + k.path + "` | " + k.fallback + " | " + k.allowed + " |\n";
+  return s;
 }
 
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -307,41 +577,18 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
 std::string TrainConfig::to_yaml() const {
   YAML::Emitter e;
   e << YAML::BeginMap;
-  e << YAML::Key << "name" << YAML::Value << name;
-  e << YAML::Key << "model" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value
-    << model.name << YAML::Key << "preset" << YAML::Value << model.preset << YAML::EndMap;
-  e << YAML::Key << "data" << YAML::Value << YAML::BeginMap << YAML::Key << "name" << YAML::Value << data.name
-    << YAML::Key << "path" << YAML::Value << data.path << YAML::Key << "train_size" << YAML::Value << data.train_size
-    << YAML::Key << "test_size" << YAML::Value << data.test_size << YAML::EndMap;
-  e << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
-  if (train.epochs) e << YAML::Key << "epochs" << YAML::Value << train.epochs;
-  if (train.steps) e << YAML::Key << "steps" << YAML::Value << train.steps;
-  e << YAML::Key << "mini_batch" << YAML::Value << train.mini_batch << YAML::Key << "seed" << YAML::Value
-    << train.seed << YAML::Key << "threads" << YAML::Value << train.threads << YAML::Key << "log_every"
-    << YAML::Value << train.log_every << YAML::Key << "eval" << YAML::Value << train.eval << YAML::EndMap;
-  e << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap << YAML::Key << "name" << YAML::Value
-    << optimizer.name << YAML::Key << "lr" << YAML::Value << optimizer.lr << YAML::Key << "momentum" << YAML::Value
-    << optimizer.momentum << YAML::Key << "weight_decay" << YAML::Value << optimizer.weight_decay << YAML::Key
-    << "beta1" << YAML::Value << optimizer.beta1 << YAML::Key << "beta2" << YAML::Value << optimizer.beta2
-    << YAML::Key << "eps" << YAML::Value << optimizer.eps << YAML::Key << "schedule" << YAML::Value
-    << optimizer.schedule << YAML::Key << "warmup_steps" << YAML::Value << optimizer.warmup_steps << YAML::Key
-    << "min_lr" << YAML::Value << optimizer.min_lr << YAML::EndMap;
-  e << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap << YAML::Key << "devices" << YAML::Value
-    << parallel.devices << YAML::Key << "partitioner" << YAML::Value << parallel.partitioner << YAML::Key
-    << "micro_batch" << YAML::Value << parallel.micro_batch << YAML::Key << "schedule" << YAML::Value
-    << parallel.schedule << YAML::Key << "cluster" << YAML::Value << parallel.cluster << YAML::Key
-    << "max_replicas" << YAML::Value << parallel.max_replicas << YAML::Key << "grad_sync" << YAML::Value << parallel.grad_sync << YAML::Key
-    << "staleness" << YAML::Value << parallel.staleness << YAML::Key << "timeout_s" << YAML::Value
-    << parallel.timeout_s << YAML::Key << "bucket_mb" << YAML::Value << parallel.bucket_mb;
-  if (!parallel.sync.empty()) {
-    e << YAML::Key << "sync" << YAML::Value << YAML::BeginMap;
-    for (const auto& [k, v] : parallel.sync) e << YAML::Key << k << YAML::Value << v;
-    e << YAML::EndMap;
+  for (const auto& section : sections()) {
+    if (!section.empty()) e << YAML::Key << section << YAML::Value << YAML::BeginMap;
+    for (const auto& k : keys()) {
+      if (section_of(k.path) != section) continue;
+      YAML::Emitter value;
+      k.write(value, *this);
+      if (value.size() == 0) continue;  // omitted (e.g. train.steps when epochs are given)
+      e << YAML::Key << (section.empty() ? k.path : k.path.substr(section.size() + 1)) << YAML::Value;
+      k.write(e, *this);
+    }
+    if (!section.empty()) e << YAML::EndMap;
   }
-  e << YAML::EndMap;
-  e << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "every"
-    << YAML::Value << checkpoint.every << YAML::Key << "keep" << YAML::Value << checkpoint.keep << YAML::EndMap;
-  e << YAML::Key << "runs_dir" << YAML::Value << runs_dir;
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }

@@ -7,7 +7,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "trident/plan/plan.h"
-#include "trident/runtime/checkpoint.h"
+#include "trident/base/files.h"
 #include "trident/runtime/trainer.h"
 
 namespace trident::runtime {
@@ -59,14 +59,14 @@ void Trainer::join(std::optional<comm::Group> world) {
   try {
     group_->pg().allreduce(t)->wait(timeout);
   } catch (const std::exception& e) {
-    throw comm::CommError("rank " + std::to_string(rank_) + ": preflight all-reduce failed: " + comm::one_line(e));
+    throw comm::CommError("rank " + std::to_string(rank_) + ": preflight all-reduce failed: " + first_line(e));
   }
   if (probe.item<double>() != size_)
     throw comm::CommError("preflight all-reduce gave " + std::to_string(probe.item<double>()) + ", expected " +
                           std::to_string(size_));
 }
 
-// DESIGN contract 9: the plan is made once. Rank 0 plans; every rank sends
+// docs/design.md, contract 8: the plan is made once. Rank 0 plans; every rank sends
 // its resolved config (and the plan it read, for a plan file) and all check
 // that they agree with rank 0, so every rank fails alike, naming the rank
 // and the first difference.
@@ -106,7 +106,7 @@ std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) const {
     const auto lost = group_->diagnose();
     throw comm::CommError("rank " + std::to_string(rank_) + ": step " + std::to_string(step_) +
                           ": all-reduce of the loss failed" + (lost.empty() ? "" : " (" + lost + ")") + ": " +
-                          comm::one_line(e));
+                          first_line(e));
   }
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }

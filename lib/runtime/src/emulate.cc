@@ -5,7 +5,7 @@
 #include <iomanip>
 #include <ostream>
 
-#include "trident/runtime/checkpoint.h"
+#include "trident/base/files.h"
 #include "trident/runtime/process.h"
 #include "trident/runtime/stage_executor.h"
 #include "trident/runtime/trainer.h"
@@ -69,7 +69,7 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
   result.steps = std::max(1, steps - 1);
   result.iteration_s = steps > 1 ? measured / (steps - 1) : 0;
   result.predicted_iteration_s = planned.plan.predicted.iteration_s;
-  const auto all = comm::allgather_strings(group, to_json(events).dump());
+  const auto all = comm::allgather_strings(group, to_json(events).dump(), "gathering the emulated trace");
   if (leader) {
     nlohmann::json meta{{"model", config.model.name + "/" + config.model.preset},
                         {"steps", std::min(steps, 4)},

@@ -6,7 +6,7 @@
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
 #include "trident/plan/report.h"
-#include "trident/runtime/checkpoint.h"
+#include "trident/base/files.h"
 #include "trident/runtime/trainer.h"
 
 namespace trident::runtime {
@@ -87,7 +87,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
       planner.fill_sync(out.plan);  // methods the plan leaves out: parallel.grad_sync's rule
       planner.predict(out.plan);    // predictions for parallel.cluster, shown beside the measurements
     } else if (dp) {
-      // Data parallelism is a plan too (DESIGN contract 10): one stage of
+      // Data parallelism is a plan too (docs/design.md, contract 9): one stage of
       // every op on all devices; micro-batches > 1 accumulate gradients.
       std::vector<graph::OpId> all(g.size());
       for (graph::OpId id = 0; id < g.size(); ++id) all[id] = id;
@@ -97,9 +97,11 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
       out.plan = planner.plan();
     }
     apply_overrides(config, g, planner, out.plan);
+    plan::check_sfb_order(out.plan, g);  // now that the actions and sync methods are known
     out.costs = planner.stage_graph(out.plan);
     out.table = plan::stage_table(planner, out.plan) + "\n" + plan::sync_table(planner, out.plan, 6);
   } catch (const plan::PlanError& e) {
+    if (e.kind() == ErrorKind::kFailure) throw;  // a planner bug stays a failure
     throw ConfigError(std::string("parallel: ") + e.what());
   }
   return out;
@@ -107,7 +109,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
 
 
 std::vector<std::string> Trainer::gather_strings(const std::string& mine) const {
-  return size_ > 1 ? comm::allgather_strings(*group_, mine) : std::vector<std::string>{mine};
+  return size_ > 1 ? comm::allgather_strings(*group_, mine, "gathering the ranks' traces") : std::vector<std::string>{mine};
 }
 
 void Trainer::write_trace() const {

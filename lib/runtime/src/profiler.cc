@@ -20,12 +20,12 @@ double median(std::vector<double> v) {
 }  // namespace
 
 cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o) {
-  if (o.rows.empty()) throw std::invalid_argument("profile: --micro-batches is empty; give e.g. 1,2,4,8");
+  if (o.rows.empty()) throw InputError("profile: --micro-batches is empty; give e.g. 1,2,4,8");
   for (std::size_t i = 0; i < o.rows.size(); ++i)
     if (o.rows[i] < 1 || (i && o.rows[i] <= o.rows[i - 1]))
-      throw std::invalid_argument("profile: --micro-batches must be ascending and >= 1, got " +
+      throw InputError("profile: --micro-batches must be ascending and >= 1, got " +
                                   std::to_string(o.rows[i]) + " at position " + std::to_string(i + 1));
-  if (o.repeats < 1) throw std::invalid_argument("profile: --repeats must be >= 1, got " + std::to_string(o.repeats));
+  if (o.repeats < 1) throw InputError("profile: --repeats must be >= 1, got " + std::to_string(o.repeats));
   configure_process(o.threads);
   torch::manual_seed(0);
   const auto g = zoo::build_graph(model);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "trident/base/files.h"
 #include "trident/runtime/checkpoint.h"
 
 namespace trident::runtime {
@@ -24,7 +25,7 @@ const std::pair<const char*, torch::ScalarType> kDtypes[] = {
 std::string dtype_name(torch::ScalarType t) {
   for (const auto& [name, type] : kDtypes)
     if (type == t) return name;
-  throw CheckpointError(std::string("checkpoint: tensors of dtype ") + c10::toString(t) + " cannot be saved");
+  throw CheckpointError(std::string("checkpoint: tensors of dtype ") + c10::toString(t) + " cannot be saved", ErrorKind::kFailure);
 }
 
 torch::ScalarType dtype_of(const std::string& name, const std::string& where) {
@@ -42,15 +43,6 @@ std::uint32_t crc_of(const void* data, std::size_t bytes) {
     p += n, bytes -= n;
   }
   return static_cast<std::uint32_t>(crc);
-}
-
-void fsync_or_throw(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) throw CheckpointError("cannot open " + path + " to flush it: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw CheckpointError("cannot flush " + path + " to disk: " + std::strerror(err));
 }
 
 // The steps of the complete checkpoints under run_dir, ascending.
@@ -87,7 +79,7 @@ nlohmann::json write_shard(const std::string& dir, const std::string& file, cons
   const auto path = (fs::path(dir) / file).string();
   nlohmann::json entries = nlohmann::json::object();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw CheckpointError("cannot write checkpoint shard " + path + ": " + std::strerror(errno));
+  if (!out) throw CheckpointError("cannot write checkpoint shard " + path + ": " + std::strerror(errno), ErrorKind::kFailure);
   std::int64_t offset = 0;
   for (const auto& [key, tensor] : tensors) {
     const auto t = tensor.detach().cpu().contiguous();
@@ -98,9 +90,9 @@ nlohmann::json write_shard(const std::string& dir, const std::string& file, cons
                     {"dtype", dtype_name(t.scalar_type())}, {"crc32", crc_of(t.data_ptr(), static_cast<std::size_t>(bytes))}};
     offset += bytes;
   }
-  if (!out.flush()) throw CheckpointError("cannot write checkpoint shard " + path + ": disk full or I/O error");
+  if (!out.flush()) throw CheckpointError("cannot write checkpoint shard " + path + ": disk full or I/O error", ErrorKind::kFailure);
   out.close();
-  fsync_or_throw(path, false);
+  fsync_path(path, false);
   return entries;
 }
 
@@ -111,9 +103,9 @@ void publish_checkpoint(const std::string& run_dir, std::int64_t step, nlohmann:
   try {
     write_file_atomic((fs::path(partial) / "manifest.json").string(), manifest.dump(1) + "\n");
   } catch (const std::exception& e) {
-    throw CheckpointError(std::string("cannot write the checkpoint manifest: ") + e.what());
+    throw CheckpointError(std::string("cannot write the checkpoint manifest: ") + e.what(), ErrorKind::kFailure);
   }
-  fsync_or_throw(partial, true);
+  fsync_path(partial, true);
   std::error_code ec;
   // A checkpoint of the same step (a resumed run saving again): set it aside
   // first, so that some complete checkpoint exists at every moment.
@@ -121,8 +113,8 @@ void publish_checkpoint(const std::string& run_dir, std::int64_t step, nlohmann:
   fs::remove_all(old, ec);
   if (fs::exists(final_dir)) fs::rename(final_dir, old, ec);
   fs::rename(partial, final_dir, ec);
-  if (ec) throw CheckpointError("cannot publish checkpoint " + final_dir + ": " + ec.message());
-  fsync_or_throw((fs::path(run_dir) / "checkpoints").string(), true);
+  if (ec) throw CheckpointError("cannot publish checkpoint " + final_dir + ": " + ec.message(), ErrorKind::kFailure);
+  fsync_path((fs::path(run_dir) / "checkpoints").string(), true);
   fs::remove_all(old, ec);
   const auto steps = complete_steps(run_dir);
   for (std::size_t i = 0; i + static_cast<std::size_t>(std::max(keep, 1)) < steps.size(); ++i)
@@ -155,12 +147,7 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
     }
     return r;
   }
-  Checkpoint ck;
-  try {
-    ck = load_checkpoint(path);
-  } catch (const std::exception& e) {
-    throw CheckpointError(e.what());
-  }
+  const Checkpoint ck = load_checkpoint(path);  // throws CheckpointError
   r.step_ = ck.step;
   r.manifest_ = ck.meta;
   r.legacy_ = std::make_shared<std::map<std::string, torch::Tensor>>();
@@ -228,7 +215,7 @@ std::size_t export_weights(const CheckpointReader& checkpoint, const std::string
   try {
     write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
   } catch (const std::exception& e) {
-    throw CheckpointError(std::string("export: ") + e.what());
+    throw CheckpointError(std::string("export: ") + e.what(), ErrorKind::kFailure);
   }
   return weights.size();
 }

@@ -68,6 +68,78 @@ struct StageExecutor::Exchange {
   std::map<std::tuple<int, int, int>, std::int64_t> channel;  // emulated: free time per stage pair and direction
 };
 
+// Note [Action backends]: pass() interprets a stage's schedule actions — it
+// posts receives ahead (Note [Tags]), hands each action to the backend,
+// posts the next receives, and at the end waits for the sends — and knows
+// nothing of what an action computes. The backend does: TensorBackend runs
+// the stage's modules on real rows; ClockBackend (Note [Emulation]) waits
+// modelled times and sends modelled arrival times. Both exchange through the
+// same pieces and tags, so an emulated run exercises the real protocol.
+struct StageExecutor::Pass {
+  const FieldSource* source = nullptr;
+  double divisor = 1;
+  std::int64_t first_row = 0;  // micro-batch m's rows start at first_row + m·micro_batch
+  std::function<void()> before_last_backward;
+  TraceLog* trace = nullptr;
+  StageResult result;
+};
+
+class StageExecutor::Backend {
+ public:
+  explicit Backend(StageExecutor& stage) : s_(stage) {}
+  virtual ~Backend() = default;
+  // A receive buffer for `rows` rows of crossing c.
+  virtual torch::Tensor buffer(const Crossing& c, std::int64_t rows) const = 0;
+  virtual void forward(Exchange& x, Pass& p, int m, const std::string& action) = 0;
+  virtual void backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) = 0;
+  // After every action and send of the pass.
+  virtual void finish(Pass&) {}
+
+ protected:
+  StageExecutor& s_;
+};
+
+class StageExecutor::TensorBackend final : public Backend {
+ public:
+  using Backend::Backend;
+  torch::Tensor buffer(const Crossing& c, std::int64_t rows) const override {
+    return torch::empty(batch_shape(rows, c.declared), nn::to_torch(c.declared.dtype));
+  }
+  void forward(Exchange& x, Pass& p, int m, const std::string& action) override;
+  void backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) override;
+  void finish(Pass&) override { saved_.clear(); }
+
+ private:
+  struct Saved {
+    nn::TensorMap inputs, outputs;
+  };
+  std::map<int, Saved> saved_;  // micro-batches between their forward and backward
+};
+
+class StageExecutor::ClockBackend final : public Backend {
+ public:
+  ClockBackend(StageExecutor& stage, Emulation emulation);
+  // [rows, 1] float64; element 0 is the modelled arrival in system-clock µs.
+  torch::Tensor buffer(const Crossing&, std::int64_t rows) const override {
+    return torch::empty({rows, 1}, torch::kFloat64);
+  }
+  void forward(Exchange& x, Pass& p, int m, const std::string& action) override { act(x, p, false, m, action); }
+  void backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) override {
+    const auto span = act(x, p, true, m, action);
+    if (last) last_backward_ = span;
+  }
+  void finish(Pass& p) override;
+
+ private:
+  // Waits for the modelled arrivals, waits the modelled compute, sends
+  // modelled arrivals on; returns the compute span (µs).
+  std::pair<std::int64_t, std::int64_t> act(Exchange& x, Pass& p, bool backward, int m, const std::string& action);
+  Emulation emulation_;
+  std::optional<comm::Group> replicas_;  // for the closing all-reduce
+  std::pair<std::int64_t, std::int64_t> last_backward_{0, 0};
+  std::map<std::tuple<int, int, int>, std::int64_t> channel_;  // free time per stage pair and direction
+};
+
 int StageExecutor::replicas() const {
   return stage_ < 0 ? 0 : static_cast<int>(plan_.stages[stage_].devices.size());
 }
@@ -77,31 +149,29 @@ StageExecutor::~StageExecutor() = default;
 StageExecutor::StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world)
     : graph_(module.graph()), module_(&module), plan_(plan), world_(std::move(world)) {
   build();
+  backend_ = std::make_unique<TensorBackend>(*this);
 }
 
 StageExecutor::StageExecutor(const graph::OpGraph& graph, const plan::Plan& plan, comm::Group world,
                              Emulation emulation)
-    : graph_(graph), emulation_(std::move(emulation)), plan_(plan), world_(std::move(world)) {
+    : graph_(graph), plan_(plan), world_(std::move(world)) {
   build();
-  if (emulation_->costs.size() != static_cast<int>(plan_.stages.size()))
-    throw PipelineError("emulation: the stage graph has " + std::to_string(emulation_->costs.size()) +
-                        " stages but the plan " + std::to_string(plan_.stages.size()));
-  if (replicas() > 1) {
-    auto devices = plan_.stages[stage_].devices;
-    std::sort(devices.begin(), devices.end());
-    replicas_ = world_.subgroup(devices, "emulated-stage" + std::to_string(stage_));
-  }
+  if (stage_ >= 0) backend_ = std::make_unique<ClockBackend>(*this, std::move(emulation));
 }
 
-std::string StageExecutor::here() const {
-  return "rank " + std::to_string(world_.rank()) + " (stage " + std::to_string(stage_) + ")";
+ErrorContext StageExecutor::context() const {
+  ErrorContext c;
+  c.rank = world_.rank();
+  if (stage_ >= 0) c.stage = stage_, c.replica = replica_;
+  return c;
 }
 
 void StageExecutor::build() {
   const auto& g = graph_;
   if (world_.size() != plan_.devices)
     throw PipelineError("the plan is for " + std::to_string(plan_.devices) + " devices but " +
-                        std::to_string(world_.size()) + " processes were started");
+                        std::to_string(world_.size()) + " processes were started",
+                        ErrorKind::kBadInput);
   micro_batches_ = plan_.micro_batches();
   micro_batch_ = plan_.stages.at(0).micro_batch;
   stage_of_device_ = plan::stage_of_devices(plan_);
@@ -191,31 +261,31 @@ int in_flight(const std::vector<std::pair<bool, int>>& actions) {
 StageResult StageExecutor::run(const FieldSource& source, double divisor,
                                const std::function<void()>& before_last_backward, TraceLog* trace) {
   if (stage_ < 0) return {};
-  return pass(*layouts_.at(micro_batch_), actions_, 0, source, divisor, before_last_backward, trace);
+  Pass p;
+  p.source = &source, p.divisor = divisor, p.before_last_backward = before_last_backward, p.trace = trace;
+  return pass(*layouts_.at(micro_batch_), actions_, p);
 }
 
 StageResult StageExecutor::evaluate(const FieldSource& source, std::int64_t rows) {
   StageResult total;
-  if (stage_ < 0 || emulation_) return total;
+  if (stage_ < 0 || !module_) return total;
   torch::NoGradGuard no_grad;
   const std::int64_t chunk = static_cast<std::int64_t>(micro_batches_) * micro_batch_;
   std::vector<std::pair<bool, int>> forwards;
   for (int m = 0; m < micro_batches_; ++m) forwards.emplace_back(false, m);
   for (std::int64_t begin = 0; begin < rows; begin += chunk) {
     const bool full = begin + chunk <= rows;
-    const auto& l = layout(full ? micro_batch_ : rows - begin);
-    const auto r = pass(l, full ? forwards : std::vector<std::pair<bool, int>>{{false, 0}}, begin, source, 1, {},
-                        nullptr);
+    Pass p;
+    p.source = &source, p.first_row = begin;
+    const auto r = pass(layout(full ? micro_batch_ : rows - begin),
+                        full ? forwards : std::vector<std::pair<bool, int>>{{false, 0}}, p);
     total.loss_sum += r.loss_sum;
     total.correct += r.correct;
   }
   return total;
 }
 
-StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<bool, int>>& actions,
-                                std::int64_t first_row, const FieldSource& source, double divisor,
-                                const std::function<void()>& before_last_backward, TraceLog* trace) {
-  StageResult result;
+StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<bool, int>>& actions, Pass& p) {
   Exchange x;
   x.layout = &l;
   int last_backward = -1;
@@ -232,31 +302,30 @@ StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<boo
     x.dir[d].posted.resize(x.dir[d].pieces->size());
     for (int w = 0; w < window; ++w) post_next(x, d);
   }
-  std::int64_t last_b_start = 0, last_b_end = 0;
-  saved_.clear();
   for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
     const auto [backward, m] = actions[i];
     const std::string action = std::string(backward ? "B" : "F") + std::to_string(m);
-    if (emulation_) {
-      const auto t = emulated_action(x, backward, m, action, trace);
-      if (i == last_backward) last_b_start = t.first, last_b_end = t.second;
-    } else if (!backward) {
-      forward(x, m, first_row, source, result, action, trace);
-    } else {
-      if (i == last_backward && before_last_backward) before_last_backward();
-      this->backward(x, m, divisor, action, trace);
+    try {
+      if (backward)
+        backend_->backward(x, p, m, i == last_backward, action);
+      else
+        backend_->forward(x, p, m, action);
+    } catch (Error& e) {
+      ErrorContext where = context();
+      where.micro_batch = m, where.action = action;
+      throw e.add_context(where);
     }
     post_next(x, backward ? 1 : 0);
   }
-  for (auto& p : x.sends) {
+  for (auto& sent : x.sends) {
     try {
-      p.work->wait(world_.timeout());
+      sent.work->wait(world_.timeout());
     } catch (const std::exception& e) {
-      fail("a send of the last iteration did not complete, to", p.peer, e);
+      fail("a send of the last iteration did not complete, to", sent.peer, e);
     }
   }
-  if (emulation_) emulated_sync(last_b_start, last_b_end, trace);
-  return result;
+  backend_->finish(p);
+  return p.result;
 }
 
 void StageExecutor::post_next(Exchange& x, int d) {
@@ -268,9 +337,7 @@ void StageExecutor::post_next(Exchange& x, int d) {
     const auto& c = crossings_[pieces[i].k];
     if (d == 1 && !c.differentiable) continue;
     const auto rows = pieces[i].hi - pieces[i].lo;
-    // Emulated messages: [rows, 1] float64, element 0 the modelled arrival (Note [Emulation]).
-    auto buffer = emulation_ ? torch::empty({rows, 1}, torch::kFloat64)
-                             : torch::empty(batch_shape(rows, c.declared), nn::to_torch(c.declared.dtype));
+    auto buffer = backend_->buffer(c, rows);
     std::vector<at::Tensor> v{buffer};
     c10::intrusive_ptr<c10d::Work> work;
     try {
@@ -284,18 +351,18 @@ void StageExecutor::post_next(Exchange& x, int d) {
   }
 }
 
-torch::Tensor StageExecutor::take(Exchange& x, int d, std::size_t i, int m, const std::string& action) {
+torch::Tensor StageExecutor::take(Exchange& x, int d, std::size_t i, int m) {
   auto& dir = x.dir[d];
   auto it = dir.posted[i].find(m);
   const auto& piece = (*dir.pieces)[i];
   const auto& c = crossings_[piece.k];
   const std::string what = (d ? "gradients of " : "activations of ") + c.name;
   if (it == dir.posted[i].end())
-    throw PipelineError(here() + ": " + action + " needs " + what + " that were never posted (schedule out of order)");
+    throw PipelineError("needs " + what + " that were never posted (schedule out of order)", ErrorKind::kFailure);
   try {
     it->second.work->wait(world_.timeout());
   } catch (const std::exception& e) {
-    fail(action + " waited for " + what + " from", piece.peer, e);
+    fail("waited for " + what + " from", piece.peer, e);
   }
   auto buffer = std::move(it->second.buffer);
   dir.posted[i].erase(it);
@@ -303,11 +370,11 @@ torch::Tensor StageExecutor::take(Exchange& x, int d, std::size_t i, int m, cons
 }
 
 // This rank's rows of crossing k for micro-batch m, from its pieces in row order.
-torch::Tensor StageExecutor::gather(Exchange& x, int d, int k, int m, const std::string& action) {
+torch::Tensor StageExecutor::gather(Exchange& x, int d, int k, int m) {
   const auto& pieces = *x.dir[d].pieces;
   std::vector<std::pair<std::int64_t, torch::Tensor>> parts;
   for (std::size_t i = 0; i < pieces.size(); ++i)
-    if (pieces[i].k == k) parts.emplace_back(pieces[i].lo, take(x, d, i, m, action));
+    if (pieces[i].k == k) parts.emplace_back(pieces[i].lo, take(x, d, i, m));
   std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<torch::Tensor> ts;
   for (auto& [lo, t] : parts) ts.push_back(t);
@@ -318,7 +385,7 @@ void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& v
   const auto& c = crossings_[piece.k];
   auto slice = value.narrow(0, piece.lo - x.layout->row_begin, piece.hi - piece.lo).detach().contiguous();
   if (!nn::matches(slice, c.declared) || slice.size(0) != piece.hi - piece.lo)
-    throw PipelineError(here() + ": micro-batch " + std::to_string(m) + ": edge " + c.name + " declares [" +
+    throw PipelineError("edge " + c.name + " declares [" +
                         std::to_string(piece.hi - piece.lo) + (c.declared.shape.empty() ? "" : ",") +
                         graph::to_string(c.declared).substr(1) + " but the stage produced " + nn::describe(slice) +
                         (d ? " as its gradient" : ""));
@@ -339,126 +406,137 @@ void StageExecutor::post_send(Exchange& x, const Piece& piece, const torch::Tens
 
 void StageExecutor::fail(const std::string& what, int peer, const std::exception& e) const {
   const auto lost = world_.diagnose();
-  throw comm::CommError(here() + ": " + what + " rank " + std::to_string(peer) + " (stage " +
-                        std::to_string(stage_of_device_[peer]) + ")" + (lost.empty() ? "" : " (" + lost + ")") +
-                        ": " + comm::one_line(e));
+  throw comm::CommError(what + " rank " + std::to_string(peer) + " (stage " + std::to_string(stage_of_device_[peer]) +
+                            ")" + (lost.empty() ? "" : " (" + lost + ")") + ": " + first_line(e),
+                        ErrorKind::kFailure, context());
 }
 
-void StageExecutor::note_wait(std::int64_t t0, std::int64_t t1, const std::string& action, TraceLog* trace) {
-  if (trace && t1 - t0 > 50) trace->add("wait " + action, "wait", kComputeLane, t0, t1);
-}
-
-void StageExecutor::forward(Exchange& x, int m, std::int64_t first_row, const FieldSource& source,
-                            StageResult& result, const std::string& action, TraceLog* trace) {
+void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const std::string& action) {
   const auto& l = *x.layout;
-  auto& s = saved_[m];
+  auto& saved = saved_[m];
   const auto t0 = now_us();
   for (int k : l.input_ks) {
-    auto t = gather(x, 0, k, m, action);
-    if (crossings_[k].differentiable && torch::GradMode::is_enabled()) t.requires_grad_(true);
-    s.inputs[crossings_[k].op] = t;
+    auto t = s_.gather(x, 0, k, m);
+    if (s_.crossings_[k].differentiable && torch::GradMode::is_enabled()) t.requires_grad_(true);
+    saved.inputs[s_.crossings_[k].op] = t;
   }
   const auto t1 = now_us();
-  note_wait(t0, t1, action, trace);
+  if (p.trace) p.trace->add_wait("wait " + action, t0, t1);
   if (l.row_end <= l.row_begin) return;  // a short evaluation chunk may leave a replica no rows
   nn::Batch fields;
-  const auto base = first_row + m * l.micro_batch;
-  if (!fields_.empty()) fields = source(base + l.row_begin, base + l.row_end, fields_);
-  s.outputs = executor_->forward(s.inputs, fields);
-  for (const auto& p : l.out) send(x, p, s.outputs.at(crossings_[p.k].op), m, 0);
-  if (has_loss_) {
+  const auto base = p.first_row + m * l.micro_batch;
+  if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
+  saved.outputs = s_.executor_->forward(saved.inputs, fields);
+  for (const auto& piece : l.out) s_.send(x, piece, saved.outputs.at(s_.crossings_[piece.k].op), m, 0);
+  if (s_.has_loss_) {
     torch::NoGradGuard no_grad;
-    result.loss_sum += s.outputs.at(graph_.loss()).item<double>();
-    auto value = [&](graph::OpId id) { return s.outputs.count(id) ? s.outputs.at(id) : s.inputs.at(id); };
-    result.correct += value(logits_).argmax(1).eq(value(labels_)).sum().item<double>();
+    p.result.loss_sum += saved.outputs.at(s_.graph_.loss()).item<double>();
+    auto value = [&](graph::OpId id) { return saved.outputs.count(id) ? saved.outputs.at(id) : saved.inputs.at(id); };
+    p.result.correct += value(s_.logits_).argmax(1).eq(value(s_.labels_)).sum().item<double>();
   }
   if (!torch::GradMode::is_enabled()) saved_.erase(m);  // evaluation keeps nothing
-  if (trace) trace->add(action, "forward", kComputeLane, t1, now_us());
+  if (p.trace) p.trace->add(action, "forward", kComputeLane, t1, now_us());
 }
 
-void StageExecutor::backward(Exchange& x, int m, double divisor, const std::string& action, TraceLog* trace) {
+void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) {
   const auto& l = *x.layout;
-  auto& s = saved_.at(m);
+  auto& saved = saved_.at(m);
   const auto t0 = now_us();
   std::vector<torch::Tensor> roots, grads;
-  if (has_loss_) {
-    auto loss = s.outputs.at(graph_.loss());
+  if (s_.has_loss_) {
+    auto loss = saved.outputs.at(s_.graph_.loss());
     roots.push_back(loss);
-    grads.push_back(torch::full_like(loss, 1.0 / divisor));
+    grads.push_back(torch::full_like(loss, 1.0 / p.divisor));
   }
   std::map<graph::OpId, torch::Tensor> out_grads;
   for (int k : l.output_ks) {
-    if (!crossings_[k].differentiable) continue;
-    auto gk = gather(x, 1, k, m, action);
-    auto& acc = out_grads[crossings_[k].op];
+    if (!s_.crossings_[k].differentiable) continue;
+    auto gk = s_.gather(x, 1, k, m);
+    auto& acc = out_grads[s_.crossings_[k].op];
     acc = acc.defined() ? acc + gk : gk;
   }
   for (auto& [op, grad] : out_grads) {
-    const auto& value = s.outputs.at(op);
+    const auto& value = saved.outputs.at(op);
     if (value.requires_grad()) roots.push_back(value), grads.push_back(grad);
   }
   const auto t1 = now_us();
-  note_wait(t0, t1, action, trace);
+  if (p.trace) p.trace->add_wait("wait " + action, t0, t1);
+  if (last && p.before_last_backward) p.before_last_backward();
   if (!roots.empty()) torch::autograd::backward(roots, grads);
-  for (const auto& p : l.in) {
-    if (!crossings_[p.k].differentiable) continue;
-    const auto& input = s.inputs.at(crossings_[p.k].op);
-    send(x, p, input.grad().defined() ? input.grad() : torch::zeros_like(input), m, 1);
+  for (const auto& piece : l.in) {
+    if (!s_.crossings_[piece.k].differentiable) continue;
+    const auto& input = saved.inputs.at(s_.crossings_[piece.k].op);
+    s_.send(x, piece, input.grad().defined() ? input.grad() : torch::zeros_like(input), m, 1);
   }
   saved_.erase(m);
-  if (trace) trace->add(action, "backward", kComputeLane, t1, now_us());
+  if (p.trace) p.trace->add(action, "backward", kComputeLane, t1, now_us());
 }
 
-// Emulated F or B (Note [Emulation]): wait for the modelled arrivals, wait
-// the modelled compute, send modelled arrivals on. Returns the compute span.
-std::pair<std::int64_t, std::int64_t> StageExecutor::emulated_action(Exchange& x, bool backward, int m,
-                                                                     const std::string& action, TraceLog* trace) {
-  const auto& cost = emulation_->costs.stages[stage_];
+StageExecutor::ClockBackend::ClockBackend(StageExecutor& stage, Emulation emulation)
+    : Backend(stage), emulation_(std::move(emulation)) {
+  if (emulation_.costs.size() != static_cast<int>(s_.plan_.stages.size()))
+    throw PipelineError("emulation: the stage graph has " + std::to_string(emulation_.costs.size()) +
+                        " stages but the plan " + std::to_string(s_.plan_.stages.size()));
+  if (s_.replicas() > 1) {
+    auto devices = s_.plan_.stages[s_.stage_].devices;
+    std::sort(devices.begin(), devices.end());
+    replicas_ = s_.world_.subgroup(devices, "emulated-stage" + std::to_string(s_.stage_));
+  }
+}
+
+std::pair<std::int64_t, std::int64_t> StageExecutor::ClockBackend::act(Exchange& x, Pass& p, bool backward, int m,
+                                                                       const std::string& action) {
+  const auto& cost = emulation_.costs.stages[s_.stage_];
+  const auto scaled_us = [&](double seconds) { return static_cast<std::int64_t>(seconds * emulation_.dilation * 1e6); };
   const int d = backward ? 1 : 0;
   const auto t0 = now_us();
   std::int64_t arrive = 0;
   const auto& in_pieces = *x.dir[d].pieces;
   for (std::size_t i = 0; i < in_pieces.size(); ++i) {
-    if (backward && !crossings_[in_pieces[i].k].differentiable) continue;
-    arrive = std::max(arrive, static_cast<std::int64_t>(take(x, d, i, m, action)[0][0].item<double>()));
+    if (backward && !s_.crossings_[in_pieces[i].k].differentiable) continue;
+    arrive = std::max(arrive, static_cast<std::int64_t>(s_.take(x, d, i, m)[0][0].item<double>()));
   }
   std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::microseconds(arrive)));
   const auto t1 = now_us();
-  note_wait(t0, t1, action, trace);
-  const double seconds = backward ? cost.backward_s : cost.forward_s;
-  std::this_thread::sleep_for(std::chrono::microseconds(static_cast<std::int64_t>(seconds * emulation_->dilation * 1e6)));
+  if (p.trace) p.trace->add_wait("wait " + action, t0, t1);
+  std::this_thread::sleep_for(std::chrono::microseconds(scaled_us(backward ? cost.backward_s : cost.forward_s)));
   const auto t2 = now_us();
-  if (trace) trace->add(action, backward ? "backward" : "forward", kComputeLane, t1, t2);
+  if (p.trace) p.trace->add(action, backward ? "backward" : "forward", kComputeLane, t1, t2);
   // Send on: one channel per stage pair and direction, as in the simulator.
   std::map<std::pair<int, int>, std::int64_t> arrival;  // per edge, this micro-batch
   for (const auto& piece : backward ? x.layout->in : x.layout->out) {
-    const auto& c = crossings_[piece.k];
+    const auto& c = s_.crossings_[piece.k];
     if (backward && !c.differentiable) continue;
     const auto key = std::make_pair(c.from, c.to);
     if (!arrival.count(key)) {
       double transfer = 0;
-      for (const auto& e : emulation_->costs.edges)
+      for (const auto& e : emulation_.costs.edges)
         if (e.from == c.from && e.to == c.to) transfer = backward ? e.backward_s : e.forward_s;
-      auto& free_at = x.channel[{c.from, c.to, d}];
+      auto& free_at = channel_[{c.from, c.to, d}];
       const auto start = std::max(now_us(), free_at);
-      arrival[key] = free_at = start + static_cast<std::int64_t>(transfer * emulation_->dilation * 1e6);
+      arrival[key] = free_at = start + scaled_us(transfer);
     }
     auto msg = torch::zeros({piece.hi - piece.lo, 1}, torch::kFloat64);
     msg[0][0] = static_cast<double>(arrival[key]);
-    post_send(x, piece, msg, m, d);
+    s_.post_send(x, piece, msg, m, d);
   }
   return {t1, t2};
 }
 
-void StageExecutor::emulated_sync(std::int64_t b_start, std::int64_t b_end, TraceLog* trace) {
+// After the last backward the stage's modelled gradient-sync tasks run one
+// after another, each from its ready point in that backward; the replicas
+// wait until the last ends, then meet in a one-element all-reduce.
+void StageExecutor::ClockBackend::finish(Pass& p) {
+  const auto [b_start, b_end] = last_backward_;
   std::int64_t chain = 0, finish = b_end;
-  for (const auto& task : emulation_->costs.stages[stage_].sync) {
+  for (const auto& task : emulation_.costs.stages[s_.stage_].sync) {
     const auto ready = b_start + static_cast<std::int64_t>(task.ready_fraction * static_cast<double>(b_end - b_start));
     const auto start = std::max(ready, chain);
-    chain = start + static_cast<std::int64_t>(task.seconds * emulation_->dilation * 1e6);
-    if (trace && task.seconds > 0) trace->add("sync " + task.name, "sync", kCommLane, start, chain);
+    chain = start + static_cast<std::int64_t>(task.seconds * emulation_.dilation * 1e6);
+    if (p.trace && task.seconds > 0) p.trace->add("sync " + task.name, "sync", kCommLane, start, chain);
     finish = std::max(finish, chain);
   }
+  channel_.clear();
   const auto t0 = now_us();
   std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::microseconds(finish)));
   if (replicas_) {
@@ -467,11 +545,13 @@ void StageExecutor::emulated_sync(std::int64_t b_start, std::int64_t b_end, Trac
     try {
       replicas_->pg().allreduce(v)->wait(replicas_->timeout());
     } catch (const std::exception& e) {
-      throw comm::CommError("rank " + std::to_string(world_.rank()) + " (stage " + std::to_string(stage_) +
-                            "): the replicas' gradient sync failed: " + comm::one_line(e));
+      const auto lost = replicas_->diagnose();
+      throw comm::CommError("the replicas' modelled gradient sync failed" + (lost.empty() ? "" : " (" + lost + ")") +
+                                ": " + first_line(e),
+                            ErrorKind::kFailure, s_.context());
     }
   }
-  if (trace && now_us() - t0 > 50) trace->add("wait for sync", "wait", kComputeLane, t0, now_us());
+  if (p.trace) p.trace->add_wait("wait for sync", t0, now_us());
 }
 
 std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
@@ -485,18 +565,7 @@ std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan
     auto it = plan.grad_sync.find(name);
     methods[name] = it == plan.grad_sync.end() ? "allreduce" : it->second;
   }
-  // SFB pairs each micro-batch's captured inputs with its output gradients by
-  // position, so the stage must run its backwards in the order of its forwards.
-  const bool sfb = std::any_of(methods.begin(), methods.end(), [](const auto& m) { return m.second == "sfb"; });
-  if (sfb) {
-    std::vector<int> forwards, backwards;
-    for (const auto& a : schedule::parse_actions(plan.stages[stage.stage()].actions))
-      (a.kind == schedule::Action::Kind::kForward ? forwards : backwards).push_back(a.micro_batch);
-    if (forwards != backwards)
-      throw PipelineError("stage " + std::to_string(stage.stage()) +
-                          ": sfb gradient sync needs the backwards in the order of the forwards; the schedule is '" +
-                          plan.stages[stage.stage()].actions + "' (use allreduce or ps for this stage)");
-  }
+  plan::check_sfb_order(plan, stage.graph());  // checked before start too; a plan made here is checked again
   auto sync = comm::make_hybrid_sync(group, stage.params(), stage.graph(), methods, bucket_bytes, staleness);
   stage.executor().set_observer(sync->observer());
   return sync;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,21 +13,25 @@
 #include <sstream>
 #include <thread>
 
+#include "trident/base/files.h"
+#include "trident/base/text.h"
 #include "trident/plan/report.h"
 #include "trident/runtime/process.h"
 #include "trident/runtime/sharded_checkpoint.h"
 #include "trident/zoo/zoo.h"
-#include "trident/runtime/checkpoint.h"
 #include "trident/runtime/progress.h"
 
 namespace trident::runtime {
 namespace {
 
-using plan::human_bytes;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// A progress bar redraws one line with escape codes: only on a terminal
+// that understands them (not a pipe, a file, mpirun's forwarding, TERM=dumb).
 bool is_terminal(const std::ostream& out) {
+  const char* term = std::getenv("TERM");
+  if (term && std::string(term) == "dumb") return false;
   return (&out == &std::cout && ::isatty(1)) || (&out == &std::cerr && ::isatty(2));
 }
 
@@ -38,7 +43,7 @@ std::string fixed(double v, int digits) {
 
 
 // The dataset fields in `fields` (plus the labels, which give every rank the
-// dataset's size): a stage keeps only what it reads (DESIGN contract 9).
+// dataset's size): a stage keeps only what it reads (docs/design.md, contract 8).
 data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<std::string> fields) {
   fields.insert("label");
   if (c.data.name == "fashion-mnist") return data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields);
@@ -87,7 +92,7 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   if (leader()) write_file_atomic(run_dir_ + "/config.yaml", config_.to_yaml());
 }
 
-// This rank's stage and nothing else (DESIGN contract 9): its modules, with
+// This rank's stage and nothing else (docs/design.md, contract 8): its modules, with
 // weights from (seed, name), its executor and its replicas' gradient sync.
 void Trainer::build_stage(const graph::OpGraph& graph) {
   std::set<graph::OpId> ops;
@@ -102,7 +107,7 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
     throw TrainingError("rank " + std::to_string(rank_) + " (stage " + std::to_string(stage) +
                         "): out of memory building the stage's " + std::to_string(ops.size()) +
                         " ops (the plan needs " + human_bytes(stage >= 0 ? plan_.stages[stage].memory_bytes : 0) +
-                        " per device): " + comm::one_line(e));
+                        " per device): " + first_line(e));
   }
   stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_);
   const auto& par = config_.parallel;
@@ -159,7 +164,7 @@ double Trainer::sync_and_step(double lr, TraceLog& trace) {
   for (const auto& e : sync_->stats().events)
     trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
               sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
-  if (t1 - t0 > 50) trace.add("wait for sync", "wait", kComputeLane, t0, t1);
+  trace.add_wait("wait for sync", t0, t1);
   sync_->apply([&](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
     optimizer_->step(name, p, grad, lr);
   });

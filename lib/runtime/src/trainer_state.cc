@@ -120,7 +120,7 @@ void Trainer::load(const std::string& run_dir) {
 }
 
 // Every rank's peak resident memory beside its stage's planned memory
-// (DESIGN contract 9: the run keeps the plan), one metrics line.
+// (docs/design.md, contract 8: the run keeps the plan), one metrics line.
 void Trainer::record_memory() {
   const int stage = stage_->stage();
   const nlohmann::json mine{{"rank", rank_},

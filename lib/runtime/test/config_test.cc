@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 namespace trident::runtime {
 namespace {
 
@@ -114,6 +117,42 @@ TEST(Config, DistributedSettingsAreValidated) {
 
 TEST(Config, InvalidYamlNamesTheLine) {
   expect_error("model: {name: mlp\ntrain: [", {}, {"cfg.yaml: not valid YAML at line"});
+}
+
+}  // namespace
+}  // namespace trident::runtime
+
+namespace trident::runtime {
+namespace {
+
+// The key table in docs/config.md is the one the parser reads (Note [Config keys]).
+TEST(Config, DocsHoldTheKeyTable) {
+  std::ifstream in(std::string(TRIDENT_SOURCE_DIR) + "/docs/config.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto table = config_key_table();
+  EXPECT_NE(text.str().find(table), std::string::npos) << "docs/config.md should hold this table:\n" << table;
+}
+
+TEST(Config, SyncOverridesOfDottedParameterNamesWorkFromTheCommandLine) {
+  auto c = parse_config(kGood, {"parallel.devices=2", "parallel.sync.fc1.weight=sfb", "parallel.sync.fc1.bias=ps"});
+  EXPECT_EQ(c.parallel.sync.at("fc1.weight"), "sfb");
+  EXPECT_EQ(c.parallel.sync.at("fc1.bias"), "ps");
+  EXPECT_EQ(c.parallel.sync.size(), 2u);
+  expect_error(kGood, {"parallel.sync.fc1.weight=nccl"}, {"parallel.sync.fc1.weight = 'nccl'"});
+}
+
+TEST(Config, EveryKeyRoundTripsThroughYaml) {
+  auto c = parse_config(kGood, {"train.threads=3", "parallel.bucket_mb=8", "checkpoint.keep=5", "train.eval=false",
+                                "optimizer.schedule=cosine", "parallel.sync.fc1.weight=ps"});
+  auto again = parse_config(c.to_yaml());
+  EXPECT_EQ(again.train.threads, 3);
+  EXPECT_EQ(again.parallel.bucket_mb, 8);
+  EXPECT_EQ(again.checkpoint.keep, 5);
+  EXPECT_FALSE(again.train.eval);
+  EXPECT_EQ(again.optimizer.schedule, "cosine");
+  EXPECT_EQ(again.parallel.sync.at("fc1.weight"), "ps");
+  EXPECT_EQ(again.to_yaml(), c.to_yaml());
 }
 
 }  // namespace

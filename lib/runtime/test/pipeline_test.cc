@@ -1,4 +1,4 @@
-// Graph pipelines equal single-process training (DESIGN.md contract 1):
+// Graph pipelines equal single-process training (docs/design.md, contract 1):
 // every rank a thread, one Gloo group over a HashStore, the plan's stages
 // run by StageExecutor with their replicas synced by the plan's methods.
 #include <gtest/gtest.h>
@@ -10,6 +10,9 @@
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
 #include "trident/runtime/stage_executor.h"
+#include "trident/runtime/trace.h"
+#include "trident/schedule/schedule.h"
+#include "trident/schedule/simulator.h"
 #include "trident/zoo/zoo.h"
 
 namespace trident::runtime {
@@ -55,6 +58,7 @@ struct Result {
   std::vector<Weights> ranks;  // each rank's stage parameters
   std::vector<std::string> errors;
   std::vector<double> loss;    // per step, summed over the loss stage's replicas
+  std::vector<double> single_loss;  // per step, one process (sum over the batch's rows)
   std::vector<std::set<std::string>> fields;  // the dataset fields each rank read
   std::vector<std::set<std::string>> held;    // every parameter each rank's module holds
 };
@@ -62,7 +66,7 @@ struct Result {
 Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
-  // Stage-local state (DESIGN contract 9): rank r builds only its stage's
+  // Stage-local state (docs/design.md, contract 8): rank r builds only its stage's
   // ops; weights follow from (seed, name), so they start equal to the
   // single process's (modules[n], every op).
   std::vector<std::shared_ptr<nn::GraphModule>> modules;
@@ -86,7 +90,9 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
     auto& m = *modules[n];
     nn::GraphExecutor ex(m, graph::whole_graph(g));
     for (const auto& b : batches) {
-      auto loss = ex.forward({}, b).at(g.loss()) / static_cast<double>(batch);
+      auto sum = ex.forward({}, b).at(g.loss());
+      res.single_loss.push_back(sum.item<double>());
+      auto loss = sum / static_cast<double>(batch);
       loss.backward();
       for (auto& w : m.parameters()) update("", w, w.grad()), w.mutable_grad().zero_();
     }
@@ -149,6 +155,9 @@ void expect_equal(const Result& res, const plan::Plan& p) {
       EXPECT_TRUE(torch::allclose(w, res.single.at(name), 1e-5, 1e-5))
           << "rank " << r << " " << name << " differs by " << (w - res.single.at(name)).abs().max().item<double>();
     }
+  // The loss stage's replicas together report the single process's loss.
+  for (std::size_t s = 0; s < res.single_loss.size(); ++s)
+    EXPECT_NEAR(res.loss[s], res.single_loss[s], 1e-4 * std::abs(res.single_loss[s]) + 1e-6) << "step " << s;
   // Every parameter trained somewhere (stages may leave devices idle).
   EXPECT_EQ(seen.size(), res.single.size()) << p.to_json().dump();
   // No rank holds a parameter of another stage: what its module holds is
@@ -258,8 +267,59 @@ TEST(Pipeline, WrongEdgeShapeFailsAtTheSenderNamingTheEdge) {
   EXPECT_NE(res.errors[sender].find("edge '" + t.op + "' (stage 0 -> stage 1)"), std::string::npos) << res.errors[sender];
   EXPECT_NE(res.errors[sender].find("micro-batch 0"), std::string::npos) << res.errors[sender];
   const int receiver = p.stages[p.edges[0].to].devices[0];
-  EXPECT_NE(res.errors[receiver].find("F0 waited for activations of '" + t.op + "'"), std::string::npos)
+  EXPECT_NE(res.errors[receiver].find("action F0: waited for activations of '" + t.op + "'"), std::string::npos)
       << res.errors[receiver];
+}
+
+}  // namespace
+}  // namespace trident::runtime
+
+namespace trident::runtime {
+namespace {
+
+// Note [Emulation]: the emulated clock keeps the simulator's timing. Modelled
+// times of tens of ms per action make scheduling noise small; sleeps never
+// end early, so the measured iteration cannot be shorter than the simulated
+// one (the lower bound is exact), and the upper bound only allows noise.
+TEST(Emulation, MeasuredIterationFollowsTheSimulator) {
+  const auto g = zoo::build_graph({"mlp", "tiny"});
+  const auto p = make_plan(g, request("pipedream", "1f1b", 2, 32, 8, 1));
+  ASSERT_EQ(p.stages.size(), 2u);
+  schedule::StageGraph costs;
+  for (int s = 0; s < 2; ++s) costs.stages.push_back({"s" + std::to_string(s), 1, 0.010, 0.020, 0, 0, {}});
+  costs.edges.push_back({0, 1, 0.004, 0.004});
+  schedule::Schedule sched{p.schedule, p.micro_batches(), {}};
+  for (const auto& st : p.stages) sched.stages.push_back(schedule::parse_actions(st.actions));
+  const double simulated = schedule::simulate(costs, sched, static_cast<int>(p.mini_batch)).iteration_s;
+  ASSERT_GT(simulated, 0.1);  // 4 micro-batches of 30 ms per stage, plus transfers
+  const int steps = 3;
+  std::vector<double> measured(2, 0);
+  std::vector<std::string> errors(2);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto world = comm::Group::over_store(store, r, 2, std::chrono::milliseconds(20000));
+        StageExecutor ex(g, p, world, Emulation{costs, 1});
+        for (int s = 0; s < steps; ++s) {
+          const auto t0 = now_us();
+          ex.run({}, static_cast<double>(p.mini_batch), {});
+          std::vector<at::Tensor> one{torch::zeros({1})};
+          world.pg().allreduce(one)->wait();  // as the trainer's per-step all-reduce
+          if (s > 0) measured[r] += static_cast<double>(now_us() - t0) / 1e6 / (steps - 1);
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_GE(measured[r], 0.98 * simulated) << "rank " << r << ": emulated " << measured[r] << " s";
+    EXPECT_LE(measured[r], 1.5 * simulated) << "rank " << r << ": emulated " << measured[r] << " s";
+  }
 }
 
 }  // namespace

@@ -20,8 +20,8 @@ TEST(Profiler, MeasuresEveryOpAndFeedsTheProfiledCostModel) {
   auto back = cost::Profile::from_json(p.to_json(), "mem");
   auto model = cost::profiled_cost_model(back, g, "mem");
   EXPECT_GT(model.forward_s(g.op(g.id_of("fc0")), 8), 0);
-  EXPECT_THROW(profile_model(spec, {{4, 2}, 1, 1}), std::invalid_argument);
-  EXPECT_THROW(profile_model(spec, {{1}, 0, 1}), std::invalid_argument);
+  EXPECT_THROW(profile_model(spec, {{4, 2}, 1, 1}), InputError);
+  EXPECT_THROW(profile_model(spec, {{1}, 0, 1}), InputError);
 }
 
 }  // namespace

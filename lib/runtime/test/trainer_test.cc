@@ -84,7 +84,7 @@ TEST(Checkpoint, RoundTripsByNameAndLeavesNoTempFile) {
   int files = 0;
   for (auto it = std::filesystem::directory_iterator(dir); it != std::filesystem::directory_iterator(); ++it) ++files;
   EXPECT_EQ(files, 1);
-  EXPECT_THROW(load_checkpoint(dir + "/missing.pt"), std::runtime_error);
+  EXPECT_THROW(load_checkpoint(dir + "/missing.pt"), CheckpointError);
   std::filesystem::remove_all(dir);
 }
 
@@ -250,7 +250,7 @@ void train_segment(const TrainConfig& c, bool resume, std::optional<std::int64_t
   for (std::size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-// DESIGN contract 6: a checkpoint resumes under any plan. Three steps each
+// docs/design.md, contract 6: a checkpoint resumes under any plan. Three steps each
 // under a graphpipe pipeline on 4 ranks, data parallel on 2, one process,
 // and pipedream on 3 end with the weights of one uninterrupted process.
 TEST(Resharding, GraphpipeToDataParallelToOneProcessToPipedream) {
@@ -278,7 +278,7 @@ TEST(Resharding, GraphpipeToDataParallelToOneProcessToPipedream) {
   std::filesystem::remove_all(runs);
 }
 
-// DESIGN contract 9: rank 0 makes the plan; a rank started with another
+// docs/design.md, contract 8: rank 0 makes the plan; a rank started with another
 // config stops every rank at start, naming itself and the first difference.
 TEST(Plan, RanksWithDifferentConfigsFailAtStartNamingTheDifference) {
   const auto runs = temp_dir("disagree");

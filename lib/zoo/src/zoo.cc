@@ -1,4 +1,4 @@
-// The zoo's models. Sizes of the `paper` presets follow REFERENCE.md §2
+// The zoo's models. Sizes of the `paper` presets follow docs/algorithms.md §2
 // (GraphPipe App. A.2); `tiny` presets are small enough to train on 2 cores.
 #include "trident/zoo/zoo.h"
 
@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "trident/base/text.h"
 #include "trident/zoo/builder.h"
 
 namespace trident::zoo {
@@ -158,12 +159,6 @@ const std::map<std::string, std::function<graph::OpGraph(const ModelSpec&)>>& bu
   return m;
 }
 
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
 }  // namespace
 
 const std::vector<std::string>& model_names() {
@@ -185,10 +180,10 @@ std::string default_dataset(const std::string& model_name) {
 graph::OpGraph build_graph(const ModelSpec& spec) {
   auto it = builders().find(spec.name);
   if (it == builders().end()) {
-    throw std::invalid_argument("model '" + spec.name + "' is unknown; allowed: " + joined(model_names()));
+    throw graph::GraphError("model '" + spec.name + "' is unknown; allowed: " + join(model_names()));
   }
   if (spec.preset != "tiny" && spec.preset != "paper") {
-    throw std::invalid_argument("preset '" + spec.preset + "' is unknown; allowed: " + joined(preset_names()));
+    throw graph::GraphError("preset '" + spec.preset + "' is unknown; allowed: " + join(preset_names()));
   }
   return it->second(spec);
 }

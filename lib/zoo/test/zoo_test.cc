@@ -24,14 +24,14 @@ TEST(Zoo, UnknownModelOrPresetNamesTheAllowedValues) {
   try {
     build_graph({"resnet", "tiny"});
     FAIL();
-  } catch (const std::invalid_argument& e) {
+  } catch (const graph::GraphError& e) {
     EXPECT_NE(std::string(e.what()).find("allowed: mlp, cnn"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(build_graph({"mlp", "huge"}), std::invalid_argument);
+  EXPECT_THROW(build_graph({"mlp", "huge"}), graph::GraphError);
 }
 
 TEST(Zoo, PaperSizesFollowTheGraphPipeEvaluation) {
-  // MMT: 4 branches x 8 layers, hidden 1024, FFN 4096 (REFERENCE.md §2).
+  // MMT: 4 branches x 8 layers, hidden 1024, FFN 4096 (docs/algorithms.md §2).
   auto mmt = build_graph({"mmt", "paper"});
   EXPECT_EQ(mmt.op(mmt.id_of("branch3.layer7.fc1")).params[0].shape, (std::vector<std::int64_t>{4096, 1024}));
   EXPECT_EQ(mmt.op(mmt.id_of("modality0")).output.shape, (std::vector<std::int64_t>{256, 1024}));

@@ -17,6 +17,12 @@ check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...
   if ! printf '%s' "$err" | grep -qF -- "$needle"; then echo "FAIL $name: '$needle' not in: $err"; fails=$((fails+1)); return; fi
   passes=$((passes+1))
 }
+# same_weights NAME A B [DIFF FLAGS]: `trident diff` finds the newest checkpoints of runs A and B equal.
+same_weights() {
+  local name=$1 a=$2 b=$3 out rc; shift 3
+  out=$("$bin" diff "$a" "$b" "$@" 2>&1); rc=$?
+  if [ $rc -ne 0 ]; then echo "FAIL $name: weights differ (exit $rc): $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+}
 cfg=$src/examples/fmnist-mlp.yaml
 check missing-config 2 "cannot read" -- train --config "$work/nope.yaml"
 check unknown-key 2 "unknown key 'train.epoch'" -- train --config "$cfg" --set train.epoch=1
@@ -30,14 +36,37 @@ check resume-nothing 2 "no such run directory" -- train --config "$cfg" --set ru
 check export-nothing 2 "not a run directory" -- export $work/r/none
 
 # A short real run, then resume it to a longer one.
-out=$("$bin" train --config "$cfg" --set runs_dir=$work/runs --set name=cli --set train.steps=30 \
-      --set train.epochs=null --set data.train_size=2048 --set data.test_size=500 2>&1); rc=$?
+short=(--config "$cfg" --set train.epochs=null --set data.train_size=2048 --set data.test_size=500 --set train.threads=1)
+out=$("$bin" train "${short[@]}" --set runs_dir=$work/runs --set name=cli --set train.steps=30 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "test accuracy:"; then
   echo "FAIL short-run: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 [ -s "$work/runs/cli/checkpoints/step-30/manifest.json" ] && [ -s "$work/runs/cli/metrics.jsonl" ] && passes=$((passes+1)) || { echo "FAIL run-files"; fails=$((fails+1)); }
 out=$("$bin" train --resume "$work/runs/cli" --set train.steps=40 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 30"; then
   echo "FAIL resume: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# The resumed run's weights and Adam state equal a run that never stopped.
+"$bin" train "${short[@]}" --set runs_dir=$work/runs --set name=straight --set train.steps=40 >/dev/null 2>&1
+same_weights resume-equals-straight "$work/runs/cli" "$work/runs/straight" --optimizer --rtol 0 --atol 0
+check diff-nothing 2 "does not exist" -- diff "$work/runs/none" "$work/runs/cli"
+# diff itself: different runs differ (exit 1).
+"$bin" diff "$work/runs/cli/checkpoints/step-30" "$work/runs/cli" >/dev/null 2>&1
+[ $? -eq 1 ] && passes=$((passes+1)) || { echo "FAIL diff-differs: steps 30 and 40 compared equal"; fails=$((fails+1)); }
+# Ctrl-C: a checkpoint is written, exit 130; the resumed run equals a straight one.
+"$bin" train "${short[@]}" --set runs_dir=$work/runs --set name=int --set train.steps=100000 --set train.log_every=5 \
+  > "$work/int.out" 2>&1 &
+int_pid=$!
+for _ in $(seq 300); do grep -q "step 10/" "$work/int.out" && break; sleep 0.2; done
+kill -INT $int_pid; wait $int_pid; rc=$?
+int_step=$(ls "$work/runs/int/checkpoints" 2>/dev/null | grep -o "^step-[0-9]*$" | grep -o "[0-9]*$" | sort -n | tail -1)
+if [ $rc -ne 130 ] || [ -z "$int_step" ] || [ "$int_step" -lt 10 ]; then
+  echo "FAIL interrupt: exit $rc (want 130), checkpoint step '${int_step}': $(tail -3 "$work/int.out")"; fails=$((fails+1))
+else
+  passes=$((passes+1))
+  "$bin" train --resume "$work/runs/int" --set train.steps=$((int_step + 5)) >/dev/null 2>&1
+  "$bin" train "${short[@]}" --set runs_dir=$work/runs --set name=int-straight --set train.steps=$((int_step + 5)) \
+    --set train.log_every=5 >/dev/null 2>&1
+  same_weights interrupt-resume "$work/runs/int" "$work/runs/int-straight" --optimizer --rtol 0 --atol 0
+fi
 # Export: plain PyTorch (Debian's python3-torch) loads the weights into the
 # reference model of bench/ and reaches trident's test accuracy.
 out=$("$bin" export "$work/runs/cli" --out "$work/cli.pt" 2>&1); rc=$?
@@ -86,17 +115,18 @@ check plan-wrong-profile 2 "is not in it" -- plan --model mlp --devices 2 --mini
 
 # Data parallel: 2 processes train to the same test accuracy as one.
 common=(--config "$cfg" --set train.steps=30 --set train.epochs=null --set train.threads=1 --set data.test_size=2000)
-one=$("$bin" train "${common[@]}" --set runs_dir=$work/dp1 2>&1 | grep "^test accuracy")
+"$bin" train "${common[@]}" --set runs_dir=$work/dp1 >/dev/null 2>&1
 for sync in allreduce hybrid; do
   two=$("$bin" train "${common[@]}" --nproc 2 --set parallel.grad_sync=$sync --set runs_dir=$work/dp2-$sync 2>&1); rc=$?
-  if [ $rc -ne 0 ] || [ "$(printf '%s\n' "$two" | grep "^\[rank 0\] test accuracy" | sed 's/^\[rank 0\] //')" != "$one" ]; then
-    echo "FAIL dp-$sync: exit $rc, single: $one; two processes: $two"; fails=$((fails+1)); else passes=$((passes+1)); fi
+  if [ $rc -ne 0 ]; then echo "FAIL dp-$sync: exit $rc: $two"; fails=$((fails+1)); fi
+  same_weights dp-$sync "$work/dp1/fmnist-mlp" "$work/dp2-$sync/fmnist-mlp" --rtol 1e-4 --atol 1e-5
 done
 # Parameter server: optimizer state lives on the owners; a checkpoint gathers it, a resume continues.
 out=$("$bin" train "${common[@]}" --nproc 2 --set parallel.grad_sync=ps --set train.steps=20 --set runs_dir=$work/ps 2>&1) &&
 out=$("$bin" train --resume "$work/ps/fmnist-mlp" --set train.steps=30 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 20"; then
   echo "FAIL ps-resume: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+same_weights ps-resume-weights "$work/ps/fmnist-mlp" "$work/dp1/fmnist-mlp" --rtol 1e-4 --atol 1e-5
 # A rank killed (SIGKILL) while writing its shard of the step-10 checkpoint:
 # the run fails, step 5 stays the newest complete checkpoint, and a resume
 # (as one process: the parameter servers' optimizer-state shards are read by name) continues from it.
@@ -118,11 +148,19 @@ kill_rank() {
   local name=$1 n=$2 step=$3 min=$4; shift 5
   "$bin" train "$@" > "$work/$name.out" 2> "$work/$name.err" &
   local launcher=$! pid="" rc took start
-  for _ in $(seq 300); do
+  for _ in $(seq 300); do  # at most 60 s
     pid=$(grep -o "rank 1/$n on .* (pid [0-9]*" "$work/$name.out" | grep -o "[0-9]*$")
     [ -n "$pid" ] && grep -q "step $step/" "$work/$name.out" && break; sleep 0.2
   done
-  start=$SECONDS; kill -9 "$pid"; wait $launcher; rc=$?; took=$((SECONDS - start))
+  if [ -z "$pid" ] || ! grep -q "step $step/" "$work/$name.out"; then
+    kill -9 $launcher 2>/dev/null; pkill -9 -P $launcher 2>/dev/null; wait $launcher 2>/dev/null
+    echo "FAIL $name: rank 1 or step $step never appeared: $(tail -3 "$work/$name.out" "$work/$name.err")"
+    fails=$((fails+1)); return
+  fi
+  start=$SECONDS; kill -9 "$pid"
+  # The launcher must exit within 20 s; after 30 it is killed and the check fails.
+  for _ in $(seq 150); do kill -0 $launcher 2>/dev/null || break; sleep 0.2; done
+  kill -9 $launcher 2>/dev/null; wait $launcher; rc=$?; took=$((SECONDS - start))
   if [ $rc -eq 0 ] || [ $took -gt 20 ] || ! grep -q "launch: rank 1 was killed by signal 9" "$work/$name.err" ||
      [ "$(grep -c "rank 1 stopped responding" "$work/$name.err")" -lt "$min" ]; then
     echo "FAIL $name: exit $rc after ${took}s: $(cat "$work/$name.err")"; fails=$((fails+1)); else passes=$((passes+1)); fi
@@ -137,14 +175,16 @@ kill_rank kill-rank 3 20 2 -- --config "$cfg" --nproc 3 --set train.mini_batch=9
 icfg=$src/examples/fmnist-inception.yaml
 pcommon=(--config "$icfg" --set train.steps=12 --set train.epochs=null --set train.mini_batch=64 --set parallel.micro_batch=16
          --set data.train_size=2048 --set data.test_size=500 --set train.log_every=4 --set checkpoint.every=0)
-one=$("$bin" train "${pcommon[@]}" --set parallel.devices=1 --set runs_dir=$work/pp1 2>&1 | grep "^test accuracy")
+"$bin" train "${pcommon[@]}" --set parallel.devices=1 --set runs_dir=$work/pp1 >/dev/null 2>&1
 for variant in "graphpipe 2 auto" "pipedream 1 gpipe"; do
   set -- $variant
   out=$("$bin" train "${pcommon[@]}" --set parallel.devices=4 --set parallel.partitioner=$1 --set parallel.max_replicas=$2 \
         --set parallel.schedule=$3 --set runs_dir=$work/pp-$1 2>&1); rc=$?
-  if [ $rc -ne 0 ] || [ -z "$one" ] || ! printf '%s\n' "$out" | grep -q "$1 plan of" ||
-     [ "$(printf '%s\n' "$out" | grep "^\[rank 0\] test accuracy" | sed 's/^\[rank 0\] //')" != "$one" ]; then
-    echo "FAIL pipeline-$1: exit $rc, single: $one; pipeline: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+  if [ $rc -ne 0 ] || ! printf '%s\n' "$out" | grep -q "$1 plan of"; then
+    echo "FAIL pipeline-$1: exit $rc: $out"; fails=$((fails+1)); fi
+  # Adam (lr 1e-3) turns the float rounding of convolutions summed over other row splits into
+  # weight differences of ~1e-4 after 12 steps (measured 9.5e-5); a wrong gradient moves them by lr per step.
+  same_weights pipeline-$1 "$work/pp1/fmnist-inception" "$work/pp-$1/fmnist-inception" --rtol 1e-3 --atol 3e-4
 done
 run=$work/pp-graphpipe/fmnist-inception
 out=$("$bin" report "$run" 2>&1); rc=$?

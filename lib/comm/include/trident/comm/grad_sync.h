@@ -3,7 +3,7 @@
 // training on the whole global batch would compute (the loss is a sum over
 // rows divided by the global batch; see Note [Loss scale] in executor.h).
 //
-// One interface for every strategy (DESIGN.md `comm`), on any group and any
+// One interface for every strategy (docs/architecture.md, `comm`), on any group and any
 // subset of a model's parameters, so pipeline stages reuse it for their
 // replicas. Use per iteration:
 //   sync.arm();        // before the backward that completes the gradients
@@ -33,6 +33,12 @@
 namespace trident::comm {
 
 using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// All-reduce bucket size when none is given (config parallel.bucket_mb):
+// PyTorch DDP's default, large enough that per-message latency is small
+// against the bytes, small enough that the first bucket starts early in
+// backward.
+inline constexpr std::int64_t kDefaultBucketBytes = std::int64_t{25} << 20;
 
 // One communication span, for traces and the exposed-communication figure.
 struct SyncEvent {
@@ -85,7 +91,7 @@ class GradSync {
 // started. `wfbp = false` starts everything in finish() instead (the
 // baseline WFBP is measured against).
 std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
-                                              std::int64_t bucket_bytes = 25 << 20, bool wfbp = true);
+                                              std::int64_t bucket_bytes = kDefaultBucketBytes, bool wfbp = true);
 
 // Colocated sharded parameter server (Poseidon): every parameter has an
 // owner rank (bytes balanced greedily, largest first); push = reduce of the
@@ -116,6 +122,6 @@ std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const g
 // collectives never interleave. Every member calls it with the same methods.
 std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
                                            const std::map<std::string, std::string>& methods,
-                                           std::int64_t bucket_bytes = 25 << 20, int staleness = 0);
+                                           std::int64_t bucket_bytes = kDefaultBucketBytes, int staleness = 0);
 
 }  // namespace trident::comm

@@ -32,8 +32,16 @@ class Group {
   // rank is not among them.
   Group subgroup(const std::vector<int>& ranks, const std::string& name) const;
 
-  int rank() const { return rank_; }
+  int rank() const { return rank_; }  // within this group
   int size() const { return size_; }
+  // The world rank of member `r` of this group (of this process without an
+  // argument): messages name world ranks, which users see in logs and
+  // launchers; a subgroup's own numbering means nothing to them.
+  int world_rank(int r) const { return world_ranks_.at(static_cast<std::size_t>(r)); }
+  int world_rank() const { return world_rank(rank_); }
+  // "rank 5" for a world group; "rank 5 (member 1 of 'stage1')" for a subgroup.
+  std::string member(int r) const;
+  const std::string& name() const { return name_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   c10d::ProcessGroup& pg() const { return *pg_; }
 
@@ -46,18 +54,19 @@ class Group {
 
  private:
   Group(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank, int size,
-        std::chrono::milliseconds timeout, std::string host)
-      : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), size_(size), timeout_(timeout),
-        host_(std::move(host)) {}
+        std::chrono::milliseconds timeout, std::string host);
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   int rank_ = 0, size_ = 1;
   std::chrono::milliseconds timeout_{60000};
+  std::vector<int> world_ranks_;  // member -> world rank
+  std::string name_ = "world";
   std::string host_;  // Gloo device: "127.0.0.1", or "" for this host's default interface
   std::shared_ptr<class Heartbeat> heartbeat_;  // shared by copies and subgroups
 };
 
 // Every member's `mine`, in rank order, on every member (any lengths).
-std::vector<std::string> allgather_strings(const Group& group, const std::string& mine);
+// `what` names the exchange in the CommError thrown when a member fails.
+std::vector<std::string> allgather_strings(const Group& group, const std::string& mine, const std::string& what);
 
 }  // namespace trident::comm

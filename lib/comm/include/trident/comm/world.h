@@ -9,17 +9,17 @@
 #include <stdexcept>
 #include <string>
 
+#include "trident/base/error.h"
+
 namespace trident::comm {
 
 // A bad environment, a failed rendezvous, a lost peer or a timed-out
 // collective; the message names the rank, the variable or the operation.
-class CommError : public std::runtime_error {
+class CommError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit CommError(std::string message, ErrorKind kind = ErrorKind::kFailure, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
-
-// One line for a user: an exception's message without c10's backtrace.
-std::string one_line(const std::exception& e);
 
 struct WorldInfo {
   int rank = 0, world_size = 1, local_rank = 0;

@@ -13,14 +13,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trident/base/error.h"
 #include "trident/graph/tensor_spec.h"
 
 namespace trident::cost {
 
 // A bad cluster name or file; the message names the field, value and fix.
-class ClusterError : public std::runtime_error {
+class ClusterError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ClusterError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 using DeviceId = int;

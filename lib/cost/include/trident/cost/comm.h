@@ -1,5 +1,5 @@
 // Communication costs: point-to-point transfers and the three gradient-sync
-// schemes of Poseidon (REFERENCE.md §1, DESIGN.md "Performance model").
+// schemes of Poseidon (docs/algorithms.md §1).
 //
 // Byte counts are per rank and per iteration, counting one direction (what a
 // rank sends; with full-duplex links it receives as much), so a link of
@@ -9,7 +9,7 @@
 //                                    other shards, pull the same back
 //   SFB               K·(P−1)·(M+N)·e             (K rows per rank, e bytes
 //                                    per element; sends its factors to P−1)
-// Send + receive together are twice these, i.e. REFERENCE.md's table:
+// Send + receive together are twice these, i.e. the table of docs/algorithms.md §1:
 // 4MN(P−1)/P, 2MN(P1+P2−2)/P2 and 2K(P1−1)(M+N) floats.
 // Latency: a ring all-reduce has 2(P−1) steps; PS has two rounds (push, pull)
 // whose messages to different peers go at once; SFB one all-gather round of
@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "trident/cost/cluster.h"
 #include "trident/graph/op_graph.h"
@@ -27,7 +28,12 @@ namespace trident::cost {
 
 enum class SyncMethod { kAllReduce, kPs, kSfb };
 std::string to_string(SyncMethod m);                  // "allreduce" | "ps" | "sfb"
-SyncMethod sync_method_from_string(const std::string& text);  // throws ClusterError
+SyncMethod sync_method_from_string(const std::string& text);  // throws ClusterError naming the allowed
+// The methods' names in SyncMethod order: allreduce, ps, sfb.
+const std::vector<std::string>& sync_method_names();
+// What a run or a plan request may ask for: a method, or "hybrid" (each
+// tensor by the cheapest method, Poseidon's HybComm).
+const std::vector<std::string>& grad_sync_names();
 
 double p2p_s(const LinkSpec& link, double bytes);
 

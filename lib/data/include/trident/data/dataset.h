@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include "trident/base/error.h"
 #include "trident/graph/op_graph.h"
 
 namespace trident::data {
@@ -23,9 +24,10 @@ using Batch = std::map<std::string, torch::Tensor>;
 
 // A missing, unreadable or corrupt data file, or a dataset that does not fit
 // the model. The message names the path or field and how to fix it.
-class DataError : public std::runtime_error {
+class DataError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit DataError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 struct Dataset {
@@ -54,7 +56,7 @@ inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mni
 Splits load_fashion_mnist(const std::string& dir = kFashionMnistDir, std::int64_t limit = 0);
 // The same with a limit per split (0: all) and only the named fields
 // ("image", "label"; empty: both): a pipeline stage that reads no images
-// loads none (DESIGN contract 9).
+// loads none (docs/design.md, contract 8).
 Splits load_fashion_mnist(const std::string& dir, std::int64_t train_limit, std::int64_t test_limit,
                           const std::set<std::string>& fields);
 

@@ -23,15 +23,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trident/base/error.h"
 #include "trident/graph/tensor_spec.h"
 
 namespace trident::graph {
 
 // Every graph error: a bad op, a shape that disagrees across an edge, a
 // cycle, an unreadable JSON document. The message names the op.
-class GraphError : public std::runtime_error {
+class GraphError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit GraphError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 using OpId = std::int32_t;

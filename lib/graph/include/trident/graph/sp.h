@@ -1,5 +1,5 @@
 // Series-parallel (SP) decomposition of an OpGraph, the structure GraphPipe's
-// partitioner searches over (REFERENCE.md §2).
+// partitioner searches over (docs/algorithms.md §2).
 //
 // The decomposition is over ops (nodes):
 //   - Series(A1, ..., Ak): every op of Ai reaches every op of Aj for i < j,

@@ -9,7 +9,7 @@
 // The loss op returns the sum of per-sample losses of the rows it saw. The
 // caller divides by the *global* batch size, so gradients summed across
 // micro-batches, replicas and stages equal those of one process computing the
-// mean over the global batch (DESIGN.md contract 1).
+// mean over the global batch (docs/design.md, contract 1).
 #pragma once
 
 #include <functional>
@@ -34,7 +34,7 @@ class GraphExecutor {
   const graph::Subgraph& subgraph() const { return subgraph_; }
 
   // Checks every input against its edge's declared per-sample shape and dtype
-  // and that all rows agree; throws std::invalid_argument naming the edge.
+  // and that all rows agree; throws Failure naming the edge.
   TensorMap forward(const TensorMap& inputs, const Batch& fields) const;
 
   // Called after every op with its inputs and output (e.g. to capture the

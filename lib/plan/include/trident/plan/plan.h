@@ -13,15 +13,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trident/base/error.h"
 #include "trident/graph/op_graph.h"
 
 namespace trident::plan {
 
 // A bad plan, a bad planning request, or no feasible plan. The message names
 // the field or stage, the value, and what is allowed.
-class PlanError : public std::runtime_error {
+class PlanError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit PlanError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 struct PlanStage {
@@ -82,7 +84,15 @@ Plan load_plan(const std::string& path);
 // replicas, parameters' sync methods known (sfb only on Linear weights), and
 // schedule actions that pass the schedule validator. Rebuilds `edges` from
 // the graph when the plan has none. Throws PlanError naming the problem.
+// Also runs check_sfb_order.
 void validate_plan(Plan& plan, const graph::OpGraph& graph);
+
+// SFB pairs each micro-batch's captured layer inputs with its output
+// gradients by position, so a stage with several replicas and an sfb
+// parameter must run its backwards in the order of its forwards. Throws
+// PlanError naming the stage and its actions otherwise. Stages without
+// actions yet pass (call again once the planner has filled them).
+void check_sfb_order(const Plan& plan, const graph::OpGraph& graph);
 
 // The stage of every device (by device id) of a plan; -1 for a device the
 // plan leaves idle.

@@ -1,7 +1,7 @@
 // The planner: given a model's graph, a cluster and a cost model, find the
 // plan that trains fastest within device memory, and predict what it does.
 //
-//   graphpipe  GraphPipe (REFERENCE.md §2): binary search on the bottleneck
+//   graphpipe  GraphPipe (docs/algorithms.md §2): binary search on the bottleneck
 //              time per sample (TPS); for each target a dynamic program over
 //              the series-parallel decomposition decides feasibility with the
 //              least pipeline depth. Stages form a DAG; schedule graph-1f1b.
@@ -63,7 +63,9 @@ class Planner {
   double memory_cap() const;
 
   // Runs the requested partitioner. Throws PlanError "no feasible plan: ..."
-  // naming the stage or op that does not fit, its need and the limit.
+  // naming the stage or op that does not fit, its need and the limit (with
+  // how many other reasons rejected candidates). A candidate that breaks an
+  // invariant is a bug: its PlanError (kind kFailure) is thrown at once.
   Plan plan() const;
 
   // Fills a plan's predictions (per-stage TPS, memory, in-flight, actions if
@@ -104,6 +106,7 @@ class Planner {
 
 
  private:
+  [[noreturn]] void no_plan(const std::vector<std::string>& reasons, int micro_batch) const;
   const graph::OpGraph& graph_;
   cost::ClusterSpec cluster_;
   cost::CostModel cost_;

@@ -8,9 +8,6 @@
 
 namespace trident::plan {
 
-// printf-formats one number: format_number("%.2f ms", 1.5) == "1.50 ms".
-std::string format_number(const char* printf_format, double value);
-
 // One line of totals, then one row per stage: ops (count, first .. last),
 // devices, rows per device per micro-batch, in-flight micro-batches,
 // parameters, activations held (in-flight x one micro-batch), peak memory per
@@ -20,8 +17,5 @@ std::string stage_table(const Planner& planner, const Plan& plan);
 // The gradient-sync choice for the largest parameters of stages with several
 // devices: shape, predicted time of each method, and the one in the plan.
 std::string sync_table(const Planner& planner, const Plan& plan, int max_rows = 12);
-
-// "1.50 GiB", "12.0 MiB", "512 B".
-std::string human_bytes(double bytes);
 
 }  // namespace trident::plan

@@ -23,13 +23,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trident/base/error.h"
+
 namespace trident::report {
 
 // A run directory that lacks a file or holds a malformed one; the message
 // names the path and what is wrong.
-class ReportError : public std::runtime_error {
+class ReportError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ReportError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 struct StageMemory {

@@ -1,4 +1,4 @@
-// Checkpoints keyed by parameter name (DESIGN.md contract 6): the weights,
+// Checkpoints keyed by parameter name (docs/design.md, contract 6): the weights,
 // the optimizer state per parameter, and a JSON record (step, config, ...).
 // One file, written atomically: a temporary file in the same directory,
 // flushed to disk, then renamed over the old one — a crash mid-write leaves
@@ -23,10 +23,7 @@ struct Checkpoint {
 };
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
-// Throws std::runtime_error naming the path when missing or unreadable.
+// Throws CheckpointError naming the path when missing or unreadable.
 Checkpoint load_checkpoint(const std::string& path);
-
-// Writes `text` to `path` atomically (temp file, fsync, rename).
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace trident::runtime

@@ -1,4 +1,4 @@
-// TrainConfig: one YAML file (DESIGN.md "A config"), every key overridable
+// TrainConfig: one YAML file (docs/config.md), every key overridable
 // with `--set dotted.key=value`. parse_config() checks every field before any
 // work starts: an unknown key, a wrong type, an out-of-range value, a missing
 // dataset — each is a ConfigError whose message is one line naming the field,
@@ -11,13 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "trident/base/error.h"
 #include "trident/zoo/zoo.h"
 
 namespace trident::runtime {
 
-class ConfigError : public std::runtime_error {
+class ConfigError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ConfigError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 struct DataConfig {
@@ -31,7 +33,7 @@ struct TrainLoopConfig {
   std::int64_t epochs = 0;  // exactly one of epochs and steps is > 0
   std::int64_t steps = 0;
   std::int64_t mini_batch = 128;
-  std::uint64_t seed = 0;
+  std::int64_t seed = 0;
   std::int64_t threads = 0;     // 0: all cores
   std::int64_t log_every = 50;  // steps between metrics lines
   bool eval = true;             // test accuracy each epoch and at the end
@@ -62,7 +64,7 @@ struct ParallelConfig {
   std::string grad_sync = "allreduce";  // allreduce | ps | sfb | hybrid
   std::int64_t staleness = 0;
   double timeout_s = 60;          // a collective waiting longer than this fails, naming it
-  double bucket_mb = 25;          // all-reduce bucket size
+  double bucket_mb = 25;  // all-reduce bucket size in MiB (= comm::kDefaultBucketBytes, asserted in config.cc)
   std::map<std::string, std::string> sync;  // hybrid overrides: parameter -> allreduce | ps | sfb
 };
 
@@ -90,5 +92,9 @@ struct TrainConfig {
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
                          const std::string& source = "config");
+
+// Every key as a Markdown table (key, default, allowed), from the one table
+// the parser reads (Note [Config keys] in config.cc); docs/config.md holds it.
+std::string config_key_table();
 
 }  // namespace trident::runtime

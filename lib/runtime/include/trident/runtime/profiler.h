@@ -19,7 +19,7 @@ struct ProfileOptions {
   int threads = 1;
 };
 
-// Throws std::invalid_argument for bad options (naming the value).
+// Throws InputError for bad options (naming the value).
 cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& options);
 
 }  // namespace trident::runtime

@@ -1,4 +1,4 @@
-// Sharded checkpoints (DESIGN contract 6, docs/design.md): each rank writes
+// Sharded checkpoints (docs/design.md, contract 6): each rank writes
 // only the tensors it owns; a manifest says where every tensor is; a run
 // resumes on any plan, each rank reading only the tensors its stage needs.
 //
@@ -34,12 +34,15 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "trident/base/error.h"
+
 namespace trident::runtime {
 
 // A checkpoint that is missing, incomplete or corrupt; names the path.
-class CheckpointError : public std::runtime_error {
+class CheckpointError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit CheckpointError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;

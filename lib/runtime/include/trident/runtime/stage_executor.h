@@ -1,5 +1,5 @@
 // StageExecutor: one rank's part of a graph pipeline (GraphPipe's runtime,
-// REFERENCE.md §2). From a validated plan each rank finds its stage and
+// docs/algorithms.md §2). From a validated plan each rank finds its stage and
 // replica, builds the executor of that stage's ops, and per iteration runs
 // the stage's schedule actions — whatever they are (gpipe, 1f1b, graph-1f1b
 // or hand-written: there is no schedule-specific code):
@@ -12,7 +12,7 @@
 // Gradients accumulate in the parameters over the micro-batches; the caller
 // syncs them among the stage's replicas and steps the optimizer.
 //
-// Note [Rows and pieces] (DESIGN.md contract 3): micro-batch m is rows
+// Note [Rows and pieces] (docs/design.md, contract 3): micro-batch m is rows
 // [m·b, (m+1)·b) of the global batch; replica j of a stage with d devices
 // holds rows shard_range(b, j, d) of it. An edge between stages of
 // different d is split into pieces: one p2p message per (producer replica,
@@ -20,7 +20,7 @@
 // Consumers concatenate pieces in row order; gradients travel back the same
 // pieces.
 //
-// Note [Tags] (DESIGN.md contract 4): the tensors crossing edges are
+// Note [Tags] (docs/design.md, contract 4): the tensors crossing edges are
 // numbered k in plan order (edges, then each edge's tensors); a message
 // carries tag (k·M + m)·2 + direction (0 forward, 1 backward). Between two
 // ranks there is at most one piece per (k, m, direction), so tags never
@@ -57,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "trident/base/error.h"
 #include "trident/comm/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/nn/executor.h"
@@ -68,9 +69,10 @@ namespace trident::runtime {
 
 // A stage produced something its edge does not declare, or a plan cannot be
 // run by these processes; the message names the edge, stages and micro-batch.
-class PipelineError : public std::runtime_error {
+class PipelineError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit PipelineError(std::string message, ErrorKind kind = ErrorKind::kFailure, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 // Rows [begin, end) of the global batch, with the dataset fields a stage reads.
@@ -145,38 +147,34 @@ class StageExecutor {
   struct Exchange;
 
  private:
+  // Note [Action backends] (stage_executor.cc): pass() interprets actions;
+  // a backend computes them — on tensors, or on the emulated clock.
+  struct Pass;
+  class Backend;
+  class TensorBackend;
+  class ClockBackend;
+
   void build();  // rank -> stage, crossings, actions; the executor when not emulated
   // Where this rank's rows and pieces lie when micro-batches have `micro_batch` rows.
   const Layout& layout(std::int64_t micro_batch);
-  // One pass of `actions` over the micro-batches of `layout`; rows of
-  // micro-batch m start at `first_row` + m·micro_batch.
-  StageResult pass(const Layout& layout, const std::vector<std::pair<bool, int>>& actions, std::int64_t first_row,
-                   const FieldSource& source, double divisor, const std::function<void()>& before_last_backward,
-                   TraceLog* trace);
-  void forward(Exchange& x, int m, std::int64_t first_row, const FieldSource& source, StageResult& result,
-               const std::string& action, TraceLog* trace);
-  void backward(Exchange& x, int m, double divisor, const std::string& action, TraceLog* trace);
-  // Emulated F or B; returns its modelled compute span (µs).
-  std::pair<std::int64_t, std::int64_t> emulated_action(Exchange& x, bool backward, int m, const std::string& action,
-                                                        TraceLog* trace);
+  // One pass of `actions` over the micro-batches of `layout`; an error
+  // escaping an action gets this rank's context and the action's.
+  StageResult pass(const Layout& layout, const std::vector<std::pair<bool, int>>& actions, Pass& p);
   // p2p (Note [Tags]): post the receives of the next micro-batch of direction
   // d, wait for one piece, gather this rank's rows of crossing k, send.
   void post_next(Exchange& x, int d);
-  torch::Tensor take(Exchange& x, int d, std::size_t piece, int m, const std::string& action);
-  torch::Tensor gather(Exchange& x, int d, int k, int m, const std::string& action);
+  torch::Tensor take(Exchange& x, int d, std::size_t piece, int m);
+  torch::Tensor gather(Exchange& x, int d, int k, int m);
   void send(Exchange& x, const Piece& piece, const torch::Tensor& value, int m, int d);
   void post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d);
-  static void note_wait(std::int64_t t0, std::int64_t t1, const std::string& action, TraceLog* trace);
-  // Throws CommError "<this rank>: <what> rank P (stage S) (<who stopped
-  // responding, from heartbeats>): <cause>"; `what` ends with "from" or "to".
+  // Throws CommError "<what> rank P (stage S) (<who stopped responding,
+  // from heartbeats>): <cause>" with this rank's context; `what` ends with
+  // "from" or "to".
   [[noreturn]] void fail(const std::string& what, int peer, const std::exception& e) const;
-  void emulated_sync(std::int64_t last_backward_start_us, std::int64_t last_backward_end_us, TraceLog* trace);
-  std::string here() const;
+  ErrorContext context() const;  // this rank, its stage and replica
 
   const graph::OpGraph& graph_;
   nn::GraphModule* module_ = nullptr;  // null when emulated
-  std::optional<Emulation> emulation_;
-  std::optional<comm::Group> replicas_;  // emulated stage replicas, for their closing all-reduce
   plan::Plan plan_;
   comm::Group world_;
   int stage_ = -1, replica_ = 0, micro_batches_ = 0;
@@ -190,10 +188,7 @@ class StageExecutor {
   std::vector<Crossing> crossings_;  // indexed by k (Note [Tags])
   std::map<std::int64_t, std::unique_ptr<Layout>> layouts_;  // by micro-batch rows
   std::vector<std::pair<bool, int>> actions_;  // (backward?, micro-batch)
-  struct Saved {
-    nn::TensorMap inputs, outputs;
-  };
-  std::map<int, Saved> saved_;  // micro-batches between their forward and backward
+  std::unique_ptr<Backend> backend_;  // null when idle
 };
 
 // The gradient sync among the replicas of this rank's stage, over a new

@@ -28,10 +28,19 @@ struct TraceEvent {
 
 std::int64_t now_us();  // microseconds on the system clock
 
+// Waits shorter than this are not recorded: a receive that was already
+// complete still costs a few µs of bookkeeping, and thousands of such
+// slivers would hide the waits that matter in the timeline.
+inline constexpr std::int64_t kShortestTracedWaitUs = 50;
+
 struct TraceLog {
   std::vector<TraceEvent> events;
   void add(std::string name, std::string cat, int lane, std::int64_t start_us, std::int64_t end_us) {
     events.push_back({std::move(name), std::move(cat), lane, start_us, end_us - start_us});
+  }
+  // A "wait" span on the compute lane, when at least kShortestTracedWaitUs.
+  void add_wait(std::string name, std::int64_t start_us, std::int64_t end_us) {
+    if (end_us - start_us >= kShortestTracedWaitUs) add(std::move(name), "wait", kComputeLane, start_us, end_us);
   }
 };
 

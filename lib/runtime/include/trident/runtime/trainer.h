@@ -1,7 +1,7 @@
 // Trainer: training of a zoo model from a TrainConfig, on one process or
 // on parallel.devices processes (started by `trident launch`, torchrun,
-// mpirun or srun; see comm/world.h). Every run is a plan (DESIGN contract
-// 10): one process is a plan of one stage on one device; data parallelism
+// mpirun or srun; see comm/world.h). Every run is a plan (docs/design.md,
+// contract 9): one process is a plan of one stage on one device; data parallelism
 // (partitioner dp) one stage of N replicas; graphpipe | pipedream | a
 // plan.json a graph pipeline. One loop runs them all through StageExecutor,
 // and each replicated stage syncs its gradients by the plan's methods, so
@@ -38,6 +38,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "trident/base/error.h"
 #include "trident/comm/grad_sync.h"
 #include "trident/data/dataset.h"
 #include "trident/data/sampler.h"
@@ -51,9 +52,10 @@ namespace trident::runtime {
 
 // A failure while training (non-finite loss, unreadable checkpoint); the CLI
 // exits 1 with its message.
-class TrainingError : public std::runtime_error {
+class TrainingError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit TrainingError(std::string message, ErrorKind kind = ErrorKind::kFailure, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 struct TrainResult {
@@ -117,6 +119,9 @@ class Trainer {
   // a checkpoint and returns with `interrupted`.
   static std::atomic<bool>& stop_requested();
 
+  // Rank 0: the one rank that reports (progress, summaries, files of the run).
+  bool leader() const { return rank_ == 0; }
+
  private:
   void join(std::optional<comm::Group> world);  // the group of every rank, checked by a preflight
   // Rank 0 makes the plan (plan_for), prints and saves it; every rank
@@ -144,7 +149,6 @@ class Trainer {
   // optimizer on this stage's parameters, zeroing their gradients; records
   // both in `trace`. Returns the exposed communication seconds (0 without sync).
   double sync_and_step(double lr, TraceLog& trace);
-  bool leader() const { return rank_ == 0; }
   std::string banner() const;
   // One step's figures summed over the ranks.
   struct StepTotals {

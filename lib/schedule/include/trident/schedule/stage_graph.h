@@ -8,13 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "trident/base/error.h"
+
 namespace trident::schedule {
 
 // A schedule that breaks a dependency or deadlocks, or a malformed stage
 // graph; the message names the stage and the action.
-class ScheduleError : public std::runtime_error {
+class ScheduleError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ScheduleError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 using StageId = int;

@@ -3,7 +3,7 @@
 // its inputs and settings. The zoo's models are written with it; so can a
 // user's own model. Torch-free: a paper-size graph costs no weight memory.
 //
-// The op kinds and their attrs (all sizes per sample; see docs/ops.md):
+// The op kinds and their attrs (all sizes per sample):
 //   input {field, dtype[, range]}    a dataset field; range bounds int64 ids
 //   linear {in, out}                 [..., in] -> [..., out]; weight [out,in], bias [out]
 //   conv2d {in, out, kernel, stride, padding}   [C,H,W] -> [O,H',W']

@@ -1,0 +1,64 @@
+#include "trident/base/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "trident/base/error.h"
+
+namespace trident {
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) throw Failure("cannot open " + path + " to flush it to disk: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw Failure("cannot flush " + path + " to disk: " + std::strerror(err));
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const auto tmp = path + ".tmp." + std::to_string(::getpid());
+  try {
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out) throw Failure("cannot write " + path + ": cannot create " + tmp + ": " + std::strerror(errno));
+      out << text;
+      if (!out.flush()) throw Failure("cannot write " + path + ": disk full or I/O error");
+    }
+    fsync_path(tmp, false);
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw Failure("cannot write " + path + ": " + ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
+  }
+  const auto dir = std::filesystem::path(path).parent_path();
+  fsync_path(dir.empty() ? "." : dir.string(), true);
+}
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(what + " " + path + ": cannot read it (" + std::strerror(errno) + ")");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+nlohmann::json read_json_file(const std::string& path, const std::string& what) {
+  const auto text = read_text_file(path, what);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(what + " " + path + " is not valid JSON: " + e.what());
+  }
+}
+
+}  // namespace trident
