@@ -52,7 +52,16 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
   auto barrier = [&] {
     auto t = torch::zeros({1});
     std::vector<at::Tensor> v{t};
-    group.pg().allreduce(v)->wait(timeout);
+    try {
+      group.pg().allreduce(v)->wait(timeout);
+    } catch (const std::exception& e) {
+      const auto lost = group.diagnose();
+      ErrorContext where;
+      where.rank = world.rank, where.action = "emulation step barrier";
+      throw comm::CommError("the ranks did not all finish the step" + (lost.empty() ? "" : " (" + lost + ")") + ": " +
+                                first_line(e),
+                            ErrorKind::kFailure, where);
+    }
   };
   barrier();
   for (int s = 0; s < steps; ++s) {

@@ -245,6 +245,17 @@ void Trainer::log_window(Window& w, double lr, double steps_per_s, double wall_s
 }
 
 TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
+  try {
+    return run_loop(stop_after);
+  } catch (Error& e) {  // Note [Errors]: every message says where it happened
+    ErrorContext where;
+    where.rank = rank_;
+    if (stage_ && stage_->stage() >= 0) where.stage = stage_->stage(), where.replica = stage_->replica();
+    throw e.add_context(where);
+  }
+}
+
+TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   std::ostringstream quiet;  // only rank 0 reports progress
   Progress progress(leader() ? out_ : quiet, leader() && is_terminal(out_));
   const auto spe = sampler_->steps_per_epoch();

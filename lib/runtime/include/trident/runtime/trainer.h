@@ -123,6 +123,7 @@ class Trainer {
   bool leader() const { return rank_ == 0; }
 
  private:
+  TrainResult run_loop(std::optional<std::int64_t> stop_after);
   void join(std::optional<comm::Group> world);  // the group of every rank, checked by a preflight
   // Rank 0 makes the plan (plan_for), prints and saves it; every rank
   // receives it and checks that its config (and plan file) agree.
