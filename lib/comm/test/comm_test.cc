@@ -323,3 +323,35 @@ TEST(PsSync, OwnersBalanceBytesAndCountersFollowRoles) {
 
 }  // namespace
 }  // namespace trident::comm
+
+namespace trident::comm {
+namespace {
+
+// Messages name world ranks: a subgroup's own numbering means nothing to a user.
+TEST(Group, SubgroupMembersAreNamedByWorldRank) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::string> names(3), errors(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto world = Group::over_store(store, r, 3, std::chrono::seconds(20));
+        if (r == 0) {
+          world.subgroup({1, 2}, "stage1");  // not a member: throws before any collective
+          return;
+        }
+        auto sub = world.subgroup({1, 2}, "stage1");
+        names[r] = sub.member(0) + " | " + sub.member(1) + " | " + std::to_string(sub.world_rank());
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[0], "rank 0 is not in group 'stage1'");
+  EXPECT_EQ(names[1], "rank 1 (member 0 of 'stage1') | rank 2 (member 1 of 'stage1') | 1");
+  EXPECT_EQ(names[2], "rank 1 (member 0 of 'stage1') | rank 2 (member 1 of 'stage1') | 2");
+}
+
+}  // namespace
+}  // namespace trident::comm

@@ -63,6 +63,22 @@ struct Result {
   std::vector<std::set<std::string>> held;    // every parameter each rank's module holds
 };
 
+using Update = std::function<void(const std::string&, torch::Tensor&, const torch::Tensor&)>;
+
+// The reference: one process, the whole graph, the same batches and update.
+void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std::vector<nn::Batch>& batches,
+                  const Update& update, Result& res) {
+  nn::GraphExecutor ex(m, graph::whole_graph(g));
+  for (const auto& b : batches) {
+    auto sum = ex.forward({}, b).at(g.loss());
+    res.single_loss.push_back(sum.item<double>());
+    auto loss = sum / static_cast<double>(b.begin()->second.size(0));
+    loss.backward();
+    for (auto& w : m.parameters()) update("", w, w.grad()), w.mutable_grad().zero_();
+  }
+  for (const auto& q : m.named_parameters()) res.single[q.key()] = q.value().detach().clone();
+}
+
 Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
@@ -86,18 +102,7 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
     w.sub_(grad, 0.05);
   };
   Result res;
-  {
-    auto& m = *modules[n];
-    nn::GraphExecutor ex(m, graph::whole_graph(g));
-    for (const auto& b : batches) {
-      auto sum = ex.forward({}, b).at(g.loss());
-      res.single_loss.push_back(sum.item<double>());
-      auto loss = sum / static_cast<double>(batch);
-      loss.backward();
-      for (auto& w : m.parameters()) update("", w, w.grad()), w.mutable_grad().zero_();
-    }
-    for (const auto& q : m.named_parameters()) res.single[q.key()] = q.value().detach().clone();
-  }
+  train_single(g, *modules[n], batches, update, res);
   res.ranks.resize(n);
   res.errors.resize(n);
   res.loss.assign(steps, 0);
