@@ -116,6 +116,12 @@ Group::Group(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Pro
   for (int r = 0; r < size; ++r) world_ranks_.push_back(r);
 }
 
+Group Group::with_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg) const {
+  Group g = *this;
+  g.pg_ = std::move(pg);
+  return g;
+}
+
 std::string Group::member(int r) const {
   const auto world = "rank " + std::to_string(world_rank(r));
   return name_ == "world" ? world : world + " (member " + std::to_string(r) + " of '" + name_ + "')";

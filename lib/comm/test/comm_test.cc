@@ -3,6 +3,8 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <functional>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "trident/comm/grad_sync.h"
@@ -78,6 +80,39 @@ graph::OpGraph wide_fc() {
 graph::OpGraph model_graph(const std::string& model) {
   return model == "wide_fc" ? wide_fc() : zoo::build_graph({model, "tiny"});
 }
+
+// Forwards every collective to Gloo and counts the bytes of the tensors each
+// kind was given: what the sync really launched, independent of its counters.
+class CountingGroup final : public c10d::ProcessGroup {
+ public:
+  explicit CountingGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner)
+      : c10d::ProcessGroup(inner->getRank(), inner->getSize()), inner_(std::move(inner)) {}
+  const std::string getBackendName() const override { return "counting"; }
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& t, const c10d::AllreduceOptions& o) override {
+    count("allreduce", t);
+    return inner_->allreduce(t, o);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& t, const c10d::ReduceOptions& o) override {
+    count("reduce", t);
+    return inner_->reduce(t, o);
+  }
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override {
+    count("broadcast", t);
+    return inner_->broadcast(t, o);
+  }
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
+                                           const c10d::AllgatherOptions& o) override {
+    count("allgather", in);
+    return inner_->allgather(out, in, o);
+  }
+  std::map<std::string, double> bytes;  // per collective kind, over every call
+
+ private:
+  void count(const std::string& kind, const std::vector<at::Tensor>& tensors) {
+    for (const auto& t : tensors) bytes[kind] += static_cast<double>(t.numel() * t.element_size());
+  }
+  c10::intrusive_ptr<c10d::ProcessGroup> inner_;
+};
 
 Run train(const std::string& model, int ranks, int steps, std::int64_t batch, const MakeSync& make) {
   const auto g = model_graph(model);
@@ -212,7 +247,16 @@ INSTANTIATE_TEST_SUITE_P(Models, AllReduce,
 
 TEST(AllReduceSync, SmallBucketsAndNoWfbpAgreeAndCountBytes) {
   // 4 KiB buckets: many buckets, launched as gradients become ready.
-  auto run = train("mlp", 3, 2, 24, [](Group g, NamedParams p) { return make_allreduce_sync(g, p, 4096); });
+  std::mutex mu;
+  std::map<int, c10::intrusive_ptr<CountingGroup>> counting;
+  auto run = train("mlp", 3, 2, 24, [&](Group g, NamedParams p) {
+    auto c = c10::make_intrusive<CountingGroup>(g.process_group());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      counting[g.rank()] = c;
+    }
+    return make_allreduce_sync(g.with_process_group(c), p, 4096);
+  });
   expect_equal(run);
   const auto& st = run.stats[0];
   ASSERT_GT(st.events.size(), 2u);
@@ -220,11 +264,20 @@ TEST(AllReduceSync, SmallBucketsAndNoWfbpAgreeAndCountBytes) {
   EXPECT_LT(st.events.front().start_s, st.backward_end_s);
   // The last bucket is launched when backward ends, so some sync is exposed.
   EXPECT_GT(st.exposed_s, 0);
-  // Bytes: ring all-reduce moves 2 S (P-1)/P each way, per parameter.
+  // Bytes: the counters follow what the sync launched. Every parameter's
+  // gradient went into the all-reduces once per step, and a ring all-reduce
+  // of S bytes moves 2 S (P-1)/P each way.
+  double params = 0, counted = 0;
   const auto g = zoo::build_graph({"mlp", "tiny"});
   for (const auto& op : g.ops())
-    for (const auto& p : op.params)
-      EXPECT_DOUBLE_EQ(st.sent.at(p.name), 2.0 * p.bytes() * 2 / 3) << p.name;
+    for (const auto& p : op.params) params += static_cast<double>(p.bytes());
+  for (const auto& [name, sent] : st.sent) counted += sent;
+  ASSERT_EQ(counting.size(), 3u);
+  for (const auto& [rank, group] : counting) {
+    EXPECT_DOUBLE_EQ(group->bytes.at("allreduce"), 2 * params) << "rank " << rank;  // 2 steps
+    EXPECT_EQ(group->bytes.size(), 1u) << "rank " << rank;
+  }
+  EXPECT_DOUBLE_EQ(counted, counting.at(0)->bytes.at("allreduce") / 2 * 2.0 * 2 / 3);
   auto off = train("mlp", 2, 2, 24, [](Group g, NamedParams p) { return make_allreduce_sync(g, p, 4096, false); });
   expect_equal(off);
   EXPECT_GE(off.stats[0].events.front().start_s, off.stats[0].backward_end_s);
@@ -302,7 +355,16 @@ TEST(PsSync, StalenessDelaysPullsReproduciblyAndFlushAgrees) {
 
 TEST(PsSync, OwnersBalanceBytesAndCountersFollowRoles) {
   const auto g = wide_fc();
-  auto run = train("wide_fc", 3, 1, 24, [](Group grp, NamedParams p) { return make_ps_sync(grp, p); });
+  std::mutex mu;
+  std::map<int, c10::intrusive_ptr<CountingGroup>> counting;
+  auto run = train("wide_fc", 3, 1, 24, [&](Group grp, NamedParams p) {
+    auto c = c10::make_intrusive<CountingGroup>(grp.process_group());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      counting[grp.rank()] = c;
+    }
+    return make_ps_sync(grp.with_process_group(c), p);
+  });
   NamedParams params;
   for (const auto& op : g.ops())
     for (const auto& p : op.params) params.emplace_back(p.name, torch::zeros(p.shape));
@@ -319,6 +381,19 @@ TEST(PsSync, OwnersBalanceBytesAndCountersFollowRoles) {
     // Summed over ranks: 2 S (P - 1), i.e. P times the colocated average 2 S (P - 1) / P.
     EXPECT_DOUBLE_EQ(sent, 2 * bytes * 2);
   }
+  // What was launched: every rank pushed (reduce) and pulled (broadcast)
+  // every gradient once; the counters above account for exactly those.
+  double all = 0, counted = 0;
+  for (const auto& [name, t] : params) all += 4.0 * t.numel();
+  for (int r = 0; r < 3; ++r)
+    for (const auto& [name, sent] : run.stats[r].sent) counted += sent;
+  ASSERT_EQ(counting.size(), 3u);
+  for (const auto& [rank, group] : counting) {
+    EXPECT_DOUBLE_EQ(group->bytes.at("reduce"), all) << "rank " << rank;
+    EXPECT_DOUBLE_EQ(group->bytes.at("broadcast"), all) << "rank " << rank;
+  }
+  // Each reduce or broadcast of S bytes among P ranks moves S (P - 1) in all.
+  EXPECT_DOUBLE_EQ(counted, (counting.at(0)->bytes.at("reduce") + counting.at(0)->bytes.at("broadcast")) * 2);
 }
 
 }  // namespace

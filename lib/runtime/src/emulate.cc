@@ -72,7 +72,7 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
     const auto end = now_us();
     trace.add("step " + std::to_string(s), "step", kCommLane, start, end);
     if (s > 0) measured += static_cast<double>(end - start) / 1e6 / dilation;
-    if (s >= steps - 4) events.insert(events.end(), trace.events.begin(), trace.events.end());
+    if (s >= steps - kTracedSteps) events.insert(events.end(), trace.events.begin(), trace.events.end());
   }
   EmulationResult result;
   result.steps = std::max(1, steps - 1);
@@ -81,7 +81,7 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
   const auto all = comm::allgather_strings(group, to_json(events).dump(), "gathering the emulated trace");
   if (leader) {
     nlohmann::json meta{{"model", config.model.name + "/" + config.model.preset},
-                        {"steps", std::min(steps, 4)},
+                        {"steps", std::min(steps, kTracedSteps)},
                         {"mini_batch", config.train.mini_batch},
                         {"emulated", cluster},
                         {"dilation", dilation}};

@@ -289,7 +289,7 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
     TraceLog trace;
     const auto t = step(lr, trace);
     trace_.push_back(std::move(trace));
-    if (trace_.size() > kTracedSteps) trace_.pop_front();
+    if (trace_.size() > static_cast<std::size_t>(kTracedSteps)) trace_.pop_front();
     ++step_;
     window.loss += t.loss, window.correct += t.correct, window.exposed += t.exposed_s, ++window.steps;
 

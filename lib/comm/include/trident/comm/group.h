@@ -44,6 +44,10 @@ class Group {
   const std::string& name() const { return name_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   c10d::ProcessGroup& pg() const { return *pg_; }
+  // This group with its collectives sent through `pg` instead (same members,
+  // store and timeout): a decorator that counts or delays them, in tests.
+  Group with_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg) const;
+  c10::intrusive_ptr<c10d::ProcessGroup> process_group() const { return pg_; }
 
   // After a collective failed: which ranks stopped responding. Every rank of
   // a group made by connect() beats a heartbeat into the rendezvous store;

@@ -28,6 +28,10 @@ struct TraceEvent {
 
 std::int64_t now_us();  // microseconds on the system clock
 
+// trace.json holds every rank's events of the last kTracedSteps steps: enough
+// to see the steady state after warm-up, small enough to open in a browser.
+inline constexpr int kTracedSteps = 4;
+
 // Waits shorter than this are not recorded: a receive that was already
 // complete still costs a few µs of bookkeeping, and thousands of such
 // slivers would hide the waits that matter in the timeline.

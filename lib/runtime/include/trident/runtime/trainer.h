@@ -179,7 +179,6 @@ class Trainer {
   std::int64_t total_steps_ = 0, step_ = 0;
   double wall_offset_s_ = 0;  // wall time of the run before a resume
   std::deque<TraceLog> trace_;              // the last few steps' events
-  static constexpr std::size_t kTracedSteps = 4;
   std::int64_t sync_armed_us_ = 0;          // when the gradient sync of this step was armed
   bool comm_bytes_logged_ = false;          // the per-parameter bytes line is written once
 };
