@@ -44,21 +44,29 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   fsync_path(dir.empty() ? "." : dir.string(), true);
 }
 
-std::string read_text_file(const std::string& path, const std::string& what) {
+namespace detail {
+
+std::string read_file(const std::string& path, const std::string& what, std::string& problem) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(what + " " + path + ": cannot read it (" + std::strerror(errno) + ")");
+  if (!in) {
+    problem = what + " " + path + ": cannot read it (" + std::strerror(errno) + ")";
+    return {};
+  }
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
 }
 
-nlohmann::json read_json_file(const std::string& path, const std::string& what) {
-  const auto text = read_text_file(path, what);
+nlohmann::json parse_json(const std::string& text, const std::string& path, const std::string& what,
+                          std::string& problem) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(what + " " + path + " is not valid JSON: " + e.what());
+    problem = what + " " + path + " is not valid JSON: " + e.what();
+    return {};
   }
 }
+
+}  // namespace detail
 
 }  // namespace trident

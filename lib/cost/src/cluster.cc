@@ -10,6 +10,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "trident/base/files.h"
+
 namespace trident::cost {
 namespace {
 
@@ -171,11 +173,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
 ClusterSpec load_cluster(const std::string& name_or_path) {
   const bool file = name_or_path.find('/') != std::string::npos || name_or_path.find('.') != std::string::npos;
   if (!file) return preset(name_or_path);
-  std::ifstream in(name_or_path);
-  if (!in) throw ClusterError("cluster: cannot read file '" + name_or_path + "'");
-  std::stringstream s;
-  s << in.rdbuf();
-  return parse_cluster(s.str(), name_or_path);
+  return parse_cluster(read_text_file<ClusterError>(name_or_path, "cluster file"), name_or_path);
 }
 
 nlohmann::json ClusterSpec::to_json() const {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "trident/base/files.h"
+
 namespace trident::cost {
 namespace {
 
@@ -124,15 +126,7 @@ Profile Profile::from_json(const nlohmann::json& doc, const std::string& origin)
 }
 
 Profile load_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ClusterError("profile: cannot read '" + path + "'; write one with `trident profile`");
-  nlohmann::json doc;
-  try {
-    in >> doc;
-  } catch (const nlohmann::json::exception& e) {
-    throw ClusterError("profile " + path + ": not valid JSON: " + e.what());
-  }
-  return Profile::from_json(doc, path);
+  return Profile::from_json(read_json_file<ClusterError>(path, "profile (write one with `trident profile`)"), path);
 }
 
 CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& graph, const std::string& origin) {

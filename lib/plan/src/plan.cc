@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "trident/base/files.h"
 #include "trident/cost/comm.h"
 #include "trident/graph/subgraph.h"
 #include "trident/schedule/schedule.h"
@@ -121,15 +122,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
 }
 
 Plan load_plan(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw PlanError("plan: cannot read '" + path + "'");
-  nlohmann::json doc;
-  try {
-    in >> doc;
-  } catch (const nlohmann::json::exception& e) {
-    throw PlanError("plan " + path + ": not valid JSON: " + e.what());
-  }
-  return Plan::from_json(doc, path);
+  return Plan::from_json(read_json_file<PlanError>(path, "plan"), path);
 }
 
 std::vector<int> stage_of_ops(const Plan& plan, const graph::OpGraph& g) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/plan/report.h"
 
@@ -62,13 +63,7 @@ const char* colour(const std::string& cat) {
 }  // namespace
 
 nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ReportError(path + ": cannot read the file");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw ReportError(path + ": not valid JSON: " + e.what());
-  }
+  return read_json_file<ReportError>(path, "run file");
 }
 
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {

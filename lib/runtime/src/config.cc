@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/comm/grad_sync.h"
 #include "trident/cost/comm.h"
@@ -560,11 +561,7 @@ std::string config_key_table() {
 }
 
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("--config " + path + ": cannot read the file");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto c = parse_config(text.str(), overrides, path);
+  auto c = parse_config(read_text_file<ConfigError>(path, "--config"), overrides, path);
   // A relative plan path is looked up beside the config file first.
   auto& plan = c.parallel.partitioner;
   if (plan.size() > 5 && plan.substr(plan.size() - 5) == ".json" && std::filesystem::path(plan).is_relative()) {

@@ -134,10 +134,9 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
   r.path_ = path;
   if (fs::is_directory(path)) {
     const auto manifest = (fs::path(path) / "manifest.json").string();
-    std::ifstream in(manifest);
-    if (!in) throw CheckpointError("checkpoint " + path + " has no manifest.json (incomplete)");
+    if (!fs::exists(manifest)) throw CheckpointError("checkpoint " + path + " has no manifest.json (incomplete)");
+    r.manifest_ = read_json_file<CheckpointError>(manifest, "checkpoint manifest");
     try {
-      r.manifest_ = nlohmann::json::parse(in);
       if (r.manifest_.at("format") != kCheckpointFormat)
         throw CheckpointError("format is " + r.manifest_.at("format").dump() + ", expected " + kCheckpointFormat);
       r.step_ = r.manifest_.at("step").get<std::int64_t>();

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trident/base/error.h"
+
 namespace trident {
 
 // Writes `text` to `path` atomically: a temporary file beside it, flushed
@@ -17,12 +19,32 @@ void write_file_atomic(const std::string& path, const std::string& text);
 // fsync of a file or directory; throws Failure naming the path.
 void fsync_path(const std::string& path, bool directory);
 
-// The whole file; throws InputError "<what> <path>: cannot read it" when it
-// is missing or unreadable.
-std::string read_text_file(const std::string& path, const std::string& what);
+namespace detail {
+// The file's text, or why not in `problem`; parsed as JSON when `json`.
+std::string read_file(const std::string& path, const std::string& what, std::string& problem);
+nlohmann::json parse_json(const std::string& text, const std::string& path, const std::string& what,
+                          std::string& problem);
+}  // namespace detail
 
-// The file parsed as JSON; throws InputError naming `what`, the path and the
+// The whole file; throws E (a trident::Error type taking a message, e.g. the
+// caller's PlanError) "<what> <path>: cannot read it (<reason>)" when it is
+// missing or unreadable.
+template <class E = InputError>
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::string problem;
+  auto text = detail::read_file(path, what, problem);
+  if (!problem.empty()) throw E(problem);
+  return text;
+}
+
+// The file parsed as JSON; throws E naming `what`, the path and the
 // parser's position when it is missing or malformed.
-nlohmann::json read_json_file(const std::string& path, const std::string& what);
+template <class E = InputError>
+nlohmann::json read_json_file(const std::string& path, const std::string& what) {
+  std::string problem;
+  auto doc = detail::parse_json(read_text_file<E>(path, what), path, what, problem);
+  if (!problem.empty()) throw E(problem);
+  return doc;
+}
 
 }  // namespace trident
