@@ -17,6 +17,7 @@
 #include "trident/comm/grad_sync.h"
 #include "trident/cost/comm.h"
 #include "trident/data/dataset.h"
+#include "trident/plan/planner.h"
 
 namespace trident::runtime {
 namespace {
@@ -516,9 +517,10 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
     r.fail("train.steps", root["train"]["steps"], "give either train.epochs or train.steps, not both");
   if (!c.train.epochs && !c.train.steps) c.train.epochs = 1;
   const auto& p = c.parallel.partitioner;
-  if (p != "graphpipe" && p != "pipedream" && p != "dp" && (p.size() < 5 || p.substr(p.size() - 5) != ".json"))
+  const auto& names = plan::partitioner_names();
+  if (std::find(names.begin(), names.end(), p) == names.end() && (p.size() < 5 || p.substr(p.size() - 5) != ".json"))
     r.fail("parallel.partitioner", root["parallel"]["partitioner"],
-           "allowed: graphpipe, pipedream, dp, or a plan .json path");
+           "allowed: " + join(names) + ", or a plan .json path");
   if (c.parallel.micro_batch && c.train.mini_batch % c.parallel.micro_batch)
     r.fail("parallel.micro_batch", root["parallel"]["micro_batch"],
            "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));

@@ -38,8 +38,8 @@ void apply_overrides(const TrainConfig& config, const graph::OpGraph& g, const p
 
 bool plan_from_file(const ParallelConfig& par) {
   // One device is one process whatever the partitioner: a plan of one stage.
-  return par.devices > 1 && par.partitioner != "dp" && par.partitioner != "graphpipe" &&
-         par.partitioner != "pipedream";
+  const auto& names = plan::partitioner_names();
+  return par.devices > 1 && std::find(names.begin(), names.end(), par.partitioner) == names.end();
 }
 
 PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
