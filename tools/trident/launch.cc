@@ -149,14 +149,9 @@ void signal_all(std::vector<Worker>& workers, int sig) {
 }  // namespace
 
 int launch(const LaunchOptions& o) {
-  if (o.nproc < 1) {
-    std::cerr << "trident: launch --nproc " << o.nproc << ": must be >= 1\n";
-    return 2;
-  }
-  if (o.args.empty()) {
-    std::cerr << "trident: launch: give the subcommand after --, e.g. trident launch --nproc 2 -- train --config f.yaml\n";
-    return 2;
-  }
+  if (o.nproc < 1) throw InputError("launch --nproc " + std::to_string(o.nproc) + ": must be >= 1");
+  if (o.args.empty())
+    throw InputError("launch: give the subcommand after --, e.g. trident launch --nproc 2 -- train --config f.yaml");
   const int port = o.master_port ? o.master_port : free_port();
   struct sigaction sa {};
   sa.sa_handler = [](int) { g_interrupted = 1; };
@@ -194,7 +189,8 @@ int launch(const LaunchOptions& o) {
     const auto& w = workers[failed];
     std::cerr << "trident: launch: rank " << failed << " " << describe(w.status)
               << (w.last.empty() ? "" : "; its last message: " + w.last) << "\n";
-    return 1;
+    // A worker that found bad input (exit 2) makes the job's exit 2 too.
+    return WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2 ? 2 : 1;
   }
   if (forwarded) return 130;
   return 0;

@@ -20,7 +20,8 @@ struct LaunchOptions {
 };
 
 // Returns the exit code for `trident launch`: 0 when every worker exited 0,
-// 130 after Ctrl-C, 1 when a worker failed, 2 for bad options.
+// 130 after Ctrl-C, the first failed worker's 2 (bad input) or else 1.
+// Throws InputError for bad options.
 int launch(const LaunchOptions& options);
 
 }  // namespace trident::cli
