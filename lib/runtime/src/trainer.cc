@@ -104,10 +104,10 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
     module_ = std::make_shared<nn::GraphModule>(graph, config_.train.seed, ops);
   } catch (const c10::Error& e) {
     if (std::string(e.what()).find("allocate") == std::string::npos) throw;
-    throw TrainingError("rank " + std::to_string(rank_) + " (stage " + std::to_string(stage) +
-                        "): out of memory building the stage's " + std::to_string(ops.size()) +
+    throw TrainingError("out of memory building the stage's " + std::to_string(ops.size()) +
                         " ops (the plan needs " + human_bytes(stage >= 0 ? plan_.stages[stage].memory_bytes : 0) +
-                        " per device): " + first_line(e));
+                        " per device): " + first_line(e),
+                        ErrorKind::kFailure, where());
   }
   stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_);
   const auto& par = config_.parallel;
@@ -125,12 +125,12 @@ void Trainer::check_memory_limit(int stage) const {
   const double need = plan_.stages[stage].memory_bytes;
   const double left = static_cast<double>(lim.rlim_cur) - static_cast<double>(mapped_bytes());
   if (need <= left) return;
-  throw TrainingError("rank " + std::to_string(rank_) + " (stage " + std::to_string(stage) +
-                      "): out of memory: the plan needs " + human_bytes(need) +
+  throw TrainingError("out of memory: the plan needs " + human_bytes(need) +
                       " per device for this stage (weights, gradients, optimizer state, activations) but this "
                       "process may map only " + human_bytes(std::max(0.0, left)) + " more (address-space limit " +
                       human_bytes(static_cast<double>(lim.rlim_cur)) + "); pipeline the model over more processes, "
-                      "e.g. --set parallel.devices=4 --set parallel.partitioner=pipedream");
+                      "e.g. --set parallel.devices=4 --set parallel.partitioner=pipedream",
+                      ErrorKind::kFailure, where());
 }
 
 Evaluation Trainer::evaluate(const data::Dataset& split) {
@@ -248,11 +248,20 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
   try {
     return run_loop(stop_after);
   } catch (Error& e) {  // Note [Errors]: every message says where it happened
-    ErrorContext where;
-    where.rank = rank_;
-    if (stage_ && stage_->stage() >= 0) where.stage = stage_->stage(), where.replica = stage_->replica();
-    throw e.add_context(where);
+    throw e.add_context(where());
   }
+}
+
+ErrorContext Trainer::where() const {
+  ErrorContext c;
+  c.rank = rank_;
+  const int stage = stage_ ? stage_->stage() : plan::stage_of_devices(plan_).at(rank_);
+  if (stage >= 0) {
+    const auto& devices = plan_.stages[stage].devices;
+    c.stage = stage;
+    c.replica = static_cast<int>(std::find(devices.begin(), devices.end(), rank_) - devices.begin());
+  }
+  return c;
 }
 
 TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {

@@ -124,6 +124,7 @@ class Trainer {
 
  private:
   TrainResult run_loop(std::optional<std::int64_t> stop_after);
+  ErrorContext where() const;  // this rank, its stage and replica (Note [Errors])
   void join(std::optional<comm::Group> world);  // the group of every rank, checked by a preflight
   // Rank 0 makes the plan (plan_for), prints and saves it; every rank
   // receives it and checks that its config (and plan file) agree.
