@@ -53,9 +53,12 @@ class Heartbeat {
     });
   }
   ~Heartbeat() {
+    // Rank 0 hosts the store: after a failure it stays, still beating, so
+    // that the ranks still diagnosing read live beats and name only the
+    // ranks that really stopped (Group destroys its process group first).
+    if (rank_ == 0 && diagnosed_) std::this_thread::sleep_for(kStoreLinger);
     stop_ = true;
     thread_.join();
-    if (rank_ == 0 && diagnosed_) std::this_thread::sleep_for(kStoreLinger);
   }
 
   std::string diagnose() {
@@ -111,8 +114,8 @@ bool is_local(const std::string& addr) { return addr == "127.0.0.1" || addr == "
 
 Group::Group(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank, int size,
              std::chrono::milliseconds timeout, std::string host)
-    : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), size_(size), timeout_(timeout),
-      host_(std::move(host)) {
+    : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout), host_(std::move(host)),
+      pg_(std::move(pg)) {
   for (int r = 0; r < size; ++r) world_ranks_.push_back(r);
 }
 

@@ -59,7 +59,9 @@ void Trainer::join(std::optional<comm::Group> world) {
   try {
     group_->pg().allreduce(t)->wait(timeout);
   } catch (const std::exception& e) {
-    throw comm::CommError("rank " + std::to_string(rank_) + ": preflight all-reduce failed: " + first_line(e));
+    ErrorContext where;
+    where.rank = rank_;
+    throw comm::CommError("preflight all-reduce failed: " + first_line(e), ErrorKind::kFailure, where);
   }
   if (probe.item<double>() != size_)
     throw comm::CommError("preflight all-reduce gave " + std::to_string(probe.item<double>()) + ", expected " +
@@ -104,9 +106,9 @@ std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) const {
     group_->pg().allreduce(v)->wait(group_->timeout());
   } catch (const std::exception& e) {
     const auto lost = group_->diagnose();
-    throw comm::CommError("rank " + std::to_string(rank_) + ": step " + std::to_string(step_) +
-                          ": all-reduce of the loss failed" + (lost.empty() ? "" : " (" + lost + ")") + ": " +
-                          first_line(e));
+    throw comm::CommError("step " + std::to_string(step_) + ": all-reduce of the loss failed" +
+                              (lost.empty() ? "" : " (" + lost + ")") + ": " + first_line(e),
+                          ErrorKind::kFailure, where());
   }
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }

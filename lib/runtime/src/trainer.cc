@@ -255,7 +255,10 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
 ErrorContext Trainer::where() const {
   ErrorContext c;
   c.rank = rank_;
-  const int stage = stage_ ? stage_->stage() : plan::stage_of_devices(plan_).at(rank_);
+  const auto of_devices = plan_.stages.empty() ? std::vector<int>{} : plan::stage_of_devices(plan_);
+  const int stage = stage_ ? stage_->stage()
+                           : rank_ < static_cast<int>(of_devices.size()) ? of_devices[static_cast<std::size_t>(rank_)]
+                                                                         : -1;
   if (stage >= 0) {
     const auto& devices = plan_.stages[stage].devices;
     c.stage = stage;

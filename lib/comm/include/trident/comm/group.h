@@ -60,13 +60,15 @@ class Group {
   Group(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank, int size,
         std::chrono::milliseconds timeout, std::string host);
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   int rank_ = 0, size_ = 1;
   std::chrono::milliseconds timeout_{60000};
   std::vector<int> world_ranks_;  // member -> world rank
   std::string name_ = "world";
   std::string host_;  // Gloo device: "127.0.0.1", or "" for this host's default interface
   std::shared_ptr<class Heartbeat> heartbeat_;  // shared by copies and subgroups
+  // Declared last, destroyed first: peers see this rank's connections close
+  // while its heartbeat and (on rank 0) the store still answer diagnose().
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
 };
 
 // Every member's `mine`, in rank order, on every member (any lengths).
