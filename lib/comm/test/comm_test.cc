@@ -411,19 +411,32 @@ TEST(Group, SubgroupMembersAreNamedByWorldRank) {
     threads.emplace_back([&, r] {
       try {
         auto world = Group::over_store(store, r, 3, std::chrono::seconds(20));
+        // Every rank stays until all are done: a rank leaving early closes its connections.
+        auto barrier = [&] {
+          std::vector<at::Tensor> one{torch::zeros({1})};
+          world.pg().allreduce(one)->wait();
+        };
         if (r == 0) {
-          world.subgroup({1, 2}, "stage1");  // not a member: throws before any collective
+          try {
+            world.subgroup({1, 2}, "stage1");  // not a member: throws before any collective
+          } catch (const std::exception& e) {
+            errors[r] = e.what();
+          }
+          barrier();
           return;
         }
         auto sub = world.subgroup({1, 2}, "stage1");
         names[r] = sub.member(0) + " | " + sub.member(1) + " | " + std::to_string(sub.world_rank());
+        barrier();
       } catch (const std::exception& e) {
-        errors[r] = e.what();
+        errors[r] += e.what();
       }
     });
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors[0], "rank 0 is not in group 'stage1'");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(errors[2], "");
   EXPECT_EQ(names[1], "rank 1 (member 0 of 'stage1') | rank 2 (member 1 of 'stage1') | 1");
   EXPECT_EQ(names[2], "rank 1 (member 0 of 'stage1') | rank 2 (member 1 of 'stage1') | 2");
 }
