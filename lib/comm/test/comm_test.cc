@@ -114,6 +114,22 @@ class CountingGroup final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::ProcessGroup> inner_;
 };
 
+// Gives each rank's sync a CountingGroup and keeps them by rank.
+struct Counted {
+  std::mutex mu;
+  std::map<int, c10::intrusive_ptr<CountingGroup>> groups;
+  MakeSync wrap(MakeSync make) {
+    return [this, make](Group g, NamedParams p) {
+      auto c = c10::make_intrusive<CountingGroup>(g.process_group());
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        groups[g.rank()] = c;
+      }
+      return make(g.with_process_group(c), std::move(p));
+    };
+  }
+};
+
 Run train(const std::string& model, int ranks, int steps, std::int64_t batch, const MakeSync& make) {
   const auto g = model_graph(model);
   torch::manual_seed(0);
@@ -247,16 +263,9 @@ INSTANTIATE_TEST_SUITE_P(Models, AllReduce,
 
 TEST(AllReduceSync, SmallBucketsAndNoWfbpAgreeAndCountBytes) {
   // 4 KiB buckets: many buckets, launched as gradients become ready.
-  std::mutex mu;
-  std::map<int, c10::intrusive_ptr<CountingGroup>> counting;
-  auto run = train("mlp", 3, 2, 24, [&](Group g, NamedParams p) {
-    auto c = c10::make_intrusive<CountingGroup>(g.process_group());
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      counting[g.rank()] = c;
-    }
-    return make_allreduce_sync(g.with_process_group(c), p, 4096);
-  });
+  Counted wrapped;
+  auto run = train("mlp", 3, 2, 24, wrapped.wrap([](Group g, NamedParams p) { return make_allreduce_sync(g, p, 4096); }));
+  const auto& counting = wrapped.groups;
   expect_equal(run);
   const auto& st = run.stats[0];
   ASSERT_GT(st.events.size(), 2u);
@@ -355,16 +364,9 @@ TEST(PsSync, StalenessDelaysPullsReproduciblyAndFlushAgrees) {
 
 TEST(PsSync, OwnersBalanceBytesAndCountersFollowRoles) {
   const auto g = wide_fc();
-  std::mutex mu;
-  std::map<int, c10::intrusive_ptr<CountingGroup>> counting;
-  auto run = train("wide_fc", 3, 1, 24, [&](Group grp, NamedParams p) {
-    auto c = c10::make_intrusive<CountingGroup>(grp.process_group());
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      counting[grp.rank()] = c;
-    }
-    return make_ps_sync(grp.with_process_group(c), p);
-  });
+  Counted wrapped;
+  auto run = train("wide_fc", 3, 1, 24, wrapped.wrap([](Group g, NamedParams p) { return make_ps_sync(g, p); }));
+  const auto& counting = wrapped.groups;
   NamedParams params;
   for (const auto& op : g.ops())
     for (const auto& p : op.params) params.emplace_back(p.name, torch::zeros(p.shape));
