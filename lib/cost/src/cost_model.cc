@@ -1,7 +1,6 @@
 #include "trident/cost/cost_model.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include "trident/base/files.h"
 

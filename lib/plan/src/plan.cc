@@ -3,7 +3,6 @@
 #include <functional>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 #include <sstream>
 

@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "trident/base/files.h"
 #include "trident/runtime/sharded_checkpoint.h"

@@ -22,7 +22,7 @@ CheckpointDiff diff_checkpoints(const CheckpointReader& a, const CheckpointReade
     if (ta.numel() == 0) continue;
     const auto fa = ta.to(torch::kFloat64), fb = tb.to(torch::kFloat64);
     const double worst = (fa - fb).abs().max().item<double>();
-    if (worst > d.max_abs || d.max_abs_key.empty()) d.max_abs = std::max(d.max_abs, worst), d.max_abs_key = key;
+    if (d.max_abs_key.empty() || worst > d.max_abs) d.max_abs = worst, d.max_abs_key = key;
     if (!torch::allclose(fa, fb, rtol, atol)) d.value_differs.push_back(key);
   }
   return d;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <regex>

@@ -134,6 +134,10 @@ class StageExecutor::ClockBackend final : public Backend {
   // Waits for the modelled arrivals, waits the modelled compute, sends
   // modelled arrivals on; returns the compute span (µs).
   std::pair<std::int64_t, std::int64_t> act(Exchange& x, Pass& p, bool backward, int m, const std::string& action);
+  // A modelled duration, stretched by the dilation, in µs.
+  std::int64_t scaled_us(double seconds) const {
+    return static_cast<std::int64_t>(seconds * emulation_.dilation * 1e6);
+  }
   Emulation emulation_;
   std::optional<comm::Group> replicas_;  // for the closing all-reduce
   std::pair<std::int64_t, std::int64_t> last_backward_{0, 0};
@@ -487,7 +491,6 @@ StageExecutor::ClockBackend::ClockBackend(StageExecutor& stage, Emulation emulat
 std::pair<std::int64_t, std::int64_t> StageExecutor::ClockBackend::act(Exchange& x, Pass& p, bool backward, int m,
                                                                        const std::string& action) {
   const auto& cost = emulation_.costs.stages[s_.stage_];
-  const auto scaled_us = [&](double seconds) { return static_cast<std::int64_t>(seconds * emulation_.dilation * 1e6); };
   const int d = backward ? 1 : 0;
   const auto t0 = now_us();
   std::int64_t arrive = 0;
@@ -532,7 +535,7 @@ void StageExecutor::ClockBackend::finish(Pass& p) {
   for (const auto& task : emulation_.costs.stages[s_.stage_].sync) {
     const auto ready = b_start + static_cast<std::int64_t>(task.ready_fraction * static_cast<double>(b_end - b_start));
     const auto start = std::max(ready, chain);
-    chain = start + static_cast<std::int64_t>(task.seconds * emulation_.dilation * 1e6);
+    chain = start + scaled_us(task.seconds);
     if (p.trace && task.seconds > 0) p.trace->add("sync " + task.name, "sync", kCommLane, start, chain);
     finish = std::max(finish, chain);
   }
