@@ -23,8 +23,12 @@ int optimizer_states(const std::string& name) {
 cost::CostModel cost_model_for(const nlohmann::json& described, const std::string& profile_path,
                                const cost::ClusterSpec& cluster, const graph::OpGraph& g) {
   std::string path = profile_path;
-  if (path.empty() && described.is_object() && described.value("kind", "analytic") == "profiled")
-    path = described.value("profile", "");
+  const bool profiled = described.is_object() && described.value("kind", "analytic") == "profiled";
+  if (path.empty() && profiled && described.contains("data")) {
+    const auto origin = described.value("profile", std::string("the plan's profile"));
+    return cost::profiled_cost_model(cost::Profile::from_json(described["data"], origin), g, origin);
+  }
+  if (path.empty() && profiled) path = described.value("profile", "");
   if (path.empty()) return cost::analytic_cost_model(cluster.device);
   return cost::profiled_cost_model(cost::load_profile(path), g, path);
 }

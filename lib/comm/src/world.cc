@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <vector>
@@ -13,13 +14,14 @@ namespace {
 
 struct Source {
   const char* launcher;
-  const char *rank, *size, *local;
+  const char *rank, *size, *local, *local_size;
 };
 
 const Source kSources[] = {
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 };
 
 std::optional<int> integer(const std::map<std::string, std::string>& env, const std::string& name) {
@@ -33,6 +35,36 @@ std::optional<int> integer(const std::map<std::string, std::string>& env, const 
   } catch (const std::exception&) {
     throw CommError("environment: " + name + "='" + it->second + "' is not a non-negative integer", ErrorKind::kBadInput);
   }
+}
+
+// SLURM_TASKS_PER_NODE lists tasks per node compressed, "2(x3),1": this
+// node's entry is the SLURM_NODEID-th of the expanded list.
+std::optional<int> slurm_tasks_here(const std::map<std::string, std::string>& env) {
+  auto list = env.find("SLURM_TASKS_PER_NODE");
+  auto node = integer(env, "SLURM_NODEID");
+  if (list == env.end() || !node) return std::nullopt;
+  int index = 0;
+  std::size_t pos = 0;
+  const std::string& text = list->second;
+  while (pos < text.size()) {
+    std::size_t used = 0;
+    int tasks = 0, repeat = 1;
+    try {
+      tasks = std::stoi(text.substr(pos), &used);
+      pos += used;
+      if (text.compare(pos, 2, "(x") == 0) {
+        repeat = std::stoi(text.substr(pos + 2), &used);
+        pos += 2 + used + 1;  // the number and ')'
+      }
+    } catch (const std::exception&) {
+      throw CommError("environment: SLURM_TASKS_PER_NODE='" + text + "' is not a list like 2(x3),1",
+                      ErrorKind::kBadInput);
+    }
+    if (*node < index + repeat) return tasks;
+    index += repeat;
+    if (pos < text.size() && text[pos] == ',') ++pos;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -49,6 +81,9 @@ WorldInfo world_from_env(const std::map<std::string, std::string>& env) {
                       (rank ? s.rank : s.size) + " is set (" + s.launcher + ")", ErrorKind::kBadInput);
     WorldInfo here;
     here.rank = *rank, here.world_size = *size, here.local_rank = local.value_or(*rank);
+    auto local_size = integer(env, s.local_size);
+    if (!local_size && std::string(s.launcher) == "srun") local_size = slurm_tasks_here(env);
+    here.local_size = std::max(1, std::min(local_size.value_or(*size), *size));
     here.launcher = s.launcher;
     if (here.world_size < 1 || here.rank >= here.world_size)
       throw CommError(std::string("environment: ") + s.rank + "=" + std::to_string(here.rank) + " must be below " +

@@ -55,6 +55,34 @@ TEST(World, ReadsEachLauncherAndRejectsDisagreement) {
   expect_error({{"RANK", "0"}}, "WORLD_SIZE is missing but RANK is set");
 }
 
+// The processes on this host, which share its cores (Note [Thread defaults]).
+TEST(World, ReadsEachLaunchersLocalSize) {
+  const std::map<std::string, std::string> master{{"MASTER_ADDR", "n1"}, {"MASTER_PORT", "1"}};
+  auto with = [&](std::map<std::string, std::string> env) {
+    env.insert(master.begin(), master.end());
+    return world_from_env(env).local_size;
+  };
+  EXPECT_EQ(with({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"}}), 4);
+  EXPECT_EQ(with({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "6"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}}), 3);
+  EXPECT_EQ(with({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_NTASKS_PER_NODE", "2"}}), 2);
+  // srun without --ntasks-per-node: this node's entry of the compressed list.
+  const std::map<std::string, std::string> slurm{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "7"}, {"SLURM_TASKS_PER_NODE", "2(x3),1"}};
+  auto on_node = [&](const char* node) {
+    auto env = slurm;
+    env["SLURM_NODEID"] = node;
+    return with(env);
+  };
+  EXPECT_EQ(on_node("0"), 2);
+  EXPECT_EQ(on_node("2"), 2);
+  EXPECT_EQ(on_node("3"), 1);
+  // No local count given: every process is taken to be here.
+  EXPECT_EQ(with({{"RANK", "0"}, {"WORLD_SIZE", "3"}}), 3);
+  EXPECT_EQ(world_from_env({}).local_size, 1);
+  expect_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_TASKS_PER_NODE", "two"}, {"SLURM_NODEID", "0"},
+                {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}},
+               "SLURM_TASKS_PER_NODE='two' is not a list like 2(x3),1");
+}
+
 using Weights = std::map<std::string, torch::Tensor>;
 using MakeSync = std::function<std::unique_ptr<GradSync>(Group, NamedParams)>;
 

@@ -1,8 +1,11 @@
 #include "trident/cost/cluster.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -10,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "trident/base/files.h"
+#include "trident/cost/cost_model.h"
 
 namespace trident::cost {
 namespace {
@@ -31,6 +35,8 @@ DeviceSpec device(std::string name, double fp32_tflops, double fp16_tflops, doub
 }
 
 LinkSpec link(double latency_us, double bandwidth_gbs) { return {latency_us * 1e-6, bandwidth_gbs * 1e9}; }
+
+ClusterSpec calibrated_or_rough();
 
 // Preset figures are vendor peak numbers (see docs/planner.md); the
 // efficiency knee and launch cost are modelling assumptions, stated there.
@@ -59,6 +65,8 @@ ClusterSpec preset(const std::string& name) {
     c.device = device("H200-SXM-141GB", 67, 989, 141, 4800, 4, 6);
     c.devices_per_node = 8, c.nodes = 32;
     c.intra_node = link(3, 450), c.inter_node = link(6, 50);
+  } else if (name == "auto") {
+    return calibrated_or_rough();
   } else {
     std::string names;
     for (const auto& p : cluster_presets()) names += (names.empty() ? "" : ", ") + p;
@@ -110,12 +118,99 @@ class Reader {
   std::string where_, origin_;
 };
 
+// A YAML node as JSON (scalars: integer, number, true/false, null, or text).
+nlohmann::json to_json(const YAML::Node& node) {
+  if (node.IsMap()) {
+    auto out = nlohmann::json::object();
+    for (const auto& kv : node) out[kv.first.as<std::string>()] = to_json(kv.second);
+    return out;
+  }
+  if (node.IsSequence()) {
+    auto out = nlohmann::json::array();
+    for (const auto& item : node) out.push_back(to_json(item));
+    return out;
+  }
+  if (!node.IsScalar() || node.Tag() == "!") return node.IsScalar() ? nlohmann::json(node.Scalar()) : nlohmann::json();
+  const auto& text = node.Scalar();
+  if (text == "null" || text == "~") return nullptr;
+  if (text == "true" || text == "false") return text == "true";
+  char* end = nullptr;
+  const long long i = std::strtoll(text.c_str(), &end, 10);
+  if (!text.empty() && *end == 0) return i;
+  const double d = std::strtod(text.c_str(), &end);
+  if (!text.empty() && *end == 0) return d;
+  return text;
+}
+
+// The measurements of `trident calibrate`: per-op profiles by
+// "model/preset/threads" (each a trident-profile/1 document) and the raw
+// figures, kept as written.
+void read_calibration(const YAML::Node& root, const std::string& origin, ClusterSpec& c) {
+  if (root["calibration"]) c.calibration = to_json(root["calibration"]);
+  if (!root["profiles"]) return;
+  if (!root["profiles"].IsMap()) throw ClusterError(origin + ": 'profiles' must map model/preset/threads to a profile");
+  for (const auto& kv : root["profiles"]) {
+    const auto key = kv.first.as<std::string>();
+    const auto slash = key.rfind('/');
+    if (std::count(key.begin(), key.end(), '/') != 2 || std::atoi(key.c_str() + slash + 1) < 1)
+      throw ClusterError(origin + ": profiles key '" + key + "' must be model/preset/threads, e.g. mlp/tiny/1");
+    c.profiles[key] = std::make_shared<const Profile>(Profile::from_json(to_json(kv.second), origin + ": profiles." + key));
+  }
+}
+
 LinkSpec read_link(const Reader& r) {
   r.allow({"latency_us", "bandwidth_gbs"});
   return link(r.positive("latency_us"), r.positive("bandwidth_gbs"));
 }
 
+int affinity_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+// "auto": this machine's calibration; without one, cpu-local's rough figures
+// with this machine's cores, and a note saying how to calibrate.
+ClusterSpec calibrated_or_rough() {
+  const auto path = calibration_path();
+  if (std::filesystem::exists(path)) {
+    auto c = parse_cluster(read_text_file<ClusterError>(path, "calibration"), path);
+    c.note = "calibrated " + c.calibration.value("created", std::string("?")) + " (" + path + ")";
+    if (c.cores_per_node != affinity_cores())
+      c.note += "; calibrated with " + std::to_string(c.cores_per_node) + " cores but this process may use " +
+                std::to_string(affinity_cores()) + ": run `trident calibrate` again";
+    return c;
+  }
+  auto c = preset("cpu-local");
+  c.name = "auto";
+  c.cores_per_node = affinity_cores();
+  c.note = "this machine is not calibrated: predictions use cpu-local's rough figures; `trident calibrate` "
+           "measures it (a few minutes) and writes " + path;
+  return c;
+}
+
+std::string text_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
 }  // namespace
+
+std::string calibration_path() {
+  std::string dir = text_or_empty("TRIDENT_CACHE_DIR");
+  if (dir.empty() && !text_or_empty("XDG_CACHE_HOME").empty()) dir = text_or_empty("XDG_CACHE_HOME") + "/trident";
+  if (dir.empty()) dir = (text_or_empty("HOME").empty() ? std::string("/tmp") : text_or_empty("HOME")) + "/.cache/trident";
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return dir + "/calibration-" + std::string(host[0] ? host : "localhost") + ".json";
+}
+
+int ClusterSpec::threads_per_process(int processes, int requested) const {
+  if (requested > 0) return requested;
+  if (cores_per_node <= 0) return 1;
+  return std::max(1, cores_per_node / std::max(1, std::min(processes, devices_per_node)));
+}
 
 double DeviceSpec::peak(graph::DType dtype) const {
   auto it = peak_flops.find(dtype);
@@ -151,7 +246,8 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
   }
   if (!root.IsMap()) throw ClusterError(origin + ": expected a mapping with name, device, devices_per_node, ...");
   Reader r(root, "", origin);
-  r.allow({"name", "device", "devices_per_node", "nodes", "intra_node", "inter_node"});
+  r.allow({"name", "device", "devices_per_node", "nodes", "intra_node", "inter_node", "cores_per_node", "profiles",
+           "calibration"});
   ClusterSpec c;
   c.name = r.text("name", origin);
   auto d = r.child("device");
@@ -166,6 +262,8 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
   c.nodes = static_cast<int>(r.positive("nodes"));
   c.intra_node = read_link(r.child("intra_node"));
   c.inter_node = read_link(r.child("inter_node"));
+  if (root["cores_per_node"]) c.cores_per_node = static_cast<int>(r.positive("cores_per_node"));
+  read_calibration(root, origin, c);
   return c;
 }
 
@@ -175,11 +273,11 @@ ClusterSpec load_cluster(const std::string& name_or_path) {
   return parse_cluster(read_text_file<ClusterError>(name_or_path, "cluster file"), name_or_path);
 }
 
-nlohmann::json ClusterSpec::to_json() const {
+nlohmann::json ClusterSpec::to_json(bool with_measurements) const {
   auto link_json = [](const LinkSpec& l) {
     return nlohmann::json{{"latency_us", l.latency_s * 1e6}, {"bandwidth_gbs", l.bandwidth / 1e9}};
   };
-  return {{"name", name},
+  nlohmann::json doc{{"name", name},
           {"device",
            {{"name", device.name},
             {"float32_tflops", device.peak(graph::DType::kFloat32) / 1e12},
@@ -193,6 +291,11 @@ nlohmann::json ClusterSpec::to_json() const {
           {"nodes", nodes},
           {"intra_node", link_json(intra_node)},
           {"inter_node", link_json(inter_node)}};
+  if (cores_per_node > 0) doc["cores_per_node"] = cores_per_node;
+  if (!with_measurements) return doc;
+  for (const auto& [key, profile] : profiles) doc["profiles"][key] = profile->to_json();
+  if (!calibration.is_null()) doc["calibration"] = calibration;
+  return doc;
 }
 
 }  // namespace trident::cost

@@ -1,6 +1,7 @@
 #include "trident/cost/cost_model.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "trident/base/files.h"
 
@@ -58,7 +59,8 @@ class Profiled final : public ICostModel {
     return interpolate(p_.ops.at(op.name).backward_s, rows);
   }
   nlohmann::json describe() const override {
-    return {{"kind", "profiled"}, {"profile", origin_}, {"device", p_.device}};
+    // The profile itself, so that a plan can be simulated again anywhere.
+    return {{"kind", "profiled"}, {"profile", origin_}, {"device", p_.device}, {"data", p_.to_json()}};
   }
 
  private:
@@ -136,6 +138,33 @@ CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& grap
                          "); profile this model with `trident profile`");
   }
   return CostModel(std::make_shared<Profiled>(profile, origin));
+}
+
+CostModel cost_model_for(const ClusterSpec& cluster, const graph::OpGraph& graph, const std::string& preset,
+                         int threads, std::string* source) {
+  const std::string prefix = graph.name() + "/" + preset + "/";
+  std::shared_ptr<const Profile> best;
+  int best_threads = 0;
+  for (const auto& [key, profile] : cluster.profiles) {
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    const int t = std::atoi(key.c_str() + prefix.size());
+    // The largest count not above `threads`; failing that, the smallest.
+    const bool better = !best || (t <= threads && (best_threads > threads || t > best_threads)) ||
+                        (t > threads && best_threads > threads && t < best_threads);
+    if (better) best = profile, best_threads = t;
+  }
+  if (!best) {
+    if (source) *source = "analytic (" + cluster.device.name + ")";
+    return analytic_cost_model(cluster.device);
+  }
+  const std::string origin = cluster.name + ": " + prefix + std::to_string(best_threads);
+  if (source) *source = "measured per op (" + origin + (best_threads == 1 ? " thread)" : " threads)");
+  return profiled_cost_model(*best, graph, origin);
+}
+
+double optimizer_s(const DeviceSpec& device, double param_bytes, int tensors, int optimizer_states) {
+  if (tensors == 0) return 0;
+  return tensors * device.launch_s + param_bytes * (3 + 2 * optimizer_states) / device.memory_bandwidth;
 }
 
 }  // namespace trident::cost

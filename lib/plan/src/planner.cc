@@ -68,6 +68,7 @@ double Planner::memory_cap() const {
 schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
   schedule::StageGraph sg;
   std::vector<std::vector<graph::OpId>> ops(plan.stages.size());
+  const int threads = cluster_.threads_per_process(plan.devices, request_.threads);
   for (const auto& st : plan.stages) {
     for (const auto& name : st.ops) ops[st.id].push_back(graph_.id_of(name));
     auto e = detail::estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
@@ -78,8 +79,18 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     c.forward_s = e.forward_s, c.backward_s = e.backward_s;
     c.static_bytes = e.static_bytes, c.activation_bytes = e.activation_bytes;
     c.sync = e.sync;
+    int tensors = 0;
+    for (auto id : ops[st.id]) tensors += static_cast<int>(graph_.op(id).params.size());
+    c.optimizer_s = cost::optimizer_s(cluster_.device, e.param_bytes, tensors, request_.optimizer_states);
+    for (int d : st.devices) c.nodes.push_back(cluster_.node_of(d));
+    c.threads = threads;
     sg.stages.push_back(std::move(c));
   }
+  sg.cores_per_node = cluster_.cores_per_node;
+  // The step's closing all-reduce of the loss over every process (a few bytes).
+  std::vector<int> all;
+  for (const auto& st : plan.stages) all.insert(all.end(), st.devices.begin(), st.devices.end());
+  if (all.size() > 1) sg.step_s = cost::allreduce_s(cluster_.group_link(all), 3 * sizeof(double), static_cast<int>(all.size()));
   for (const auto& e : plan.edges) {
     const auto& a = plan.stages[e.from];
     const auto& b = plan.stages[e.to];
@@ -165,7 +176,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   for (auto& v : ops) std::sort(v.begin(), v.end());
   Plan plan;
   plan.model = request_.model, plan.preset = request_.preset;
-  plan.cluster = cluster_.to_json();
+  plan.cluster = cluster_.to_json(false);
   plan.cost_model = cost_.describe();
   plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
   plan.partitioner = partitioner, plan.schedule = request_.schedule;

@@ -319,7 +319,8 @@ std::vector<Key> train_keys() {
   k.push_back(int_key("train.seed", [](TrainConfig& c) -> auto& { return c.train.seed; }, bound(0), bound(kNoLimit),
                       "≥ 0; seeds weights, data order and synthetic data"));
   k.push_back(int_key("train.threads", [](TrainConfig& c) -> auto& { return c.train.threads; }, bound(0),
-                      bound(kMostThreads), "0 (all cores) to 1024"));
+                      bound(kMostThreads),
+                      "0 (this host's cores divided among the job's processes on it, at least 1) to 1024"));
   k.push_back(int_key("train.log_every", [](TrainConfig& c) -> auto& { return c.train.log_every; }, bound(1),
                       bound(kNoLimit), "≥ 1 steps between metrics lines"));
   k.push_back(bool_key("train.eval", [](TrainConfig& c) -> auto& { return c.train.eval; },
@@ -364,8 +365,8 @@ std::vector<Key> parallel_keys() {
                        "`dp` (data parallel), `graphpipe` or `pipedream` (plan a graph pipeline now), or a plan "
                        "`.json` path (run that plan; a relative path is looked up beside the config file first)"));
   k.push_back(text_key("parallel.cluster", [](TrainConfig& c) -> auto& { return c.parallel.cluster; }, {},
-                       "what graphpipe / pipedream plan for: a preset (`cpu-local`, `summit-v100`, `dgx-a100`, "
-                       "`h200`) or a cluster file"));
+                       "what the planner plans and predicts for: `auto` (this machine as `trident calibrate` "
+                       "measured it), a preset (`cpu-local`, `summit-v100`, `dgx-a100`, `h200`) or a cluster file"));
   k.push_back(int_key("parallel.max_replicas", [](TrainConfig& c) -> auto& { return c.parallel.max_replicas; },
                       bound(0), bound(kMostDevices),
                       "graphpipe / pipedream: at most this many data-parallel replicas per stage (0: no limit)"));

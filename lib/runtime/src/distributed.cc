@@ -32,6 +32,7 @@ void Trainer::join(std::optional<comm::Group> world) {
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(par.timeout_s * 1000));
   if (world) {
     group_ = std::move(world);
+    local_processes_ = group_->size();  // a test's ranks, all in this process
   } else if (par.devices == 1) {
     group_ = comm::Group::over_store(c10::make_intrusive<c10d::HashStore>(), 0, 1, timeout);
   } else {
@@ -43,6 +44,7 @@ void Trainer::join(std::optional<comm::Group> world) {
                         " ...` or `trident launch --nproc " + std::to_string(par.devices) + " -- train ...`");
     }
     group_ = comm::Group::connect(info, timeout);
+    local_processes_ = info.local_size;
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
     out_ << "rank " << info.rank << "/" << info.world_size << " on " << host << " (pid " << getpid()

@@ -62,11 +62,15 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   r.grad_sync = par.grad_sync;
   r.optimizer_states = config.optimizer.name == "adam" ? 2 : config.optimizer.momentum > 0 ? 1 : 0;
   r.max_replicas = dp ? 0 : static_cast<int>(par.max_replicas);
+  r.threads = static_cast<int>(config.train.threads);
   auto bad = [&](const std::string& field, const std::string& what) { throw ConfigError(field + ": " + what); };
   const std::string field = "parallel.partitioner = " + par.partitioner;
   PipelinePlan out;
   try {
-    plan::Planner planner(g, cluster, cost::analytic_cost_model(cluster.device), r);
+    std::string source;
+    auto cost = cost::cost_model_for(cluster, g, config.model.preset,
+                                     cluster.threads_per_process(r.devices, r.threads), &source);
+    plan::Planner planner(g, cluster, std::move(cost), r);
     if (from_file) {
       try {
         out.plan = plan::load_plan(par.partitioner);
@@ -99,7 +103,8 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
     apply_overrides(config, g, planner, out.plan);
     plan::check_sfb_order(out.plan, g);  // now that the actions and sync methods are known
     out.costs = planner.stage_graph(out.plan);
-    out.table = plan::stage_table(planner, out.plan) + "\n" + plan::sync_table(planner, out.plan, 6);
+    out.table = "cluster " + cluster.name + (cluster.note.empty() ? "" : ": " + cluster.note) + "\nop times: " +
+                source + "\n" + plan::stage_table(planner, out.plan) + "\n" + plan::sync_table(planner, out.plan, 6);
   } catch (const plan::PlanError& e) {
     if (e.kind() == ErrorKind::kFailure) throw;  // a planner bug stays a failure
     throw ConfigError(std::string("parallel: ") + e.what());
@@ -119,7 +124,8 @@ void Trainer::write_trace() const {
   if (!leader()) return;
   nlohmann::json meta{{"model", config_.model.name + "/" + config_.model.preset},
                       {"steps", trace_.size()},
-                      {"mini_batch", config_.train.mini_batch}};
+                      {"mini_batch", config_.train.mini_batch},
+                      {"threads", threads_.threads}};
   write_file_atomic(run_dir_ + "/trace.json",
                     merged_trace(all, &plan_, std::move(meta)).dump() + "\n");
 }

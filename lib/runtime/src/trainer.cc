@@ -65,12 +65,11 @@ Trainer::~Trainer() = default;
 
 Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::optional<comm::Group> world)
     : config_(std::move(config)), out_(out) {
-  const auto threads = config_.train.threads ? config_.train.threads
-                                             : std::max<std::int64_t>(1, std::thread::hardware_concurrency());
-  configure_process(static_cast<int>(threads));
   const auto graph = zoo::build_graph(config_.model);
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
   join(std::move(world));
+  threads_ = choose_threads(static_cast<int>(config_.train.threads), usable_cores(), local_processes_);
+  configure_process(threads_.threads);
   if (resume && !std::filesystem::exists(run_dir_))
     throw ConfigError("--resume " + run_dir_ + ": no such run directory");
   if (leader()) std::filesystem::create_directories(run_dir_);
@@ -186,7 +185,8 @@ std::string Trainer::banner() const {
   return "trident: training " + config_.model.name + "/" + config_.model.preset + " on " + config_.data.name + " (" +
          std::to_string(data_.train.size()) + " samples), " + std::to_string(total_steps_) + " steps of " +
          std::to_string(config_.train.mini_batch) + ", " + config_.optimizer.name + " lr " +
-         fixed(config_.optimizer.lr, 4) + ", " + std::to_string(torch::get_num_threads()) + " threads" + layout +
+         fixed(config_.optimizer.lr, 4) + ", " + std::to_string(threads_.threads) +
+         (threads_.threads == 1 ? " thread (" : " threads (") + threads_.reason + ")" + layout +
          "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
 }
 

@@ -1,4 +1,5 @@
 #include "trident/runtime/profiler.h"
+#include "trident/runtime/process.h"
 
 #include <gtest/gtest.h>
 
@@ -22,6 +23,17 @@ TEST(Profiler, MeasuresEveryOpAndFeedsTheProfiledCostModel) {
   EXPECT_GT(model.forward_s(g.op(g.id_of("fc0")), 8), 0);
   EXPECT_THROW(profile_model(spec, {{4, 2}, 1, 1}), InputError);
   EXPECT_THROW(profile_model(spec, {{1}, 0, 1}), InputError);
+}
+
+// Note [Thread defaults]: the cores are divided among this host's processes.
+TEST(Process, DividesTheCoresAmongTheProcessesOnThisHost) {
+  EXPECT_EQ(choose_threads(0, 2, 1).threads, 2);
+  EXPECT_EQ(choose_threads(0, 2, 2).threads, 1);
+  EXPECT_EQ(choose_threads(0, 2, 5).threads, 1);  // never 0
+  EXPECT_EQ(choose_threads(0, 16, 3).threads, 5);
+  EXPECT_EQ(choose_threads(0, 16, 3).reason, "16 cores / 3 processes on this host");
+  EXPECT_EQ(choose_threads(3, 16, 4).threads, 3);  // asked for: kept
+  EXPECT_GE(usable_cores(), 1);
 }
 
 }  // namespace

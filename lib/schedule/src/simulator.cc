@@ -1,70 +1,233 @@
 #include "trident/schedule/simulator.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "walk.h"
 
 namespace trident::schedule {
+namespace {
 
-SimResult simulate(const StageGraph& g, const Schedule& s, int mini_batch) {
-  const auto check = validate(g, s);
-  const int n = g.size(), m = s.micro_batches;
-  std::vector<std::vector<int>> in_edges(n), out_edges(n);
-  for (int e = 0; e < static_cast<int>(g.edges.size()); ++e) {
-    out_edges[g.edges[e].from].push_back(e);
-    in_edges[g.edges[e].to].push_back(e);
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// One simulated iteration's bookkeeping, shared by both timing paths: when
+// each micro-batch's activations and gradients arrive, the edges' channels,
+// and the events. A path decides when compute spans start and end; this
+// class does the rest.
+class Iteration {
+ public:
+  Iteration(const StageGraph& g, int micro_batches, SimResult& r)
+      : g_(g), r_(r), in_(g.size()), out_(g.size()), arrive_f_(g.edges.size(), std::vector<double>(micro_batches, kNever)),
+        arrive_b_(arrive_f_), fwd_end_(g.size(), std::vector<double>(micro_batches, kNever)),
+        chan_f_(g.edges.size(), 0), chan_b_(g.edges.size(), 0), last_b_(g.size(), {0, 0}) {
+    for (int e = 0; e < static_cast<int>(g.edges.size()); ++e) {
+      out_[g.edges[e].from].push_back(e);
+      in_[g.edges[e].to].push_back(e);
+    }
+    r_.busy_s.assign(g.size(), 0);
   }
-  const std::size_t ne = g.edges.size();
-  std::vector<std::vector<double>> arrive_f(ne, std::vector<double>(m, 0)), arrive_b = arrive_f;
-  std::vector<double> chan_f(ne, 0), chan_b(ne, 0), free_at(n, 0), last_b_start(n, 0), last_b_end(n, 0);
-  std::vector<std::vector<double>> fwd_end(n, std::vector<double>(m, 0));
-  SimResult r;
-  r.busy_s.assign(n, 0);
-  auto send = [&](StageId st, int e, double ready, double seconds, std::vector<double>& chan,
-                  std::vector<std::vector<double>>& arrive, int mb, const char* dir, StageId to) {
+
+  double duration(StageId st, const Action& a) const {
+    return a.kind == Action::Kind::kForward ? g_.stages[st].forward_s : g_.stages[st].backward_s;
+  }
+
+  // When everything `a` needs is here; kNever while something is not yet sent.
+  double inputs_at(StageId st, const Action& a) const {
+    const int mb = a.micro_batch;
+    double at = 0;
+    if (a.kind == Action::Kind::kForward) {
+      for (int e : in_[st]) at = std::max(at, arrive_f_[e][mb]);
+      return at;
+    }
+    at = fwd_end_[st][mb];
+    for (int e : out_[st]) at = std::max(at, arrive_b_[e][mb]);
+    return at;
+  }
+
+  // A compute span of `a` ran from start to end: record it and send its outputs.
+  void done(StageId st, const Action& a, double start, double end) {
+    const int mb = a.micro_batch;
+    r_.busy_s[st] += duration(st, a);
+    r_.events.push_back({st, SimEvent::Lane::kCompute, to_string(a), mb, start, end});
+    if (a.kind == Action::Kind::kForward) {
+      fwd_end_[st][mb] = end;
+      for (int e : out_[st]) send(st, e, end, g_.edges[e].forward_s, chan_f_, arrive_f_, mb, "F", g_.edges[e].to);
+    } else {
+      last_b_[st] = {start, end};
+      for (int e : in_[st]) send(st, e, end, g_.edges[e].backward_s, chan_b_, arrive_b_, mb, "B", g_.edges[e].from);
+    }
+  }
+
+  // After the stage's last action (at `free`): its gradient sync (WFBP: a
+  // task starts once its gradient is ready in the last backward) and its
+  // sends must end before the optimizer step starts.
+  double optimizer_ready(StageId st, double free) {
+    double ready = free, chan = 0;
+    const auto [b_start, b_end] = last_b_[st];
+    for (const auto& task : g_.stages[st].sync) {
+      const double start = std::max(b_start + task.ready_fraction * (b_end - b_start), chan);
+      chan = start + task.seconds;
+      if (task.seconds > 0) r_.events.push_back({st, SimEvent::Lane::kSync, "sync " + task.name, -1, start, chan});
+      ready = std::max(ready, chan);
+    }
+    for (int e : out_[st]) ready = std::max(ready, chan_f_[e]);
+    for (int e : in_[st]) ready = std::max(ready, chan_b_[e]);
+    return ready;
+  }
+
+  void optimizer(StageId st, double start, double end) {
+    if (end > start) r_.events.push_back({st, SimEvent::Lane::kCompute, "optimizer", -1, start, end});
+  }
+
+ private:
+  void send(StageId st, int e, double ready, double seconds, std::vector<double>& chan,
+            std::vector<std::vector<double>>& arrive, int mb, const char* dir, StageId to) {
     const double start = std::max(ready, chan[e]);
     chan[e] = arrive[e][mb] = start + seconds;
     if (seconds > 0)
-      r.events.push_back({st, SimEvent::Lane::kSend,
-                          std::string("send ") + dir + std::to_string(mb) + " -> s" + std::to_string(to), mb, start,
-                          start + seconds});
-  };
-  detail::Walk(g, s).run([&](StageId st, const Action& a) {
-    const auto& cost = g.stages[st];
-    const int mb = a.micro_batch;
-    double ready = free_at[st];
-    if (a.kind == Action::Kind::kForward) {
-      for (int e : in_edges[st]) ready = std::max(ready, arrive_f[e][mb]);
-      const double end = ready + cost.forward_s;
-      fwd_end[st][mb] = free_at[st] = end;
-      r.busy_s[st] += cost.forward_s;
-      r.events.push_back({st, SimEvent::Lane::kCompute, to_string(a), mb, ready, end});
-      for (int e : out_edges[st]) send(st, e, end, g.edges[e].forward_s, chan_f, arrive_f, mb, "F", g.edges[e].to);
-    } else {
-      ready = std::max(ready, fwd_end[st][mb]);
-      for (int e : out_edges[st]) ready = std::max(ready, arrive_b[e][mb]);
-      const double end = ready + cost.backward_s;
-      free_at[st] = end;
-      last_b_start[st] = ready, last_b_end[st] = end;
-      r.busy_s[st] += cost.backward_s;
-      r.events.push_back({st, SimEvent::Lane::kCompute, to_string(a), mb, ready, end});
-      for (int e : in_edges[st]) send(st, e, end, g.edges[e].backward_s, chan_b, arrive_b, mb, "B", g.edges[e].from);
-    }
-  });
-  double iteration = 0;
-  for (StageId st = 0; st < n; ++st) {
-    double finish = free_at[st], chan = 0;
-    for (const auto& task : g.stages[st].sync) {
-      const double ready = last_b_start[st] + task.ready_fraction * (last_b_end[st] - last_b_start[st]);
-      const double start = std::max(ready, chan);
-      chan = start + task.seconds;
-      if (task.seconds > 0) r.events.push_back({st, SimEvent::Lane::kSync, "sync " + task.name, -1, start, chan});
-      finish = std::max(finish, chan);
-    }
-    for (int e : out_edges[st]) finish = std::max(finish, chan_f[e]);
-    for (int e : in_edges[st]) finish = std::max(finish, chan_b[e]);
-    iteration = std::max(iteration, finish);
+      r_.events.push_back({st, SimEvent::Lane::kSend,
+                           std::string("send ") + dir + std::to_string(mb) + " -> s" + std::to_string(to), mb, start,
+                           start + seconds});
   }
+
+  const StageGraph& g_;
+  SimResult& r_;
+  std::vector<std::vector<int>> in_, out_;
+  std::vector<std::vector<double>> arrive_f_, arrive_b_, fwd_end_;
+  std::vector<double> chan_f_, chan_b_;
+  std::vector<std::pair<double, double>> last_b_;  // the last backward's span
+};
+
+// Each stage on its own cores: an action starts as soon as its stage is free
+// and its inputs are here, and takes its own duration. Returns each stage's
+// finish time.
+std::vector<double> run_dedicated(const StageGraph& g, const Schedule& s, Iteration& it) {
+  std::vector<double> free_at(g.size(), 0);
+  detail::Walk(g, s).run([&](StageId st, const Action& a) {
+    const double start = std::max(free_at[st], it.inputs_at(st, a));
+    free_at[st] = start + it.duration(st, a);
+    it.done(st, a, start, free_at[st]);
+  });
+  for (StageId st = 0; st < g.size(); ++st) {
+    const double start = it.optimizer_ready(st, free_at[st]);
+    free_at[st] = start + g.stages[st].optimizer_s;
+    it.optimizer(st, start, free_at[st]);
+  }
+  return free_at;
+}
+
+// Note [Shared cores]: an event-driven run in which busy replicas share their
+// node's cores. Between two events every rate is constant.
+class SharedRun {
+ public:
+  SharedRun(const StageGraph& g, const Schedule& s, Iteration& it) : g_(g), s_(s), it_(it), st_(g.size()) {}
+
+  std::vector<double> run() {
+    double now = 0;
+    while (true) {
+      for (StageId st = 0; st < g_.size(); ++st) try_start(st, now);
+      const auto rates = current_rates();
+      double next = kNever;
+      for (StageId st = 0; st < g_.size(); ++st) next = std::min(next, next_event(st, now, rates[st]));
+      if (next == kNever) break;
+      for (StageId st = 0; st < g_.size(); ++st) advance(st, now, next, rates[st]);
+      now = next;
+    }
+    std::vector<double> finish;
+    for (const auto& st : st_) finish.push_back(st.finish);
+    return finish;
+  }
+
+ private:
+  enum class Phase { kActions, kComputing, kBeforeOptimizer, kOptimizing, kDone };
+  struct State {
+    Phase phase = Phase::kActions;
+    std::size_t pos = 0;       // the next action
+    double left = 0;           // seconds of work left at full speed
+    double start = 0;          // of the current span
+    double optimizer_at = 0;   // when the optimizer may start
+    double finish = 0;
+  };
+
+  void try_start(StageId st, double now) {
+    State& x = st_[st];
+    const auto& actions = s_.stages[st];
+    if (x.phase == Phase::kActions && x.pos == actions.size()) {
+      x.phase = Phase::kBeforeOptimizer;
+      x.optimizer_at = it_.optimizer_ready(st, now);
+    }
+    if (x.phase == Phase::kActions && it_.inputs_at(st, actions[x.pos]) <= now) {
+      x.phase = Phase::kComputing, x.start = now, x.left = it_.duration(st, actions[x.pos]);
+    } else if (x.phase == Phase::kBeforeOptimizer && x.optimizer_at <= now) {
+      x.phase = Phase::kOptimizing, x.start = now, x.left = g_.stages[st].optimizer_s;
+    }
+  }
+
+  bool busy(const State& x) const { return x.phase == Phase::kComputing || x.phase == Phase::kOptimizing; }
+
+  int node(StageId st, int replica) const {
+    const auto& nodes = g_.stages[st].nodes;
+    return replica < static_cast<int>(nodes.size()) ? nodes[replica] : 0;
+  }
+
+  // Each busy stage's speed: its slowest replica's share of its node's cores.
+  std::vector<double> current_rates() const {
+    std::vector<int> threads;
+    for (StageId st = 0; st < g_.size(); ++st) {
+      if (!busy(st_[st])) continue;
+      for (int r = 0; r < g_.stages[st].replicas; ++r) {
+        const int n = node(st, r);
+        if (n >= static_cast<int>(threads.size())) threads.resize(n + 1, 0);
+        threads[n] += g_.stages[st].threads;
+      }
+    }
+    std::vector<double> rates(g_.size(), 1.0);
+    for (StageId st = 0; st < g_.size(); ++st)
+      for (int r = 0; busy(st_[st]) && r < g_.stages[st].replicas; ++r)
+        rates[st] = std::min(rates[st], std::min(1.0, static_cast<double>(g_.cores_per_node) / threads[node(st, r)]));
+    return rates;
+  }
+
+  double next_event(StageId st, double now, double rate) const {
+    const State& x = st_[st];
+    if (busy(x)) return now + x.left / rate;
+    if (x.phase == Phase::kBeforeOptimizer) return x.optimizer_at;
+    if (x.phase == Phase::kActions) {
+      const double at = it_.inputs_at(st, s_.stages[st][x.pos]);
+      return at > now ? at : kNever;  // not yet sent: a later event sends it
+    }
+    return kNever;
+  }
+
+  void advance(StageId st, double now, double next, double rate) {
+    State& x = st_[st];
+    if (!busy(x)) return;
+    x.left -= (next - now) * rate;
+    if (x.left > 1e-12 * std::max(1.0, next)) return;
+    if (x.phase == Phase::kComputing) {
+      it_.done(st, s_.stages[st][x.pos++], x.start, next);
+      x.phase = Phase::kActions;
+    } else {
+      it_.optimizer(st, x.start, next);
+      x.phase = Phase::kDone, x.finish = next;
+    }
+  }
+
+  const StageGraph& g_;
+  const Schedule& s_;
+  Iteration& it_;
+  std::vector<State> st_;
+};
+
+}  // namespace
+
+SimResult simulate(const StageGraph& g, const Schedule& s, int mini_batch) {
+  const auto check = validate(g, s);
+  const int n = g.size();
+  SimResult r;
+  Iteration it(g, s.micro_batches, r);
+  const auto finish = g.oversubscribed() ? SharedRun(g, s, it).run() : run_dedicated(g, s, it);
+  const double iteration = *std::max_element(finish.begin(), finish.end()) + g.step_s;
   r.iteration_s = iteration;
   r.samples_per_s = iteration > 0 ? mini_batch / iteration : 0;
   r.depth = g.depth();

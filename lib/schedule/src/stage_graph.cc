@@ -5,6 +5,18 @@
 
 namespace trident::schedule {
 
+bool StageGraph::oversubscribed() const {
+  if (cores_per_node <= 0) return false;
+  std::vector<int> threads;
+  for (const auto& st : stages)
+    for (int r = 0; r < st.replicas; ++r) {
+      const int node = r < static_cast<int>(st.nodes.size()) ? st.nodes[r] : 0;
+      if (node >= static_cast<int>(threads.size())) threads.resize(node + 1, 0);
+      threads[node] += st.threads;
+    }
+  return std::any_of(threads.begin(), threads.end(), [&](int t) { return t > cores_per_node; });
+}
+
 std::vector<std::vector<StageId>> StageGraph::predecessors() const {
   std::vector<std::vector<StageId>> out(stages.size());
   for (const auto& e : edges) out[e.to].push_back(e.from);

@@ -75,6 +75,49 @@ TEST(Simulator, TransfersAndGradientSyncTakeTime) {
   EXPECT_EQ(complete, 3);  // F0, B0, sync w
 }
 
+// The optimizer step follows a stage's last action; the loss all-reduce ends
+// the iteration once every stage is done.
+TEST(Simulator, OptimizerAndStepAllReduceTakeTime) {
+  auto g = chain(2, 1, 2);
+  g.stages[0].optimizer_s = 0.5, g.stages[1].optimizer_s = 4;
+  g.step_s = 0.25;
+  const auto r = simulate(g, make_schedule("1f1b", g, 1), 1);
+  // s1's backward ends at 4, s0's at 6; s1's optimizer then ends at 8, s0's at 6.5.
+  EXPECT_NEAR(r.iteration_s, 8 + 0.25, 1e-9);
+}
+
+// Note [Shared cores]: branches that compute at once on one core take twice
+// as long; spans that never overlap keep their own durations.
+TEST(Simulator, ProcessesSharingCoresRunSlowerWhenBusyTogether) {
+  const double F = 0.010, B = 0.020;
+  auto g = diamond(F, B);
+  for (auto& st : g.stages) st.optimizer_s = 0.004;
+  const auto s = make_schedule("graph-1f1b", g, 1);
+  const double dedicated = simulate(g, s, 1).iteration_s;
+  EXPECT_NEAR(dedicated, 3 * (F + B) + 0.004, 1e-9);
+  g.cores_per_node = 4;  // as many cores as processes: nothing shared
+  EXPECT_FALSE(g.oversubscribed());
+  EXPECT_NEAR(simulate(g, s, 1).iteration_s, dedicated, 1e-12);
+  // One core for four processes. s1 and s2 compute their forward (and later
+  // their backward) together, each at half speed; s3's optimizer (after its
+  // backward at t = 0.06) overlaps s1's and s2's backward, a third each; the
+  // optimizers at the end overlap too.
+  g.cores_per_node = 1;
+  ASSERT_TRUE(g.oversubscribed());
+  const auto shared = simulate(g, s, 1);
+  EXPECT_GT(shared.iteration_s, dedicated + (F + B) - 1e-9);  // the branches' overlap alone
+  // Work is conserved on one core: once it is busy from start to end, the
+  // iteration is the sum of all compute.
+  EXPECT_NEAR(shared.iteration_s, 4 * (F + B) + 4 * 0.004, 1e-9);
+  // A chain never computes two stages at once: sharing changes nothing.
+  auto c = chain(3, F, B);
+  const auto cs = make_schedule("gpipe", c, 1);
+  const double alone = simulate(c, cs, 1).iteration_s;
+  c.cores_per_node = 1;
+  ASSERT_TRUE(c.oversubscribed());
+  EXPECT_NEAR(simulate(c, cs, 1).iteration_s, alone, 1e-12);
+}
+
 TEST(Schedule, EveryGeneratedScheduleOnRandomDagsIsValid) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 200; ++trial) {

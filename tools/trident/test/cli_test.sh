@@ -121,6 +121,15 @@ for sync in allreduce hybrid; do
   if [ $rc -ne 0 ]; then echo "FAIL dp-$sync: exit $rc: $two"; fails=$((fails+1)); fi
   same_weights dp-$sync "$work/dp1/fmnist-mlp" "$work/dp2-$sync/fmnist-mlp" --rtol 1e-4 --atol 1e-5
 done
+# Thread defaults (Note [Thread defaults]): with train.threads left at 0, each
+# of 2 processes takes this host's cores divided by 2, at least 1.
+"$bin" train --config "$cfg" --set train.steps=3 --set train.epochs=null --set train.eval=false --nproc 2 \
+  --set runs_dir=$work/threads >/dev/null 2>&1
+got=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["metadata"]["threads"])' \
+      "$work/threads/fmnist-mlp/trace.json" 2>&1)
+want=$(( $(nproc) / 2 )); [ "$want" -lt 1 ] && want=1
+if [ "$got" != "$want" ]; then echo "FAIL thread-default: $got threads per process, want $want"; fails=$((fails+1))
+else passes=$((passes+1)); fi
 # Parameter server: optimizer state lives on the owners; a checkpoint gathers it, a resume continues.
 out=$("$bin" train "${common[@]}" --nproc 2 --set parallel.grad_sync=ps --set train.steps=20 --set runs_dir=$work/ps 2>&1) &&
 out=$("$bin" train --resume "$work/ps/fmnist-mlp" --set train.steps=30 2>&1); rc=$?

@@ -3,6 +3,12 @@
 // MASTER_ADDR, MASTER_PORT), `mpirun` (OMPI_COMM_WORLD_*), `srun`
 // (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID). When several launchers' variables are
 // present they must agree. With none, the process is alone (rank 0 of 1).
+//
+// local_size, the job's processes on this host, comes from LOCAL_WORLD_SIZE,
+// OMPI_COMM_WORLD_LOCAL_SIZE or SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE
+// (e.g. "2(x3),1", indexed by SLURM_NODEID); a launcher that gives none is
+// taken to have started every process here (local_size = world_size), the
+// safe guess when cores are divided among them.
 #pragma once
 
 #include <map>
@@ -23,6 +29,7 @@ class CommError : public Error {
 
 struct WorldInfo {
   int rank = 0, world_size = 1, local_rank = 0;
+  int local_size = 1;  // processes of this job on this host
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string launcher = "none";  // torchrun | mpirun | srun | none

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -47,6 +48,8 @@ struct LinkSpec {
   double bandwidth = 0;
 };
 
+struct Profile;  // cost_model.h
+
 struct ClusterSpec {
   std::string name;
   DeviceSpec device;
@@ -54,6 +57,20 @@ struct ClusterSpec {
   int nodes = 1;
   LinkSpec intra_node;
   LinkSpec inter_node;
+  // CPU clusters, where a device is a process: the cores a node's processes
+  // share (Note [Shared cores] in schedule/stage_graph.h); 0 when each device
+  // computes on its own (GPUs).
+  int cores_per_node = 0;
+  // A calibrated machine (`trident calibrate`) carries its measurements:
+  // per-op profiles by "model/preset/threads", and the raw figures.
+  std::map<std::string, std::shared_ptr<const Profile>> profiles;
+  nlohmann::json calibration;  // null unless calibrated
+  std::string note;            // for the user: where "auto" came from, or how to calibrate
+
+  // The compute threads each process uses when `processes` share a node and
+  // `requested` is 0 (Note [Thread defaults]): cores / processes, at least 1;
+  // 1 where devices do not share cores.
+  int threads_per_process(int processes, int requested = 0) const;
 
   int capacity() const { return devices_per_node * nodes; }
   int node_of(DeviceId d) const { return d / devices_per_node; }
@@ -66,14 +83,22 @@ struct ClusterSpec {
   const LinkSpec& packed_link(int count) const;
 
   // The file format (JSON is YAML too, so parse_cluster reads it back).
-  nlohmann::json to_json() const;
+  // Without measurements: no profiles or raw calibration (as a plan keeps it).
+  nlohmann::json to_json(bool with_measurements = true) const;
 };
 
 const std::vector<std::string>& cluster_presets();
 
-// A preset name or a path to a .yaml/.yml/.json file. Throws ClusterError
-// naming the unknown name (and the presets) or the bad field.
+// A preset name, "auto" (this machine's calibration, see calibration_path)
+// or a path to a .yaml/.yml/.json file. Throws ClusterError naming the
+// unknown name (and the presets) or the bad field, or, for "auto" without a
+// calibration, the command that makes one.
 ClusterSpec load_cluster(const std::string& name_or_path);
+
+// Where `trident calibrate` keeps this machine's cluster file:
+// $TRIDENT_CACHE_DIR, else $XDG_CACHE_HOME/trident, else ~/.cache/trident,
+// then calibration-<hostname>.json.
+std::string calibration_path();
 // Parses cluster text (YAML or JSON); `origin` names it in errors.
 ClusterSpec parse_cluster(const std::string& text, const std::string& origin);
 

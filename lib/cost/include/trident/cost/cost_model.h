@@ -69,4 +69,17 @@ Profile load_profile(const std::string& path);
 // batches are overhead-bound); above the largest they grow in proportion.
 CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& graph, const std::string& origin);
 
+// What a cluster implies for `model`/`preset` run with `threads` compute
+// threads per process: its calibrated profile of that model (at the thread
+// count nearest below, else the smallest) when it has one, else the
+// analytic model of its device. `source` (if given) says which.
+CostModel cost_model_for(const ClusterSpec& cluster, const graph::OpGraph& graph, const std::string& preset,
+                         int threads, std::string* source = nullptr);
+
+// One optimizer step over `param_bytes` held in `tensors` tensors, with
+// `optimizer_states` state tensors per parameter (0 SGD, 1 momentum, 2 Adam):
+// memory-bound, 3 + 2·states passes over the bytes (read weight and gradient,
+// write weight; read and write each state), plus a launch per tensor.
+double optimizer_s(const DeviceSpec& device, double param_bytes, int tensors, int optimizer_states);
+
 }  // namespace trident::cost

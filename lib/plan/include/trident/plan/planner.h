@@ -47,6 +47,9 @@ struct PlanRequest {
   // stage (0: no limit). Like DeepSpeed's pipeline width, it makes the
   // planner pipeline where it would otherwise replicate.
   int max_replicas = 0;
+  // Compute threads per process where the cluster's processes share cores
+  // (0: the cores divided among the processes, Note [Thread defaults]).
+  int threads = 0;
 };
 
 const std::vector<std::string>& partitioner_names();

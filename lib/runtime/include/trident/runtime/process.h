@@ -17,7 +17,25 @@
 //   going back to the kernel.
 #pragma once
 
+#include <string>
+
 namespace trident::runtime {
+
+// The cores this process may run on: its CPU affinity mask (taskset, cgroup
+// cpusets, a batch system's binding), at least 1.
+int usable_cores();
+
+// Note [Thread defaults]
+// train.threads = 0 divides the host's cores among the job's processes on it
+// (at least one thread each), as torchrun does when it starts several: with
+// every process taking all cores, 2 processes on 2 cores ran 7x slower
+// (docs/benchmarks.md). `reason` says how the count was chosen, for the
+// run's first line.
+struct ThreadChoice {
+  int threads = 1;
+  std::string reason;
+};
+ThreadChoice choose_threads(int requested, int cores, int local_processes);
 
 // Sets torch's and OpenBLAS's thread counts and tunes glibc malloc as in
 // Note [CPU process settings].

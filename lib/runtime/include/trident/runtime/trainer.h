@@ -45,6 +45,7 @@
 #include "trident/nn/executor.h"
 #include "trident/runtime/config.h"
 #include "trident/runtime/optimizer.h"
+#include "trident/runtime/process.h"
 #include "trident/runtime/stage_executor.h"
 #include "trident/runtime/trace.h"
 
@@ -169,6 +170,8 @@ class Trainer {
   std::ostream& out_;
   std::string run_dir_;
   int rank_ = 0, size_ = 1;
+  int local_processes_ = 1;  // the job's processes on this host (Note [Thread defaults])
+  ThreadChoice threads_;
   std::optional<comm::Group> group_;
   plan::Plan plan_;
   std::shared_ptr<nn::GraphModule> module_;  // this stage's ops only

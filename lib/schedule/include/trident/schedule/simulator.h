@@ -2,8 +2,11 @@
 // schedule's actions in order, each as soon as the device is free and its
 // inputs (or output gradients) have arrived; transfers queue on their edge's
 // channel; after its last backward a stage syncs gradients (WFBP: each task
-// may start once its gradient is ready in that backward). The plan's
-// predictions and `trident simulate` come from here.
+// may start once its gradient is ready in that backward), waits for its
+// sends, then takes its optimizer step; the iteration ends with the loss
+// all-reduce (StageGraph::step_s) once every stage is done. Where processes
+// share a node's cores, busy stages slow each other (Note [Shared cores]).
+// The plan's predictions and `trident simulate` come from here.
 #pragma once
 
 #include <string>

@@ -36,6 +36,11 @@ struct StageCost {
   double static_bytes = 0;      // weights, gradients, optimizer state (per replica)
   double activation_bytes = 0;  // one micro-batch in flight (per replica)
   std::vector<SyncTask> sync;   // gradient sync after the last backward, WFBP order
+  double optimizer_s = 0;       // the optimizer step, once the sync (and every send) is done
+  // Where the replicas run, for Note [Shared cores]: the node of each replica
+  // (empty: all on node 0) and the compute threads of each replica's process.
+  std::vector<int> nodes;
+  int threads = 1;
 };
 
 struct StageEdge {
@@ -44,9 +49,22 @@ struct StageEdge {
   double backward_s = 0;  // moving their gradients back
 };
 
+// Note [Shared cores]
+// On GPUs each device computes on its own. On CPUs a "device" is a process,
+// and the processes of a node share its cores: when more compute threads are
+// busy than the node has cores, each runs slower. The simulator models this
+// as processor sharing: a busy stage replica progresses at
+// min(1, cores / busy threads on its node) of its own speed, re-evaluated at
+// every start and end of a compute span (forward, backward, optimizer).
+// Sends and gradient sync take no cores in the model (their latency and
+// bandwidth were measured on the machine as it is).
 struct StageGraph {
   std::vector<StageCost> stages;
   std::vector<StageEdge> edges;
+  int cores_per_node = 0;  // 0: devices do not share compute (GPUs)
+  // Once per iteration, after every stage is done: the all-reduce of the loss
+  // that ends each step (and the barrier it implies).
+  double step_s = 0;
 
   int size() const { return static_cast<int>(stages.size()); }
   std::vector<std::vector<StageId>> predecessors() const;
@@ -56,6 +74,8 @@ struct StageGraph {
   // Longest path in stages from each stage to a sink, counting the stage.
   std::vector<int> heights() const;
   int depth() const;  // the longest path overall
+  // Whether a node can have more busy threads than cores (Note [Shared cores]).
+  bool oversubscribed() const;
   // Throws ScheduleError: no stages, an edge out of range, a self-loop, a cycle.
   void check() const;
 };
