@@ -18,8 +18,10 @@
 #include "trident/base/text.h"
 #include "trident/comm/world.h"
 #include "trident/runtime/blas.h"
+#include "trident/runtime/calibrate.h"
 #include "trident/runtime/checkpoint_diff.h"
 #include "trident/runtime/emulate.h"
+#include "trident/runtime/process.h"
 #include "trident/runtime/profiler.h"
 #include "trident/runtime/sharded_checkpoint.h"
 #include "trident/runtime/trainer.h"
@@ -214,9 +216,42 @@ int run_profile(const ProfileArgs& a) {
   return 0;
 }
 
+struct CalibrateArgs {
+  std::string out, models, worker;
+  int repeats = 3, max_processes = 0;
+};
+
+int run_calibrate(const CalibrateArgs& a) {
+  if (!a.worker.empty()) {
+    runtime::calibration_worker(a.worker, a.out, a.repeats);
+    return 0;
+  }
+  runtime::CalibrateOptions o;
+  o.repeats = a.repeats, o.max_processes = a.max_processes;
+  std::stringstream list(a.models);
+  for (std::string item; std::getline(list, item, ',');) {
+    const auto slash = item.find('/');
+    zoo::ModelSpec m{item.substr(0, slash), slash == std::string::npos ? "tiny" : item.substr(slash + 1)};
+    zoo::build_graph(m);  // names the unknown model or preset now, not after minutes of measuring
+    o.models.push_back(m);
+  }
+  auto run_workers = [](int nproc, const std::vector<std::string>& args) {
+    cli::LaunchOptions lo;
+    lo.nproc = nproc, lo.args = args;
+    return cli::launch(lo);
+  };
+  const auto cluster = runtime::calibrate(o, run_workers, std::cout);
+  const auto path = a.out.empty() ? cost::calibration_path() : a.out;
+  if (auto dir = std::filesystem::path(path).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
+  write_file_atomic(path, cluster.to_json().dump(1) + "\n");
+  std::cout << "wrote " << path << (a.out.empty() ? " (parallel.cluster: auto reads it)" : "") << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  runtime::passive_openmp_wait(argv);  // Note [CPU process settings]
   CLI::App app{"trident: plan and train multi-branch DNNs (graph pipelines + Poseidon data parallelism)", "trident"};
   app.require_subcommand(1);
 
@@ -247,6 +282,14 @@ int main(int argc, char** argv) {
   profile_cmd->add_option("--threads", profile_args.threads, "threads, as in training");
   profile_cmd->add_option("--out", profile_args.out, "write profile.json here")->required();
 
+  CalibrateArgs calibrate_args;
+  auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (op times, Gloo links, shared cores, optimizer) for parallel.cluster: auto");
+  calibrate_cmd->add_option("--out", calibrate_args.out, "write the cluster file here (default: this machine's cache, read by `auto`)");
+  calibrate_cmd->add_option("--models", calibrate_args.models, "models to profile, e.g. mlp,inception/tiny (default: every zoo model, tiny)");
+  calibrate_cmd->add_option("--repeats", calibrate_args.repeats, "runs per measurement (the median is kept)");
+  calibrate_cmd->add_option("--max-processes", calibrate_args.max_processes, "all-reduce measured on 2..N processes (default: cores + 2, at least 5, at most 8)");
+  calibrate_cmd->add_option("--worker", calibrate_args.worker, "internal: one worker of a measurement")->group("");
+
   std::string report_dir;
   auto* report_cmd = app.add_subcommand("report", "summarise a run: measured vs simulated iteration, bubble, timeline SVG, loss curve, stage graph");
   report_cmd->add_option("run_dir", report_dir, "the run directory, e.g. runs/fmnist-inception")->required();
@@ -276,6 +319,7 @@ int main(int argc, char** argv) {
     if (*launch_cmd) return cli::launch(launch_options);
     if (*graph_cmd) return show_graph(model, preset, out, all_ops);
     if (*profile_cmd) return run_profile(profile_args);
+    if (*calibrate_cmd) return run_calibrate(calibrate_args);
     if (*plan_cmd) return cli::run_plan(plan_args);
     if (*report_cmd) return cli::run_report(report_dir);
     if (*export_cmd) return export_run(export_dir, export_out);

@@ -46,7 +46,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   auto* c = app.add_subcommand("plan", "find the fastest plan (stages, devices, micro-batch, schedule, sync) for a model on a cluster");
   c->add_option("--model", a.model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
   c->add_option("--preset", a.preset, "tiny | paper");
-  c->add_option("--cluster", a.cluster, "cpu-local | summit-v100 | dgx-a100 | h200 | a .yaml/.json file");
+  c->add_option("--cluster", a.cluster, "auto (this machine, see `trident calibrate`) | cpu-local | summit-v100 | dgx-a100 | h200 | a .yaml/.json file");
   c->add_option("--devices", a.devices, "devices (one process each)")->required();
   c->add_option("--mini-batch", a.mini_batch, "samples per iteration (global batch)")->required();
   c->add_option("--micro-batch", a.micro_batch, "fix the micro-batch (default: search powers of two)");

@@ -158,9 +158,33 @@ void read_calibration(const YAML::Node& root, const std::string& origin, Cluster
   }
 }
 
-LinkSpec read_link(const Reader& r) {
-  r.allow({"latency_us", "bandwidth_gbs"});
-  return link(r.positive("latency_us"), r.positive("bandwidth_gbs"));
+// A measured table: [[bytes, seconds], ...], bytes ascending, times > 0.
+LinkSpec::Table read_table(const nlohmann::json& doc, const std::string& where) {
+  LinkSpec::Table t;
+  try {
+    for (const auto& row : doc) t.emplace_back(row.at(0).get<double>(), row.at(1).get<double>());
+  } catch (const nlohmann::json::exception&) {
+    throw ClusterError(where + " must be a list of [bytes, seconds] pairs");
+  }
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (!(t[i].second > 0) || (i && !(t[i].first > t[i - 1].first)))
+      throw ClusterError(where + " needs ascending bytes and positive seconds");
+  return t;
+}
+
+LinkSpec read_link(const Reader& r, const YAML::Node& node, const std::string& where) {
+  r.allow({"latency_us", "bandwidth_gbs", "p2p", "allreduce"});
+  auto l = link(r.positive("latency_us"), r.positive("bandwidth_gbs"));
+  if (node["p2p"]) l.p2p = read_table(to_json(node["p2p"]), where + ".p2p");
+  if (node["allreduce"]) {
+    const auto tables = to_json(node["allreduce"]);
+    for (const auto& [ranks, table] : tables.items()) {
+      const int p = std::atoi(ranks.c_str());
+      if (p < 2) throw ClusterError(where + ".allreduce: key '" + ranks + "' must be a process count >= 2");
+      l.allreduce[p] = read_table(table, where + ".allreduce." + ranks);
+    }
+  }
+  return l;
 }
 
 int affinity_cores() {
@@ -260,8 +284,8 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
       d.positive("bfloat16_tflops", c.device.peak_flops[graph::DType::kFloat16] / 1e12) * 1e12;
   c.devices_per_node = static_cast<int>(r.positive("devices_per_node"));
   c.nodes = static_cast<int>(r.positive("nodes"));
-  c.intra_node = read_link(r.child("intra_node"));
-  c.inter_node = read_link(r.child("inter_node"));
+  c.intra_node = read_link(r.child("intra_node"), root["intra_node"], origin + ": intra_node");
+  c.inter_node = read_link(r.child("inter_node"), root["inter_node"], origin + ": inter_node");
   if (root["cores_per_node"]) c.cores_per_node = static_cast<int>(r.positive("cores_per_node"));
   read_calibration(root, origin, c);
   return c;
@@ -275,7 +299,10 @@ ClusterSpec load_cluster(const std::string& name_or_path) {
 
 nlohmann::json ClusterSpec::to_json(bool with_measurements) const {
   auto link_json = [](const LinkSpec& l) {
-    return nlohmann::json{{"latency_us", l.latency_s * 1e6}, {"bandwidth_gbs", l.bandwidth / 1e9}};
+    nlohmann::json doc{{"latency_us", l.latency_s * 1e6}, {"bandwidth_gbs", l.bandwidth / 1e9}};
+    if (!l.p2p.empty()) doc["p2p"] = l.p2p;
+    for (const auto& [ranks, table] : l.allreduce) doc["allreduce"][std::to_string(ranks)] = table;
+    return doc;
   };
   nlohmann::json doc{{"name", name},
           {"device",

@@ -33,7 +33,30 @@ const std::vector<std::string>& grad_sync_names() {
   return names;
 }
 
-double p2p_s(const LinkSpec& link, double bytes) { return bytes > 0 ? link.latency_s + bytes / link.bandwidth : 0; }
+namespace {
+
+// A measured time at `bytes`: linear between the measured sizes, the
+// smallest's time below them, and beyond the largest its time plus the rest
+// at the link's bandwidth.
+double lookup(const LinkSpec::Table& t, const LinkSpec& link, double bytes) {
+  if (bytes <= t.front().first) return t.front().second;
+  if (bytes >= t.back().first) return t.back().second + (bytes - t.back().first) / link.bandwidth;
+  const auto hi = std::lower_bound(t.begin(), t.end(), bytes, [](const auto& row, double b) { return row.first < b; });
+  const auto lo = hi - 1;
+  const double f = (bytes - lo->first) / (hi->first - lo->first);
+  return lo->second + f * (hi->second - lo->second);
+}
+
+double allreduce_formula_s(const LinkSpec& link, double tensor_bytes, int ranks) {
+  return 2 * (ranks - 1) * link.latency_s + allreduce_bytes(tensor_bytes, ranks) / link.bandwidth;
+}
+
+}  // namespace
+
+double p2p_s(const LinkSpec& link, double bytes) {
+  if (bytes <= 0) return 0;
+  return link.p2p.empty() ? link.latency_s + bytes / link.bandwidth : lookup(link.p2p, link, bytes);
+}
 
 double allreduce_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
 double ps_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
@@ -43,7 +66,14 @@ double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std
 
 double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks) {
   if (ranks <= 1) return 0;
-  return 2 * (ranks - 1) * link.latency_s + allreduce_bytes(tensor_bytes, ranks) / link.bandwidth;
+  if (link.allreduce.empty()) return allreduce_formula_s(link, tensor_bytes, ranks);
+  // Measured at this count, or at the nearest count below (else above),
+  // scaled by the formula from there to `ranks`.
+  auto it = link.allreduce.upper_bound(ranks);
+  if (it != link.allreduce.begin()) --it;
+  const double measured = lookup(it->second, link, tensor_bytes);
+  if (it->first == ranks) return measured;
+  return measured * allreduce_formula_s(link, tensor_bytes, ranks) / allreduce_formula_s(link, tensor_bytes, it->first);
 }
 
 double ps_s(const LinkSpec& link, double tensor_bytes, int ranks) {

@@ -135,6 +135,8 @@ schedule::SimResult Planner::predict(Plan& plan) const {
     st.predicted_tps_s = (c.forward_s + c.backward_s) / st.micro_batch + st.sync_s / plan.mini_batch;
   }
   plan.predicted = {r.iteration_s, r.samples_per_s, r.bubble_fraction, r.depth};
+  plan.cluster = cluster_.to_json(false);  // what the predictions are for
+  plan.cost_model = cost_.describe();
   return r;
 }
 
@@ -176,8 +178,6 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   for (auto& v : ops) std::sort(v.begin(), v.end());
   Plan plan;
   plan.model = request_.model, plan.preset = request_.preset;
-  plan.cluster = cluster_.to_json(false);
-  plan.cost_model = cost_.describe();
   plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
   plan.partitioner = partitioner, plan.schedule = request_.schedule;
   plan.optimizer_states = request_.optimizer_states;

@@ -3,8 +3,10 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <torch/torch.h>
 
@@ -23,6 +25,12 @@ ThreadChoice choose_threads(int requested, int cores, int local_processes) {
   const int threads = std::max(1, cores / processes);
   return {threads, std::to_string(cores) + (cores == 1 ? " core / " : " cores / ") + std::to_string(processes) +
                        (processes == 1 ? " process" : " processes") + " on this host"};
+}
+
+void passive_openmp_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY")) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  ::execv("/proc/self/exe", argv);
 }
 
 // See Note [CPU process settings].

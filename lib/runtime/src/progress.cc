@@ -1,10 +1,21 @@
 #include "trident/runtime/progress.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
 #include <cmath>
 #include <cstdio>
 #include <ostream>
 
 namespace trident::runtime {
+
+bool Progress::is_terminal(const std::ostream& out) {
+  const char* term = std::getenv("TERM");
+  if (term && std::string(term) == "dumb") return false;
+  return (&out == &std::cout && ::isatty(1)) || (&out == &std::cerr && ::isatty(2));
+}
 
 std::string Progress::duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";

@@ -27,14 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// A progress bar redraws one line with escape codes: only on a terminal
-// that understands them (not a pipe, a file, mpirun's forwarding, TERM=dumb).
-bool is_terminal(const std::ostream& out) {
-  const char* term = std::getenv("TERM");
-  if (term && std::string(term) == "dumb") return false;
-  return (&out == &std::cout && ::isatty(1)) || (&out == &std::cerr && ::isatty(2));
-}
-
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -176,7 +168,7 @@ double Trainer::sync_and_step(double lr, TraceLog& trace) {
 // The first line of a run: what trains, on what, where.
 std::string Trainer::banner() const {
   std::string layout;
-  if (size_ > 1 && plan_.stages.size() == 1)
+  if (size_ > 1 && plan_.stages.size() == 1 && sync_)
     layout = ", " + std::to_string(size_) + " processes, data parallel, gradient sync " + sync_->name();
   else if (size_ > 1)
     layout = ", " + std::to_string(size_) + " processes, " + plan_.partitioner + " plan of " +
@@ -269,7 +261,7 @@ ErrorContext Trainer::where() const {
 
 TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   std::ostringstream quiet;  // only rank 0 reports progress
-  Progress progress(leader() ? out_ : quiet, leader() && is_terminal(out_));
+  Progress progress(leader() ? out_ : quiet, leader() && Progress::is_terminal(out_));
   const auto spe = sampler_->steps_per_epoch();
   progress.line(banner());
   const auto start = Clock::now();

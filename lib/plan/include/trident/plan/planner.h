@@ -72,7 +72,8 @@ class Planner {
   Plan plan() const;
 
   // Fills a plan's predictions (per-stage TPS, memory, in-flight, actions if
-  // empty; iteration time, samples/s, bubble, depth) by simulating it.
+  // empty; iteration time, samples/s, bubble, depth) by simulating it, and
+  // records the cluster and cost model they are for.
   schedule::SimResult predict(Plan& plan) const;
   schedule::StageGraph stage_graph(const Plan& plan) const;
   // Gives every parameter of a stage with several replicas that the plan

@@ -15,6 +15,12 @@
 //   the mmt step ran 2.2x and the inception step 1.8x faster. Memory freed
 //   by a step stays reserved for the next one (up to 256 MiB) instead of
 //   going back to the kernel.
+// - OpenMP waiting. LibTorch's OpenMP workers spin between parallel regions
+//   (libgomp's default active wait) while OpenBLAS's own threads compute: at
+//   2 threads on 2 cores the mlp step took 6.6-8.9 ms against 2.4-3.1 ms with
+//   OMP_WAIT_POLICY=PASSIVE (1 thread: no change). libgomp reads the policy
+//   only when it loads, so the trident binary re-executes itself once with
+//   it set, unless the user set OMP_WAIT_POLICY.
 #pragma once
 
 #include <string>
@@ -40,5 +46,10 @@ ThreadChoice choose_threads(int requested, int cores, int local_processes);
 // Sets torch's and OpenBLAS's thread counts and tunes glibc malloc as in
 // Note [CPU process settings].
 void configure_process(int threads);
+
+// Note [CPU process settings], OpenMP waiting: without OMP_WAIT_POLICY in the
+// environment, sets it to PASSIVE and re-executes this program with `argv`
+// (returns only if OMP_WAIT_POLICY was set, or the exec failed).
+void passive_openmp_wait(char** argv);
 
 }  // namespace trident::runtime

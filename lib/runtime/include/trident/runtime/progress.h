@@ -19,6 +19,9 @@ class Progress {
   void finish();
 
   static std::string duration(double seconds);  // "1:02:03" or "2:03"
+  // A bar redraws one line with escape codes: only on a terminal that
+  // understands them (not a pipe, a file, mpirun's forwarding, TERM=dumb).
+  static bool is_terminal(const std::ostream& out);
 
  private:
   std::ostream& out_;

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Predictions against measurements (issue: predictions that hold). Calibrates
+# this machine first when it has no calibration (`trident calibrate`), then
+# trains each configuration below for real with parallel.cluster: auto and
+# the default thread count, and prints the measured iteration (the median of
+# the logged windows after the first, evaluation off) beside the planner's
+# simulated one.
+#   bash bench/run_predictions.sh [STEPS]        (about 4 minutes at 60 steps)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-60}
+bin=${BUILD:-build}/tools/trident/trident
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+"$bin" plan --model mlp --cluster auto --devices 1 --mini-batch 8 --partitioner dp 2>&1 | grep -q "not calibrated" &&
+  "$bin" calibrate
+n=0
+run() {  # run NAME CONFIG ARGS...
+  local name=$1 cfg=$2; shift 2
+  n=$((n+1))
+  "$bin" train --config "$cfg" --set name=$name --set runs_dir=$work --set train.steps=$steps --set train.epochs=null \
+    --set train.eval=false --set train.log_every=10 --set checkpoint.every=0 --set train.threads=0 \
+    --set parallel.cluster=auto "$@" > "$work/$name.log" 2>&1 || { echo "FAILED $name"; tail -3 "$work/$name.log"; }
+}
+run dp1-mlp examples/fmnist-mlp.yaml
+run dp2-mlp examples/fmnist-mlp.yaml --nproc 2
+run dp3-cnn examples/fmnist-cnn.yaml --nproc 3 --set train.mini_batch=96
+run dp1-inception examples/fmnist-inception.yaml --set parallel.devices=1 --set parallel.partitioner=dp
+run pipe2-transformer examples/fmnist-transformer.yaml --set train.mini_batch=512 --set parallel.devices=2 \
+  --set parallel.partitioner=pipedream --set parallel.max_replicas=1 --set parallel.micro_batch=64
+run demo5-inception examples/fmnist-inception.yaml
+run gp4-inception examples/fmnist-inception.yaml --set parallel.devices=4 --set parallel.partitioner=graphpipe
+run pd3-mmt examples/synthetic-mmt.yaml --set parallel.devices=3 --set parallel.partitioner=pipedream
+run gp4-dlrm examples/synthetic-dlrm.yaml --set parallel.devices=4 --set parallel.partitioner=graphpipe
+run dp2-transformer examples/fmnist-transformer.yaml --set train.mini_batch=256 --nproc 2
+python3 - "$work" <<'PY'
+import json, os, statistics, sys
+work = sys.argv[1]
+print("| run | processes | plan | measured ms | simulated ms | simulated / measured |")
+print("|---|---|---|---|---|---|")
+worst = 0
+for name in sorted(os.listdir(work)):
+    d = os.path.join(work, name)
+    if not os.path.isdir(d) or not os.path.exists(os.path.join(d, "plan.json")): continue
+    plan = json.load(open(os.path.join(d, "plan.json")))
+    w = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if "samples_per_s" in l][1:]
+    measured = plan["mini_batch"] / statistics.median(x["samples_per_s"] for x in w)
+    sim = plan["predicted"]["iteration_s"]
+    worst = max(worst, abs(sim / measured - 1))
+    desc = "%s, %d stages" % (plan["partitioner"], len(plan["stages"]))
+    print("| %s | %d | %s | %.2f | %.2f | %.2f |" % (name, plan["devices"], desc, measured * 1e3, sim * 1e3, sim / measured))
+print("\nlargest error: %.0f%%" % (100 * worst))
+PY

@@ -1,0 +1,58 @@
+// Calibration (`trident calibrate`): measures the machine it runs on and
+// writes a cluster file that `parallel.cluster: auto` (and `--cluster auto`)
+// plan and predict with.
+//
+// Note [Calibration]
+// What the simulator needs to predict an iteration here, each measured:
+// - per-op compute: the profiler (Note [Whole-graph normalisation]) for each
+//   model, at several row counts and at each thread count a run may use
+//   (1 and the cores), kept as profiles "model/preset/threads";
+// - point-to-point latency and bandwidth between two local processes through
+//   Gloo (ping-pong at several message sizes, fitted to α + bytes/β), and
+//   the all-reduce on 2..N processes (recorded beside its prediction);
+// - the cores, and how a process slows when k single-threaded processes
+//   compute at once (recorded beside processor sharing's min(1, cores/k));
+// - the optimizer step's cost per tensor and per byte (fitted to Adam on a
+//   few large and many small tensors), and one core's matrix-multiply rate,
+//   for the analytic model of ops no profile covers.
+// Communication and sharing run in worker processes (`trident calibrate
+// --worker`), started by the caller's launcher.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trident/cost/cluster.h"
+#include "trident/zoo/zoo.h"
+
+namespace trident::runtime {
+
+struct CalibrateOptions {
+  std::vector<zoo::ModelSpec> models;                    // default: every zoo model, tiny preset
+  std::vector<std::int64_t> rows{1, 4, 16, 32, 64, 128, 256};  // per-op profile row counts
+  std::vector<int> threads;                              // default: 1 and the cores
+  int max_processes = 0;  // all-reduce on 2..this many (default: cores + 2, at least 5, at most 8)
+  int repeats = 3;
+};
+
+// Runs `args` (a trident subcommand and its flags) on `nproc` local worker
+// processes and returns their exit code; the CLI passes its launcher.
+using RunWorkers = std::function<int(int nproc, const std::vector<std::string>& args)>;
+
+// Measures everything of Note [Calibration] and returns the cluster
+// ("auto", one node of this machine's cores). Progress goes to `out`.
+// Throws InputError for bad options, Failure when a measurement fails.
+cost::ClusterSpec calibrate(const CalibrateOptions& options, const RunWorkers& run_workers, std::ostream& out);
+
+// One worker of a communication or sharing measurement, inside a launched
+// job: `what` is "links" (ping-pong when 2 processes, and all-reduce) or
+// "sharing" (every rank multiplies matrices at once). Rank 0 writes its
+// figures as JSON to `out_path`.
+void calibration_worker(const std::string& what, const std::string& out_path, int repeats);
+
+}  // namespace trident::runtime

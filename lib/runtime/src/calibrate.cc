@@ -1,0 +1,300 @@
+// Note [Calibration] in calibrate.h.
+#include "trident/runtime/calibrate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "trident/base/files.h"
+#include "trident/comm/group.h"
+#include "trident/comm/world.h"
+#include "trident/cost/cost_model.h"
+#include "trident/runtime/optimizer.h"
+#include "trident/runtime/process.h"
+#include "trident/runtime/profiler.h"
+#include "trident/runtime/progress.h"
+
+namespace trident::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The median time of `repeats` calls of `fn`, after one warm-up call.
+template <class Fn>
+double timed(int repeats, Fn&& fn) {
+  fn();
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = Clock::now();
+    fn();
+    t.push_back(since(t0));
+  }
+  return median(t);
+}
+
+void wait(const c10::intrusive_ptr<c10d::Work>& work, const comm::Group& g) { work->wait(g.timeout()); }
+
+// Rank 0 sends `bytes` to rank 1, which sends them back: half the round trip.
+double ping_pong(const comm::Group& g, std::int64_t bytes, int repeats) {
+  auto t = torch::zeros({std::max<std::int64_t>(1, bytes / 4)});
+  std::vector<at::Tensor> v{t};
+  const int peer = 1 - g.rank();
+  return timed(repeats, [&] {
+           if (g.rank() == 0) {
+             wait(g.pg().send(v, peer, 0), g);
+             wait(g.pg().recv(v, peer, 0), g);
+           } else {
+             wait(g.pg().recv(v, peer, 0), g);
+             wait(g.pg().send(v, peer, 0), g);
+           }
+         }) / 2;
+}
+
+double allreduce(const comm::Group& g, std::int64_t bytes, int repeats) {
+  auto t = torch::zeros({std::max<std::int64_t>(1, bytes / 4)});
+  std::vector<at::Tensor> v{t};
+  return timed(repeats, [&] { wait(g.pg().allreduce(v), g); });
+}
+
+void barrier(const comm::Group& g) {
+  std::vector<at::Tensor> v{torch::zeros({1})};
+  wait(g.pg().allreduce(v), g);
+}
+
+// One core's work unit: a 128x128 matrix product, repeated.
+double multiply_for(int repeats) {
+  const auto a = torch::randn({128, 128}), b = torch::randn({128, 128});
+  const auto t0 = Clock::now();
+  for (int i = 0; i < repeats; ++i) (void)torch::mm(a, b);
+  return since(t0);
+}
+
+const std::vector<std::int64_t> kMessageBytes{8, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20};
+
+nlohmann::json measure_links(const comm::Group& g, int repeats) {
+  nlohmann::json out{{"processes", g.size()}};
+  for (auto bytes : kMessageBytes) {
+    const int reps = bytes >= (1 << 20) ? repeats : 4 * repeats;
+    if (g.size() == 2) out["p2p"].push_back({bytes, ping_pong(g, bytes, reps)});
+    out["allreduce"].push_back({bytes, allreduce(g, bytes, reps)});
+  }
+  return out;
+}
+
+nlohmann::json measure_sharing(const comm::Group& g, int repeats) {
+  barrier(g);
+  const double mine = multiply_for(1000 * repeats);
+  std::vector<at::Tensor> v{torch::zeros({g.size()}, torch::kFloat64)};
+  v[0][g.rank()] = mine;
+  wait(g.pg().allreduce(v), g);
+  std::vector<double> all(v[0].data_ptr<double>(), v[0].data_ptr<double>() + g.size());
+  return {{"processes", g.size()}, {"seconds", all}};
+}
+
+// Adam over `tensors` tensors of `elements` floats each.
+double adam_step(int tensors, std::int64_t elements, int repeats) {
+  OptimizerConfig c;
+  c.name = "adam";
+  auto opt = Optimizer::make(c);
+  std::vector<torch::Tensor> params, grads;
+  for (int i = 0; i < tensors; ++i) params.push_back(torch::randn({elements})), grads.push_back(torch::randn({elements}));
+  return timed(repeats, [&] {
+    for (int i = 0; i < tensors; ++i) opt->step("p" + std::to_string(i), params[i], grads[i], 1e-3);
+  });
+}
+
+struct Calibration {
+  const CalibrateOptions& o;
+  const RunWorkers& run;
+  std::ostream& out;
+  int cores = usable_cores();
+  nlohmann::json raw;
+  cost::ClusterSpec c;
+
+  void note(const std::string& what, double seconds) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.1f s)", seconds);
+    out << "calibrate: " << what << buf << std::endl;
+  }
+
+  nlohmann::json workers(const std::string& what, int nproc) {
+    const auto path = std::filesystem::temp_directory_path() / ("trident-calibrate-" + std::to_string(::getpid()) +
+                                                                 "-" + what + "-" + std::to_string(nproc) + ".json");
+    const int rc = run(nproc, {"calibrate", "--worker", what, "--out", path.string(), "--repeats",
+                               std::to_string(o.repeats)});
+    if (rc != 0)
+      throw Failure("calibrate: the " + what + " measurement on " + std::to_string(nproc) +
+                    " processes failed (exit " + std::to_string(rc) + ")");
+    auto doc = read_json_file<Failure>(path.string(), "calibration worker output");
+    std::filesystem::remove(path);
+    return doc;
+  }
+
+  void links() {
+    const auto t0 = Clock::now();
+    const int most = o.max_processes ? o.max_processes : std::min(8, std::max(5, cores + 2));
+    for (int p = 2; p <= most; ++p) {
+      auto doc = workers("links", p);
+      if (p == 2) raw["p2p"] = doc["p2p"];
+      raw["allreduce"][std::to_string(p)] = doc["allreduce"];
+    }
+    // Latency: the median one-way time of the small messages; bandwidth: the
+    // large ones' bytes over their time beyond it. (A least-squares line
+    // through all sizes lets one slow large message set the latency.)
+    std::vector<double> small;
+    double bytes = 0, seconds = 0;
+    for (const auto& e : raw["p2p"]) {
+      const double b = e[0].get<double>(), t = e[1].get<double>();
+      if (b <= 16 << 10) small.push_back(t);
+      if (b >= 256 << 10) bytes += b, seconds += t;
+    }
+    c.intra_node.latency_s = std::max(1e-6, median(small));
+    c.intra_node.bandwidth = bytes / std::max(1e-9, seconds - 3 * c.intra_node.latency_s);
+    auto table = [](const nlohmann::json& rows) {
+      cost::LinkSpec::Table t;
+      for (const auto& e : rows) t.emplace_back(e[0].get<double>(), e[1].get<double>());
+      return t;
+    };
+    c.intra_node.p2p = table(raw["p2p"]);
+    for (const auto& [p, rows] : raw["allreduce"].items()) c.intra_node.allreduce[std::stoi(p)] = table(rows);
+    c.inter_node = c.intra_node;
+    note("links: Gloo point-to-point " + std::to_string(static_cast<int>(c.intra_node.latency_s * 1e6)) +
+             " us + bytes / " + std::to_string(c.intra_node.bandwidth / 1e9).substr(0, 4) + " GB/s",
+         since(t0));
+  }
+
+  void sharing() {
+    const auto t0 = Clock::now();
+    configure_process(1);
+    const double alone = multiply_for(1000 * o.repeats);
+    raw["sharing"].push_back({{"processes", 1}, {"seconds", {alone}}});
+    std::string slowdowns;
+    for (int k = 2; k <= cores + 2; ++k) {
+      auto doc = workers("sharing", k);
+      const auto t = doc["seconds"].get<std::vector<double>>();
+      double mean = 0;
+      for (double x : t) mean += x / static_cast<double>(t.size());
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%d: %.2fx (model %.2fx)", slowdowns.empty() ? "" : ", ", k, mean / alone,
+                    std::max(1.0, static_cast<double>(k) / cores));
+      slowdowns += buf;
+      raw["sharing"].push_back(doc);
+    }
+    note("sharing " + std::to_string(cores) + " cores, slowdown of k processes computing at once: " + slowdowns,
+         since(t0));
+  }
+
+  void device() {
+    const auto t0 = Clock::now();
+    configure_process(1);
+    auto& d = c.device;
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    d.name = std::string("process on ") + host;
+    const auto a = torch::randn({512, 512}), b = torch::randn({512, 512});
+    const double mm = timed(o.repeats, [&] { (void)torch::mm(a, b); });
+    d.peak_flops[graph::DType::kFloat32] = 2.0 * 512 * 512 * 512 / mm;
+    d.peak_flops[graph::DType::kFloat16] = d.peak_flops[graph::DType::kBFloat16] = d.peak_flops[graph::DType::kFloat32];
+    d.half_efficiency_flops = 1e6;
+    // Adam: 7 passes over the bytes plus a launch per tensor (cost::optimizer_s).
+    const double big = adam_step(8, 1 << 20, o.repeats), small = adam_step(256, 256, o.repeats);
+    const double big_bytes = 8.0 * (1 << 20) * 4 * 7, small_bytes = 256.0 * 256 * 4 * 7;
+    // t = n·launch + bytes/bw for both: two equations, two unknowns.
+    const double per_byte = std::max(1e-13, (big - small * 8 / 256) / (big_bytes - small_bytes * 8 / 256));
+    d.launch_s = std::max(1e-7, (small - small_bytes * per_byte) / 256);
+    d.memory_bandwidth = 1 / per_byte;
+    d.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    raw["matmul_512_s"] = mm;
+    raw["adam"] = {{"tensors_8x1M_s", big}, {"tensors_256x256_s", small}};
+    note("device: matrix product " + std::to_string(static_cast<int>(d.peak(graph::DType::kFloat32) / 1e9)) +
+             " GFLOP/s on one core; optimizer " + std::to_string(static_cast<int>(d.memory_bandwidth / 1e9)) +
+             " GB/s",
+         since(t0));
+  }
+
+  void profiles() {
+    std::vector<int> threads = o.threads;
+    if (threads.empty()) threads = cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
+    auto models = o.models;
+    if (models.empty())
+      for (const auto& name : zoo::model_names()) models.push_back({name, "tiny"});
+    Progress bar(out, Progress::is_terminal(out));
+    const auto total = static_cast<std::int64_t>(models.size() * threads.size());
+    std::int64_t done = 0;
+    const auto t0 = Clock::now();
+    for (const auto& m : models)
+      for (int t : threads) {
+        ProfileOptions po;
+        po.rows = o.rows, po.repeats = o.repeats, po.threads = t;
+        c.profiles[m.name + "/" + m.preset + "/" + std::to_string(t)] =
+            std::make_shared<const cost::Profile>(profile_model(m, po));
+        ++done;
+        bar.update(done, total, done / std::max(1e-9, since(t0)),
+                   "profiled " + m.name + "/" + m.preset + " at " + std::to_string(t) + " thread(s)", true);
+      }
+    bar.finish();
+    configure_process(1);
+  }
+};
+
+std::string now_text() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", std::localtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+cost::ClusterSpec calibrate(const CalibrateOptions& o, const RunWorkers& run_workers, std::ostream& out) {
+  if (o.repeats < 1) throw InputError("calibrate: --repeats must be >= 1, got " + std::to_string(o.repeats));
+  if (o.max_processes == 1 || o.max_processes < 0)
+    throw InputError("calibrate: --max-processes must be >= 2, got " + std::to_string(o.max_processes));
+  Calibration cal{o, run_workers, out};
+  cal.c.name = "auto";
+  cal.c.cores_per_node = cal.cores;
+  cal.c.devices_per_node = 64, cal.c.nodes = 1;
+  const auto t0 = Clock::now();
+  cal.device();
+  cal.links();
+  cal.sharing();
+  cal.profiles();
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  cal.raw["host"] = host;
+  cal.raw["cores"] = cal.cores;
+  cal.raw["created"] = now_text();
+  cal.raw["seconds"] = since(t0);
+  cal.c.calibration = cal.raw;
+  return cal.c;
+}
+
+void calibration_worker(const std::string& what, const std::string& out_path, int repeats) {
+  configure_process(1);
+  const auto world = comm::world_from_env();
+  auto group = comm::Group::connect(world, std::chrono::seconds(60));
+  nlohmann::json doc;
+  if (what == "links") doc = measure_links(group, repeats);
+  else if (what == "sharing") doc = measure_sharing(group, repeats);
+  else throw InputError("calibrate --worker: '" + what + "' is unknown; allowed: links, sharing");
+  barrier(group);
+  if (group.rank() == 0) write_file_atomic(out_path, doc.dump() + "\n");
+}
+
+}  // namespace trident::runtime
