@@ -34,5 +34,7 @@ function(trident_add_test name)
     TRIDENT_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     TRIDENT_BINARY_DIR="${PROJECT_BINARY_DIR}")
   include(GoogleTest)
-  gtest_discover_tests(${name}_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+  # Tests never read the user's calibration (parallel.cluster: auto): an empty cache.
+  gtest_discover_tests(${name}_test DISCOVERY_TIMEOUT 60
+                       PROPERTIES TIMEOUT 600 ENVIRONMENT "TRIDENT_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
 endfunction()

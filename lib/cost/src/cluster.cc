@@ -172,16 +172,27 @@ LinkSpec::Table read_table(const nlohmann::json& doc, const std::string& where) 
   return t;
 }
 
+const std::vector<std::string>& measured_operations() {
+  static const std::vector<std::string> ops{"p2p", "allreduce", "reduce", "broadcast", "allgather"};
+  return ops;
+}
+
 LinkSpec read_link(const Reader& r, const YAML::Node& node, const std::string& where) {
-  r.allow({"latency_us", "bandwidth_gbs", "p2p", "allreduce"});
+  r.allow({"latency_us", "bandwidth_gbs", "measured"});
   auto l = link(r.positive("latency_us"), r.positive("bandwidth_gbs"));
-  if (node["p2p"]) l.p2p = read_table(to_json(node["p2p"]), where + ".p2p");
-  if (node["allreduce"]) {
-    const auto tables = to_json(node["allreduce"]);
-    for (const auto& [ranks, table] : tables.items()) {
+  if (!node["measured"]) return l;
+  const auto doc = to_json(node["measured"]);
+  if (!doc.is_object()) throw ClusterError(where + ".measured must map operations to tables by process count");
+  for (const auto& [op, by_ranks] : doc.items()) {
+    const auto& ops = measured_operations();
+    if (std::find(ops.begin(), ops.end(), op) == ops.end())
+      throw ClusterError(where + ".measured: unknown operation '" + op + "'; allowed: p2p, allreduce, reduce, "
+                         "broadcast, allgather");
+    if (!by_ranks.is_object()) throw ClusterError(where + ".measured." + op + " must map process counts to tables");
+    for (const auto& [ranks, table] : by_ranks.items()) {
       const int p = std::atoi(ranks.c_str());
-      if (p < 2) throw ClusterError(where + ".allreduce: key '" + ranks + "' must be a process count >= 2");
-      l.allreduce[p] = read_table(table, where + ".allreduce." + ranks);
+      if (p < 2) throw ClusterError(where + ".measured." + op + ": key '" + ranks + "' must be a process count >= 2");
+      l.measured[op][p] = read_table(table, where + ".measured." + op + "." + ranks);
     }
   }
   return l;
@@ -198,19 +209,23 @@ int affinity_cores() {
 // with this machine's cores, and a note saying how to calibrate.
 ClusterSpec calibrated_or_rough() {
   const auto path = calibration_path();
-  if (std::filesystem::exists(path)) {
+  std::string unreadable;
+  if (std::filesystem::exists(path)) try {
     auto c = parse_cluster(read_text_file<ClusterError>(path, "calibration"), path);
     c.note = "calibrated " + c.calibration.value("created", std::string("?")) + " (" + path + ")";
     if (c.cores_per_node != affinity_cores())
       c.note += "; calibrated with " + std::to_string(c.cores_per_node) + " cores but this process may use " +
                 std::to_string(affinity_cores()) + ": run `trident calibrate` again";
     return c;
+  } catch (const ClusterError& e) {  // e.g. written by an older trident: never fail a run for it
+    unreadable = first_line(e);
   }
   auto c = preset("cpu-local");
   c.name = "auto";
   c.cores_per_node = affinity_cores();
-  c.note = "this machine is not calibrated: predictions use cpu-local's rough figures; `trident calibrate` "
-           "measures it (a few minutes) and writes " + path;
+  c.note = (unreadable.empty() ? "this machine is not calibrated" : "the calibration is unreadable (" + unreadable + ")") +
+           ": predictions use cpu-local's rough figures; `trident calibrate` measures this machine (under a "
+           "minute) and writes " + path;
   return c;
 }
 
@@ -300,8 +315,8 @@ ClusterSpec load_cluster(const std::string& name_or_path) {
 nlohmann::json ClusterSpec::to_json(bool with_measurements) const {
   auto link_json = [](const LinkSpec& l) {
     nlohmann::json doc{{"latency_us", l.latency_s * 1e6}, {"bandwidth_gbs", l.bandwidth / 1e9}};
-    if (!l.p2p.empty()) doc["p2p"] = l.p2p;
-    for (const auto& [ranks, table] : l.allreduce) doc["allreduce"][std::to_string(ranks)] = table;
+    for (const auto& [op, by_ranks] : l.measured)
+      for (const auto& [ranks, table] : by_ranks) doc["measured"][op][std::to_string(ranks)] = table;
     return doc;
   };
   nlohmann::json doc{{"name", name},

@@ -2,6 +2,7 @@
 #include "trident/cost/comm.h"
 
 #include <algorithm>
+#include <string>
 
 #include "trident/base/text.h"
 
@@ -47,16 +48,41 @@ double lookup(const LinkSpec::Table& t, const LinkSpec& link, double bytes) {
   return lo->second + f * (hi->second - lo->second);
 }
 
-double allreduce_formula_s(const LinkSpec& link, double tensor_bytes, int ranks) {
-  return 2 * (ranks - 1) * link.latency_s + allreduce_bytes(tensor_bytes, ranks) / link.bandwidth;
+int log2_ceil(int n) {
+  int d = 0;
+  while ((1 << d) < n) ++d;
+  return d;
+}
+
+// The α-β formulas of Gloo's algorithms.
+double formula_s(const std::string& op, const LinkSpec& link, double bytes, int ranks) {
+  const double a = link.latency_s, b = link.bandwidth;
+  if (op == "p2p") return a + bytes / b;
+  if (op == "allreduce") return 2 * (ranks - 1) * a + allreduce_bytes(bytes, ranks) / b;
+  // Ring reduce-scatter, then every shard to the root.
+  if (op == "reduce") return ranks * a + (bytes * (ranks - 1) / ranks) / b + bytes / ranks / b;
+  if (op == "broadcast") return log2_ceil(ranks) * (a + bytes / b);  // binomial tree
+  return (ranks - 1) * (a + bytes / b);                               // allgather: `bytes` from each rank
+}
+
+// Note [Measured links]: the table for `op` at `ranks` processes, or the
+// nearest count below (else above) scaled by the formula; the formula alone
+// when nothing was measured.
+double priced_s(const std::string& op, const LinkSpec& link, double bytes, int ranks) {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  auto found = link.measured.find(op);
+  if (found == link.measured.end() || found->second.empty()) return formula_s(op, link, bytes, ranks);
+  const auto& by_ranks = found->second;
+  auto it = by_ranks.upper_bound(ranks);
+  if (it != by_ranks.begin()) --it;
+  const double measured = lookup(it->second, link, bytes);
+  if (it->first == ranks) return measured;
+  return measured * formula_s(op, link, bytes, ranks) / formula_s(op, link, bytes, it->first);
 }
 
 }  // namespace
 
-double p2p_s(const LinkSpec& link, double bytes) {
-  if (bytes <= 0) return 0;
-  return link.p2p.empty() ? link.latency_s + bytes / link.bandwidth : lookup(link.p2p, link, bytes);
-}
+double p2p_s(const LinkSpec& link, double bytes) { return priced_s("p2p", link, bytes, 2); }
 
 double allreduce_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
 double ps_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
@@ -65,27 +91,22 @@ double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std
 }
 
 double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks) {
-  if (ranks <= 1) return 0;
-  if (link.allreduce.empty()) return allreduce_formula_s(link, tensor_bytes, ranks);
-  // Measured at this count, or at the nearest count below (else above),
-  // scaled by the formula from there to `ranks`.
-  auto it = link.allreduce.upper_bound(ranks);
-  if (it != link.allreduce.begin()) --it;
-  const double measured = lookup(it->second, link, tensor_bytes);
-  if (it->first == ranks) return measured;
-  return measured * allreduce_formula_s(link, tensor_bytes, ranks) / allreduce_formula_s(link, tensor_bytes, it->first);
+  return priced_s("allreduce", link, tensor_bytes, ranks);
 }
 
+// The runtime's parameter server: a reduce to the tensor's owner, then the
+// owner's broadcast of the updated tensor.
 double ps_s(const LinkSpec& link, double tensor_bytes, int ranks) {
-  if (ranks <= 1) return 0;
-  return 2 * link.latency_s + ps_bytes(tensor_bytes, ranks) / link.bandwidth;
+  return priced_s("reduce", link, tensor_bytes, ranks) + priced_s("broadcast", link, tensor_bytes, ranks);
 }
 
 double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_per_rank, std::int64_t m,
              std::int64_t n, std::int64_t element_bytes, int ranks) {
   if (ranks <= 1) return 0;
   const double rebuild_flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * rows_per_rank * ranks;
-  return (ranks - 1) * link.latency_s + sfb_bytes(rows_per_rank, m, n, element_bytes, ranks) / link.bandwidth +
+  // Two all-gathers, of the activations (K·M) and of the errors (K·N).
+  const double e = static_cast<double>(element_bytes), k = static_cast<double>(rows_per_rank);
+  return priced_s("allgather", link, k * m * e, ranks) + priced_s("allgather", link, k * n * e, ranks) +
          rebuild_flops / device.peak(graph::DType::kFloat32);
 }
 

@@ -34,29 +34,50 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   e.static_bytes = e.param_bytes * (2 + req.optimizer_states);
   if (replicas <= 1) return e;
   // WFBP: backward runs from the last op to the first; an op's gradients are
-  // ready once its own backward is done.
+  // ready once its own backward is done. All-reduced gradients travel in
+  // buckets as the runtime packs them (Note [Gradient buckets]); PS and SFB
+  // go per parameter.
+  struct Bucket {
+    double bytes = 0, ready = 0;
+  } bucket;
+  int buckets = 0;
+  auto flush = [&] {
+    if (bucket.bytes <= 0) return;
+    const double seconds = cost::allreduce_s(link, bucket.bytes, replicas);
+    e.sync_s += seconds;
+    e.sync.push_back({"allreduce bucket " + std::to_string(buckets++), bucket.ready, seconds});
+    bucket = {};
+  };
   double done = 0;
   for (std::size_t i = ops.size(); i-- > 0;) {
     done += backward[i];
     const auto& op = g.op(ops[i]);
-    for (const auto& p : op.params) {
+    const double ready = e.backward_s > 0 ? done / e.backward_s : 1.0;
+    for (auto p = op.params.rbegin(); p != op.params.rend(); ++p) {
       const std::string* forced = nullptr;
       if (fixed) {
-        auto it = fixed->find(p.name);
+        auto it = fixed->find(p->name);
         if (it != fixed->end()) forced = &it->second;
       }
       cost::SyncChoice c;
       if (forced) {
-        c = cost::sync_cost(cost::sync_method_from_string(*forced), op, p, req.mini_batch / replicas, replicas, link,
+        c = cost::sync_cost(cost::sync_method_from_string(*forced), op, *p, req.mini_batch / replicas, replicas, link,
                             planner.cluster().device);
       } else {
-        c = sync_for(planner, op, p, replicas, link);
+        c = sync_for(planner, op, *p, replicas, link);
+      }
+      e.methods.emplace_back(p->name, c.method);
+      if (c.method == cost::SyncMethod::kAllReduce) {
+        const auto bytes = static_cast<double>(p->bytes());
+        if (bucket.bytes > 0 && bucket.bytes + bytes > req.bucket_bytes) flush();
+        bucket.bytes += bytes, bucket.ready = ready;
+        continue;
       }
       e.sync_s += c.seconds;
-      e.sync.push_back({p.name, e.backward_s > 0 ? done / e.backward_s : 1.0, c.seconds});
-      e.methods.emplace_back(p.name, c.method);
+      e.sync.push_back({p->name, ready, c.seconds});
     }
   }
+  flush();
   return e;
 }
 

@@ -87,10 +87,11 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     sg.stages.push_back(std::move(c));
   }
   sg.cores_per_node = cluster_.cores_per_node;
-  // The step's closing all-reduce of the loss over every process (a few bytes).
-  std::vector<int> all;
-  for (const auto& st : plan.stages) all.insert(all.end(), st.devices.begin(), st.devices.end());
-  if (all.size() > 1) sg.step_s = cost::allreduce_s(cluster_.group_link(all), 3 * sizeof(double), static_cast<int>(all.size()));
+  // The step's closing all-reduce of the loss over every process, idle ones
+  // included (a few bytes).
+  std::vector<int> all(static_cast<std::size_t>(plan.devices));
+  for (int d = 0; d < plan.devices; ++d) all[d] = d;
+  if (plan.devices > 1) sg.step_s = cost::allreduce_s(cluster_.group_link(all), 3 * sizeof(double), plan.devices);
   for (const auto& e : plan.edges) {
     const auto& a = plan.stages[e.from];
     const auto& b = plan.stages[e.to];

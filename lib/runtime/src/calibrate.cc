@@ -48,6 +48,43 @@ double timed(int repeats, Fn&& fn) {
   return median(t);
 }
 
+// The mean time of `repeats` calls of `fn`, each after 1 ms of computing as
+// a training step does between collectives (a process that has been busy,
+// not one spinning in a tight loop of messages), after one warm-up call. The
+// mean, not the median: the occasional slow wake-up is part of the cost.
+template <class Fn>
+double timed_after_work(int repeats, Fn&& fn) {
+  const auto a = torch::randn({64, 64});
+  double total = 0;
+  for (int r = 0; r <= repeats; ++r) {
+    const auto busy = Clock::now();
+    while (since(busy) < 1e-3) (void)torch::mm(a, a);
+    const auto t0 = Clock::now();
+    fn();
+    if (r > 0) total += since(t0);
+  }
+  return total / repeats;
+}
+
+// Pool-adjacent-violators: the closest non-decreasing sequence (least
+// squares), so that a larger message is never priced below a smaller one.
+void make_non_decreasing(nlohmann::json& rows) {
+  std::vector<std::pair<double, int>> blocks;  // (mean, count)
+  for (const auto& row : rows) {
+    blocks.emplace_back(row[1].get<double>(), 1);
+    while (blocks.size() > 1 && blocks[blocks.size() - 2].first > blocks.back().first) {
+      auto [m, n] = blocks.back();
+      blocks.pop_back();
+      auto& prev = blocks.back();
+      prev.first = (prev.first * prev.second + m * n) / (prev.second + n);
+      prev.second += n;
+    }
+  }
+  std::size_t i = 0;
+  for (const auto& [m, n] : blocks)
+    for (int k = 0; k < n; ++k) rows[i++][1] = m;
+}
+
 void wait(const c10::intrusive_ptr<c10d::Work>& work, const comm::Group& g) { work->wait(g.timeout()); }
 
 // Rank 0 sends `bytes` to rank 1, which sends them back: half the round trip.
@@ -55,7 +92,7 @@ double ping_pong(const comm::Group& g, std::int64_t bytes, int repeats) {
   auto t = torch::zeros({std::max<std::int64_t>(1, bytes / 4)});
   std::vector<at::Tensor> v{t};
   const int peer = 1 - g.rank();
-  return timed(repeats, [&] {
+  return timed_after_work(repeats, [&] {
            if (g.rank() == 0) {
              wait(g.pg().send(v, peer, 0), g);
              wait(g.pg().recv(v, peer, 0), g);
@@ -66,10 +103,18 @@ double ping_pong(const comm::Group& g, std::int64_t bytes, int repeats) {
          }) / 2;
 }
 
-double allreduce(const comm::Group& g, std::int64_t bytes, int repeats) {
-  auto t = torch::zeros({std::max<std::int64_t>(1, bytes / 4)});
-  std::vector<at::Tensor> v{t};
-  return timed(repeats, [&] { wait(g.pg().allreduce(v), g); });
+// One collective of `bytes` per rank (all-gather: from each rank), timed.
+double collective(const comm::Group& g, const std::string& op, std::int64_t bytes, int repeats) {
+  const auto elements = std::max<std::int64_t>(1, bytes / 4);
+  std::vector<at::Tensor> v{torch::zeros({elements})};
+  std::vector<std::vector<at::Tensor>> gathered(1);
+  for (int r = 0; r < g.size(); ++r) gathered[0].push_back(torch::zeros({elements}));
+  return timed_after_work(repeats, [&] {
+    if (op == "allreduce") wait(g.pg().allreduce(v), g);
+    else if (op == "reduce") wait(g.pg().reduce(v), g);  // to rank 0
+    else if (op == "broadcast") wait(g.pg().broadcast(v), g);  // from rank 0
+    else wait(g.pg().allgather(gathered, v), g);
+  });
 }
 
 void barrier(const comm::Group& g) {
@@ -87,13 +132,17 @@ double multiply_for(int repeats) {
 
 const std::vector<std::int64_t> kMessageBytes{8, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20};
 
+const std::vector<std::string> kCollectives{"allreduce", "reduce", "broadcast", "allgather"};
+
 nlohmann::json measure_links(const comm::Group& g, int repeats) {
   nlohmann::json out{{"processes", g.size()}};
   for (auto bytes : kMessageBytes) {
-    const int reps = bytes >= (1 << 20) ? repeats : 4 * repeats;
+    const int reps = bytes >= (1 << 20) ? 4 * repeats : 10 * repeats;
     if (g.size() == 2) out["p2p"].push_back({bytes, ping_pong(g, bytes, reps)});
-    out["allreduce"].push_back({bytes, allreduce(g, bytes, reps)});
+    for (const auto& op : kCollectives) out[op].push_back({bytes, collective(g, op, bytes, reps)});
   }
+  if (g.size() == 2) make_non_decreasing(out["p2p"]);
+  for (const auto& op : kCollectives) make_non_decreasing(out[op]);
   return out;
 }
 
@@ -151,15 +200,15 @@ struct Calibration {
     const int most = o.max_processes ? o.max_processes : std::min(8, std::max(5, cores + 2));
     for (int p = 2; p <= most; ++p) {
       auto doc = workers("links", p);
-      if (p == 2) raw["p2p"] = doc["p2p"];
-      raw["allreduce"][std::to_string(p)] = doc["allreduce"];
+      if (p == 2) raw["measured"]["p2p"]["2"] = doc["p2p"];
+      for (const auto& op : kCollectives) raw["measured"][op][std::to_string(p)] = doc[op];
     }
     // Latency: the median one-way time of the small messages; bandwidth: the
     // large ones' bytes over their time beyond it. (A least-squares line
     // through all sizes lets one slow large message set the latency.)
     std::vector<double> small;
     double bytes = 0, seconds = 0;
-    for (const auto& e : raw["p2p"]) {
+    for (const auto& e : raw["measured"]["p2p"]["2"]) {
       const double b = e[0].get<double>(), t = e[1].get<double>();
       if (b <= 16 << 10) small.push_back(t);
       if (b >= 256 << 10) bytes += b, seconds += t;
@@ -171,8 +220,9 @@ struct Calibration {
       for (const auto& e : rows) t.emplace_back(e[0].get<double>(), e[1].get<double>());
       return t;
     };
-    c.intra_node.p2p = table(raw["p2p"]);
-    for (const auto& [p, rows] : raw["allreduce"].items()) c.intra_node.allreduce[std::stoi(p)] = table(rows);
+    for (const auto& [op, by_ranks] : raw["measured"].items())
+      for (const auto& [p, rows] : by_ranks.items()) c.intra_node.measured[op][std::stoi(p)] = table(rows);
+    raw.erase("measured");  // kept once, in the link
     c.inter_node = c.intra_node;
     note("links: Gloo point-to-point " + std::to_string(static_cast<int>(c.intra_node.latency_s * 1e6)) +
              " us + bytes / " + std::to_string(c.intra_node.bandwidth / 1e9).substr(0, 4) + " GB/s",

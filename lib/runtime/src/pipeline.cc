@@ -63,6 +63,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   r.optimizer_states = config.optimizer.name == "adam" ? 2 : config.optimizer.momentum > 0 ? 1 : 0;
   r.max_replicas = dp ? 0 : static_cast<int>(par.max_replicas);
   r.threads = static_cast<int>(config.train.threads);
+  r.bucket_bytes = par.bucket_mb * 1024 * 1024;
   auto bad = [&](const std::string& field, const std::string& what) { throw ConfigError(field + ": " + what); };
   const std::string field = "parallel.partitioner = " + par.partitioner;
   PipelinePlan out;

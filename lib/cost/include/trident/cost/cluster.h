@@ -44,15 +44,14 @@ struct DeviceSpec {
 
 // Latency α (seconds) and bandwidth β (bytes/s, one direction). A
 // calibrated link also keeps what was measured on it (`trident calibrate`):
-// one-way point-to-point times and all-reduce times by process count, each
-// as (bytes, seconds) in ascending bytes; comm.h prices from these where
-// they apply (Note [Measured links]).
+// by operation ("p2p" one-way, "allreduce", "reduce", "broadcast",
+// "allgather") and process count, times as (bytes, seconds) in ascending
+// bytes; comm.h prices from these where they apply (Note [Measured links]).
 struct LinkSpec {
   double latency_s = 0;
   double bandwidth = 0;
   using Table = std::vector<std::pair<double, double>>;
-  Table p2p;
-  std::map<int, Table> allreduce;
+  std::map<std::string, std::map<int, Table>> measured;
 };
 
 struct Profile;  // cost_model.h

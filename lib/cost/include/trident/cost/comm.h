@@ -1,19 +1,23 @@
 // Communication costs: point-to-point transfers and the three gradient-sync
-// schemes of Poseidon (docs/algorithms.md §1).
+// schemes of Poseidon (docs/algorithms.md §1), priced as trident's runtime
+// runs them on Gloo.
 //
 // Byte counts are per rank and per iteration, counting one direction (what a
 // rank sends; with full-duplex links it receives as much), so a link of
 // bandwidth β moves them in bytes/β seconds:
 //   ring all-reduce   2·S·(P−1)/P                 (S = tensor bytes)
-//   colocated PS      2·S·(P−1)/P   evenly sharded: push S(P−1)/P to the
-//                                    other shards, pull the same back
+//   colocated PS      2·S·(P−1)/P   on average over the ranks: the runtime's
+//                                    one-owner PS reduces each tensor to its
+//                                    owner and the owner broadcasts it back
 //   SFB               K·(P−1)·(M+N)·e             (K rows per rank, e bytes
 //                                    per element; sends its factors to P−1)
 // Send + receive together are twice these, i.e. the table of docs/algorithms.md §1:
 // 4MN(P−1)/P, 2MN(P1+P2−2)/P2 and 2K(P1−1)(M+N) floats.
-// Latency: a ring all-reduce has 2(P−1) steps; PS has two rounds (push, pull)
-// whose messages to different peers go at once; SFB one all-gather round of
-// P−1 messages.
+// Time, by Gloo's algorithms (or measured, Note [Measured links]): a ring
+// all-reduce has 2(P−1) steps; PS is a reduce (ring reduce-scatter, then
+// each shard to the owner: P steps) and a binomial-tree broadcast
+// (⌈log2 P⌉ rounds of the whole tensor); SFB two all-gathers of P−1
+// messages each.
 #pragma once
 
 #include <cstdint>

@@ -50,6 +50,8 @@ struct PlanRequest {
   // Compute threads per process where the cluster's processes share cores
   // (0: the cores divided among the processes, Note [Thread defaults]).
   int threads = 0;
+  // The runtime's all-reduce bucket size (Note [Gradient buckets]).
+  double bucket_bytes = 25.0 * 1024 * 1024;
 };
 
 const std::vector<std::string>& partitioner_names();

@@ -7,9 +7,11 @@
 // - per-op compute: the profiler (Note [Whole-graph normalisation]) for each
 //   model, at several row counts and at each thread count a run may use
 //   (1 and the cores), kept as profiles "model/preset/threads";
-// - point-to-point latency and bandwidth between two local processes through
-//   Gloo (ping-pong at several message sizes, fitted to α + bytes/β), and
-//   the all-reduce on 2..N processes (recorded beside its prediction);
+// - Gloo between local processes, as training meets it (each call after
+//   1 ms of computing; the mean, stalls included; smoothed to grow with
+//   size): one-way point-to-point times and all-reduce times on 2..N
+//   processes at several message sizes, kept as tables (Note [Measured
+//   links] in cost/comm.h), with α and β fitted for the formulas;
 // - the cores, and how a process slows when k single-threaded processes
 //   compute at once (recorded beside processor sharing's min(1, cores/k));
 // - the optimizer step's cost per tensor and per byte (fitted to Adam on a
