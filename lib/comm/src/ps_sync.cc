@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "ordered_sync.h"
+#include "trident/cost/comm.h"
 
 namespace trident::comm {
 namespace {
@@ -20,10 +21,11 @@ class PsSync final : public detail::OrderedSync {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       const auto& [name, t] = params_[i];
       const double bytes = static_cast<double>(t.numel() * t.element_size());
-      // Push: every other rank sends its gradient to the owner; pull: the
-      // owner sends the parameter back to each of them.
-      const bool mine = owner_[i] == group_.rank();
-      stats_.sent[name] = stats_.received[name] = n > 1 ? (mine ? (n - 1) * bytes : bytes) : 0;
+      // Push: a Gloo reduce to the owner; pull: the owner's broadcast. What
+      // this rank sends and receives in them, exactly (cost::ps_traffic).
+      const auto traffic = cost::ps_traffic(bytes, static_cast<int>(t.element_size()), n, owner_[i]);
+      stats_.sent[name] = traffic.sent[group_.rank()];
+      stats_.received[name] = traffic.received[group_.rank()];
     }
     install_grad_hooks();
   }

@@ -2,6 +2,7 @@
 #include "trident/cost/comm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "trident/base/text.h"
@@ -85,7 +86,57 @@ double priced_s(const std::string& op, const LinkSpec& link, double bytes, int r
 double p2p_s(const LinkSpec& link, double bytes) { return priced_s("p2p", link, bytes, 2); }
 
 double allreduce_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
-double ps_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
+double ps_bytes(double tensor_bytes, int ranks) {
+  if (ranks <= 1) return 0;
+  const auto t = ps_traffic(tensor_bytes, 4, ranks, 0);
+  double total = 0;
+  for (double b : t.sent) total += b;
+  return total / ranks;
+}
+
+// Mirrors gloo::reduce (gloo/reduce.cc): segment size, segment count and the
+// offsets each iteration sends, then the gather of chunks to the root.
+Traffic gloo_reduce_traffic(double bytes, int element_bytes, int ranks, int root) {
+  Traffic t{std::vector<double>(ranks, 0), std::vector<double>(ranks, 0)};
+  if (ranks <= 1 || bytes <= 0) return t;
+  using U = std::uint64_t;
+  const U total = static_cast<U>(bytes), elem = static_cast<U>(element_bytes), p = static_cast<U>(ranks);
+  auto round_up = [](U v, U m) { return (v + m - 1) / m * m; };
+  const U max_segment = elem * ((U{1} << 20) / elem);  // ReduceOptions::kMaxSegmentSize
+  const U segment = round_up(std::min((total + p * 2 - 1) / (p * 2), max_segment), elem);
+  const U segments = round_up(std::max((total + segment - 1) / segment, p * 2), p);
+  const U per_rank = segments / p, chunk = per_rank * segment;
+  auto length = [&](U offset, U most) { return offset >= total ? 0.0 : static_cast<double>(std::min(most, total - offset)); };
+  for (U r = 0; r < p; ++r) {
+    const int to = static_cast<int>((r + p - 1) % p);  // the ring sends to rank - 1
+    for (U i = 0; i + 2 < segments; ++i) {
+      const double n = length((((r + 1) * per_rank + i) * segment) % (segments * segment), segment);
+      t.sent[r] += n, t.received[to] += n;
+    }
+    if (static_cast<int>(r) == root) continue;
+    const double n = length(r * per_rank * segment, chunk);
+    t.sent[r] += n, t.received[root] += n;
+  }
+  return t;
+}
+
+// Mirrors gloo::broadcast: ranks are renumbered so the root is 0; in round
+// i every rank below 2^i (they hold the data) sends it to its number + 2^i.
+Traffic gloo_broadcast_traffic(double bytes, int ranks, int root) {
+  Traffic t{std::vector<double>(ranks, 0), std::vector<double>(ranks, 0)};
+  if (ranks <= 1 || bytes <= 0) return t;
+  for (int bit = 1; bit < ranks; bit <<= 1)
+    for (int v = 0; v < bit && v + bit < ranks; ++v)
+      t.sent[(v + root) % ranks] += bytes, t.received[(v + bit + root) % ranks] += bytes;
+  return t;
+}
+
+Traffic ps_traffic(double bytes, int element_bytes, int ranks, int owner) {
+  auto t = gloo_reduce_traffic(bytes, element_bytes, ranks, owner);
+  const auto b = gloo_broadcast_traffic(bytes, ranks, owner);
+  for (int r = 0; r < ranks; ++r) t.sent[r] += b.sent[r], t.received[r] += b.received[r];
+  return t;
+}
 double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std::int64_t element_bytes, int ranks) {
   return static_cast<double>(rows_per_rank) * (ranks - 1) * static_cast<double>(m + n) * element_bytes;
 }

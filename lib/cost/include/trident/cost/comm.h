@@ -50,7 +50,21 @@ const std::vector<std::string>& grad_sync_names();
 double p2p_s(const LinkSpec& link, double bytes);
 
 double allreduce_bytes(double tensor_bytes, int ranks);
+// The runtime's PS, on average over the ranks: ps_traffic's total / P.
 double ps_bytes(double tensor_bytes, int ranks);
+
+// What each rank sends and receives in Gloo's algorithms (the version
+// Debian's LibTorch ships), exactly, message headers aside: a reduce of
+// `bytes` (elements of `element_bytes`) to `root` — ring reduce-scatter in
+// segments, then each rank's chunk to the root — and a binomial-tree
+// broadcast from `root`. The PS pushes a tensor with the first and pulls it
+// with the second, its owner the root: together ps_traffic.
+struct Traffic {
+  std::vector<double> sent, received;  // by rank
+};
+Traffic gloo_reduce_traffic(double bytes, int element_bytes, int ranks, int root);
+Traffic gloo_broadcast_traffic(double bytes, int ranks, int root);
+Traffic ps_traffic(double bytes, int element_bytes, int ranks, int owner);
 double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std::int64_t element_bytes, int ranks);
 
 double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks);
