@@ -127,11 +127,86 @@ TEST(CommCost, ByteCountsFollowPoseidonsFormulas) {
   const double S = 4.0 * M * N;
   for (int P : {2, 3, 4, 16}) {
     EXPECT_DOUBLE_EQ(allreduce_bytes(S, P), 2 * S * (P - 1) / P);
-    EXPECT_DOUBLE_EQ(ps_bytes(S, P), 2 * S * (P - 1) / P);
-    // Send + receive = 2MN(P1+P2-2)/P2 floats for a colocated node (P1 = P2 = P).
-    EXPECT_DOUBLE_EQ(2 * ps_bytes(S, P), 4.0 * 2 * M * N * (2 * P - 2) / P);
+    // The runtime's one-owner PS (Gloo reduce + broadcast) moves more than
+    // Poseidon's sharded KV store, 2MN(P1+P2-2)/P2 floats sent + received
+    // per colocated node: ps_bytes is its average per rank.
+    const auto t = ps_traffic(S, 4, P, 1);
+    double sent = 0, received = 0;
+    for (int r = 0; r < P; ++r) sent += t.sent[r], received += t.received[r];
+    EXPECT_DOUBLE_EQ(sent, received);
+    EXPECT_NEAR(ps_bytes(S, P), sent / P, 1e-6 * S);
+    EXPECT_GT(ps_bytes(S, P), 2 * S * (P - 1) / P);
     // Send + receive = 2K(P-1)(M+N) floats.
     EXPECT_DOUBLE_EQ(2 * sfb_bytes(K, M, N, 4, P), 4.0 * 2 * K * (P - 1) * (M + N));
+  }
+}
+
+// Gloo's algorithms by hand (gloo/reduce.cc, gloo/broadcast.cc).
+TEST(CommCost, GlooTrafficByRank) {
+  const double S = 4 << 20;  // 4 MiB: 1 MiB segments, 2 per rank on 2 ranks
+  // Reduce to rank 0 on 2 ranks: each sends its 2 ring segments (2 MiB); rank 1
+  // then sends its reduced chunk (2 MiB) to the root.
+  auto r = gloo_reduce_traffic(S, 4, 2, 0);
+  EXPECT_EQ(r.sent, (std::vector<double>{S / 2, S}));
+  EXPECT_EQ(r.received, (std::vector<double>{S, S / 2}));
+  // Binomial tree from rank 1 on 4 ranks (virtual 0..3 = ranks 1, 2, 3, 0):
+  // virtual 0 sends to 1, then 0 to 2 and 1 to 3.
+  auto b = gloo_broadcast_traffic(S, 4, 1);
+  EXPECT_EQ(b.sent, (std::vector<double>{0, 2 * S, S, 0}));
+  EXPECT_EQ(b.received, (std::vector<double>{S, 0, S, S}));
+  // 3 ranks: the root sends twice, nobody forwards.
+  EXPECT_EQ(gloo_broadcast_traffic(S, 3, 0).sent, (std::vector<double>{2 * S, 0, 0}));
+  // An odd size: the last chunk is short, nothing is sent twice or lost.
+  const auto odd = gloo_reduce_traffic(4.0 * 1000003, 4, 3, 2);
+  EXPECT_DOUBLE_EQ(odd.sent[0] + odd.sent[1] + odd.sent[2], odd.received[0] + odd.received[1] + odd.received[2]);
+  EXPECT_EQ(ps_traffic(S, 4, 1, 0).sent, (std::vector<double>{0}));
+}
+
+// Note [Measured links] and `trident calibrate`'s file: tables, cores and
+// profiles survive the round trip and price what they cover.
+TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
+  auto c = load_cluster("cpu-local");
+  c.cores_per_node = 2;
+  c.intra_node.measured["p2p"][2] = {{1000, 1e-4}, {3000, 3e-4}};
+  c.intra_node.measured["allreduce"][2] = {{1000, 1e-3}, {2000, 2e-3}};
+  const auto g = zoo::build_graph({"mlp", "tiny"});
+  Profile p;
+  p.model = "mlp", p.preset = "tiny", p.rows = {1, 8};
+  for (const auto& op : g.ops())
+    if (!op.is_input()) p.ops[op.name] = {{1e-3, 2e-3}, {3e-3, 4e-3}};
+  c.profiles["mlp/tiny/1"] = std::make_shared<const Profile>(p);
+  auto p2 = p;
+  for (auto& [name, t] : p2.ops) t.forward_s = {5e-3, 6e-3};
+  c.profiles["mlp/tiny/2"] = std::make_shared<const Profile>(p2);
+  const auto again = parse_cluster(c.to_json().dump(), "cal.json");
+  EXPECT_EQ(again.cores_per_node, 2);
+  EXPECT_EQ(again.threads_per_process(1), 2);
+  EXPECT_EQ(again.threads_per_process(3), 1);
+  const auto& link = again.intra_node;
+  EXPECT_DOUBLE_EQ(p2p_s(link, 2000), 2e-4);                                  // between measured sizes
+  EXPECT_DOUBLE_EQ(p2p_s(link, 10), 1e-4);                                    // below: the smallest
+  EXPECT_DOUBLE_EQ(p2p_s(link, 3000 + link.bandwidth * 1e-3), 3e-4 + 1e-3);   // beyond: at the bandwidth
+  EXPECT_DOUBLE_EQ(allreduce_s(link, 1500, 2), 1.5e-3);
+  // 4 processes, measured on 2: scaled by the formula's ratio.
+  const double ratio = (6 * link.latency_s + 1500 * 1.5 / link.bandwidth) / (2 * link.latency_s + 1500 * 1.0 / link.bandwidth);
+  EXPECT_NEAR(allreduce_s(link, 1500, 4), 1.5e-3 * ratio, 1e-12);
+  // The profile at the thread count a run uses; the analytic model for others.
+  std::string source;
+  const auto& fc = g.op(g.id_of("fc0"));
+  EXPECT_DOUBLE_EQ(cost_model_for(again, g, "tiny", 1, &source).forward_s(fc, 1), 1e-3);
+  EXPECT_DOUBLE_EQ(cost_model_for(again, g, "tiny", 4, &source).forward_s(fc, 1), 5e-3);  // nearest below: 2
+  EXPECT_NE(source.find("mlp/tiny/2"), std::string::npos) << source;
+  cost_model_for(again, g, "paper", 1, &source);
+  EXPECT_EQ(source.rfind("analytic", 0), 0u) << source;
+  // A bad table is named.
+  auto doc = c.to_json();
+  doc["intra_node"]["measured"]["allreduce"]["2"] = {{2000, 1e-3}, {1000, 2e-3}};
+  try {
+    parse_cluster(doc.dump(), "cal.json");
+    FAIL() << "descending bytes accepted";
+  } catch (const ClusterError& e) {
+    EXPECT_NE(std::string(e.what()).find("intra_node.measured.allreduce.2 needs ascending bytes"), std::string::npos)
+        << e.what();
   }
 }
 
