@@ -20,8 +20,11 @@ int optimizer_states(const std::string& name) {
   throw plan::PlanError("--optimizer '" + name + "' is unknown; use adam, sgd (with momentum) or sgd-plain");
 }
 
+// The plan's own cost model (a profile it carries), --profile, else what the
+// cluster implies (its calibrated profiles, or its device's analytic model).
 cost::CostModel cost_model_for(const nlohmann::json& described, const std::string& profile_path,
-                               const cost::ClusterSpec& cluster, const graph::OpGraph& g) {
+                               const cost::ClusterSpec& cluster, const graph::OpGraph& g, const std::string& preset,
+                               int devices) {
   std::string path = profile_path;
   const bool profiled = described.is_object() && described.value("kind", "analytic") == "profiled";
   if (path.empty() && profiled && described.contains("data")) {
@@ -29,7 +32,7 @@ cost::CostModel cost_model_for(const nlohmann::json& described, const std::strin
     return cost::profiled_cost_model(cost::Profile::from_json(described["data"], origin), g, origin);
   }
   if (path.empty() && profiled) path = described.value("profile", "");
-  if (path.empty()) return cost::analytic_cost_model(cluster.device);
+  if (path.empty()) return cost::cost_model_for(cluster, g, preset, cluster.threads_per_process(devices));
   return cost::profiled_cost_model(cost::load_profile(path), g, path);
 }
 
@@ -86,8 +89,9 @@ int run_plan(const PlanArgs& a) {
       throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));
     r.device_memory_bytes = a.device_memory_gb * 1024 * 1024 * 1024;
   }
-  plan::Planner planner(g, cluster, cost_model_for({}, a.profile, cluster, g), r);
+  plan::Planner planner(g, cluster, cost_model_for({}, a.profile, cluster, g, a.preset, a.devices), r);
   auto p = planner.plan();
+  if (!cluster.note.empty()) std::cout << "cluster " << cluster.name << ": " << cluster.note << "\n";
   std::cout << plan::stage_table(planner, p) << "\n" << plan::sync_table(planner, p, a.sync_rows);
   if (!a.out.empty()) {
     write_file_atomic(a.out, p.to_json().dump(1) + "\n");
@@ -112,7 +116,7 @@ int run_simulate(const SimulateArgs& a) {
   r.optimizer_states = p.optimizer_states;
   const auto& names = schedule::schedule_names();
   r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
-  plan::Planner planner(g, cluster, cost_model_for(p.cost_model, "", cluster, g), r);
+  plan::Planner planner(g, cluster, cost_model_for(p.cost_model, "", cluster, g, p.preset, p.devices), r);
   const auto result = planner.predict(p);
   if (a.json) {
     nlohmann::json out = p.to_json()["predicted"];

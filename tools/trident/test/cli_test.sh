@@ -113,6 +113,26 @@ if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "samples/s"; then
 check profile-bad-rows 2 "must be ascending" -- profile --model mlp --micro-batches 4,2 --out "$work/p2.json"
 check plan-wrong-profile 2 "is not in it" -- plan --model mlp --devices 2 --mini-batch 8 --profile "$work/profile.json"
 
+# Calibration: `trident calibrate` measures this machine into its cache;
+# `--cluster auto` then plans with the measured op times and links.
+cache=$work/cache
+out=$(TRIDENT_CACHE_DIR=$cache "$bin" plan --model mlp --cluster auto --devices 2 --mini-batch 64 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "not calibrated"; then
+  echo "FAIL auto-uncalibrated: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+out=$(TRIDENT_CACHE_DIR=$cache "$bin" calibrate --models mlp --repeats 1 --max-processes 2 2>&1); rc=$?
+ok=$(python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert "mlp/tiny/1" in c["profiles"], "no mlp profile"
+assert c["intra_node"]["measured"]["allreduce"]["2"], "no all-reduce table"
+assert c["cores_per_node"] >= 1
+print("ok")' $cache/calibration-*.json 2>&1)
+if [ $rc -ne 0 ] || [ "$ok" != ok ]; then echo "FAIL calibrate: exit $rc: $ok: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+out=$(TRIDENT_CACHE_DIR=$cache "$bin" plan --model mlp --cluster auto --devices 2 --mini-batch 64 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "cluster auto: calibrated"; then
+  echo "FAIL auto-calibrated: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+check calibrate-bad-model 2 "nosuch" -- calibrate --models nosuch
+
 # Data parallel: 2 processes train to the same test accuracy as one.
 common=(--config "$cfg" --set train.steps=30 --set train.epochs=null --set train.threads=1 --set data.test_size=2000)
 "$bin" train "${common[@]}" --set runs_dir=$work/dp1 >/dev/null 2>&1
