@@ -104,19 +104,23 @@ int run_plan(const PlanArgs& a) {
   return 0;
 }
 
-int run_simulate(const SimulateArgs& a) {
-  auto p = plan::load_plan(a.plan);
-  const auto g = zoo::build_graph({p.model, p.preset});
+plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::string& origin) {
   plan::validate_plan(p, g);
   if (p.cluster.is_null())
-    throw plan::PlanError("plan " + a.plan + ": cluster is missing; add \"cluster\": {...} (see `trident plan --out`)");
-  const auto cluster = cost::parse_cluster(p.cluster.dump(), a.plan + " (cluster)");
+    throw plan::PlanError("plan " + origin + ": cluster is missing; add \"cluster\": {...} (see `trident plan --out`)");
+  const auto cluster = cost::parse_cluster(p.cluster.dump(), origin + " (cluster)");
   plan::PlanRequest r;
   r.model = p.model, r.preset = p.preset, r.devices = p.devices, r.mini_batch = p.mini_batch;
   r.optimizer_states = p.optimizer_states;
   const auto& names = schedule::schedule_names();
   r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
-  plan::Planner planner(g, cluster, cost_model_for(p.cost_model, "", cluster, g, p.preset, p.devices), r);
+  return plan::Planner(g, cluster, cost_model_for(p.cost_model, "", cluster, g, p.preset, p.devices), r);
+}
+
+int run_simulate(const SimulateArgs& a) {
+  auto p = plan::load_plan(a.plan);
+  const auto g = zoo::build_graph({p.model, p.preset});
+  const auto planner = planner_for(p, g, a.plan);
   const auto result = planner.predict(p);
   if (a.json) {
     nlohmann::json out = p.to_json()["predicted"];

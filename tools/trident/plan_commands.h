@@ -4,6 +4,8 @@
 // line and exits with the error's code.
 #pragma once
 
+#include "trident/plan/planner.h"
+
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -11,7 +13,7 @@
 namespace trident::cli {
 
 struct PlanArgs {
-  std::string model, preset = "tiny", cluster = "cpu-local", partitioner = "graphpipe", schedule;
+  std::string model, preset = "tiny", cluster = "auto", partitioner = "graphpipe", schedule;
   std::string grad_sync = "hybrid", optimizer = "adam", profile, out, dot;
   int devices = 1, mini_batch = 0, micro_batch = 0, max_replicas = 0;
   double device_memory_gb = 0;
@@ -28,5 +30,10 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args);
 
 int run_plan(const PlanArgs& args);
 int run_simulate(const SimulateArgs& args);
+
+// A planner for a written plan (checked against `g`, its model's graph) on
+// the cluster and cost model the plan records, to simulate it again.
+// `origin` names the plan in errors.
+plan::Planner planner_for(plan::Plan& plan, const graph::OpGraph& g, const std::string& origin);
 
 }  // namespace trident::cli

@@ -1,5 +1,8 @@
 #include "report_command.h"
 
+#include "plan_commands.h"
+#include "trident/zoo/zoo.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,9 +28,17 @@ int run_report(const std::string& run_dir) {
   write_file_atomic(run_dir + "/timeline.svg", timeline);
   write_file_atomic(run_dir + "/loss.svg", loss);
   std::vector<std::string> written = {"timeline.svg", "loss.svg"};
-  std::string stages_svg;
+  std::string stages_svg, simulated_svg;
   if (fs::exists(run_dir + "/plan.json")) {
-    const auto plan = plan::load_plan(run_dir + "/plan.json");
+    auto plan = plan::load_plan(run_dir + "/plan.json");
+    if (!plan.cluster.is_null()) {
+      const auto g = zoo::build_graph({plan.model, plan.preset});
+      auto simulated = plan;
+      const auto result = planner_for(simulated, g, run_dir + "/plan.json").predict(simulated);
+      simulated_svg = report::timeline_svg(report::simulated_trace(result, simulated), 1);
+      write_file_atomic(run_dir + "/timeline-simulated.svg", simulated_svg);
+      written.push_back("timeline-simulated.svg");
+    }
     write_file_atomic(run_dir + "/stages.dot", plan::to_dot(plan));
     written.push_back("stages.dot");
     const std::string cmd = "dot -Tsvg '" + run_dir + "/stages.dot' -o '" + run_dir + "/stages.svg' 2>/dev/null";
@@ -41,7 +52,7 @@ int run_report(const std::string& run_dir) {
       written.push_back("stages.svg");
     }
   }
-  write_file_atomic(run_dir + "/report.html", report::report_html(summary, timeline, loss, stages_svg));
+  write_file_atomic(run_dir + "/report.html", report::report_html(summary, timeline, loss, stages_svg, simulated_svg));
   written.push_back("report.html");
   std::cout << report::summary_text(summary) << "wrote";
   for (const auto& f : written) std::cout << " " << run_dir << "/" << f;

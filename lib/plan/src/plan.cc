@@ -1,5 +1,7 @@
 #include "trident/plan/plan.h"
 
+#include "trident/base/text.h"
+
 #include <functional>
 
 #include <algorithm>
@@ -117,6 +119,23 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
                    pr.value("depth", 0)};
   }
   p.search_seconds = doc.value("search_seconds", 0.0);
+  // Edges are derived (validate_plan rebuilds them); read them back so that
+  // a written plan can be drawn without its model.
+  if (doc.contains("edges") && doc["edges"].is_array()) {
+    try {
+      for (const auto& je : doc["edges"]) {
+        PlanEdge e;
+        e.from = je.at("from").get<int>(), e.to = je.at("to").get<int>();
+        for (const auto& jt : je.at("tensors"))
+          e.tensors.push_back({jt.at("op").get<std::string>(), jt.at("shape").get<std::vector<std::int64_t>>(),
+                               jt.at("dtype").get<std::string>()});
+        p.edges.push_back(std::move(e));
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw PlanError("plan " + origin + ": edges must be a list of {from, to, tensors: [{op, shape, dtype}]}: " +
+                      e.what());
+    }
+  }
   return p;
 }
 
@@ -302,9 +321,22 @@ std::string to_dot(const Plan& plan) {
     for (int d : st.devices) s << " " << d;
     s << "\\nmicro-batch " << st.micro_batch << ", in flight " << st.in_flight << "\"];\n";
   }
+  // Each edge: the tensors it carries and their bytes per micro-batch.
   for (const auto& e : plan.edges) {
+    const int rows = e.from >= 0 && e.from < static_cast<int>(plan.stages.size()) ? plan.stages[e.from].micro_batch : 1;
     s << "  s" << e.from << " -> s" << e.to << " [label=\"";
-    for (std::size_t i = 0; i < e.tensors.size(); ++i) s << (i ? "\\n" : "") << e.tensors[i].op;
+    double total = 0;
+    for (std::size_t i = 0; i < e.tensors.size(); ++i) {
+      const auto& t = e.tensors[i];
+      double bytes = static_cast<double>(graph::element_bytes(graph::dtype_from_string(t.dtype))) * rows;
+      for (auto d : t.shape) bytes *= static_cast<double>(d);
+      total += bytes;
+      s << (i ? "\\n" : "") << t.op << " [";
+      for (std::size_t k = 0; k < t.shape.size(); ++k) s << (k ? "," : "") << t.shape[k];
+      s << "] " << human_bytes(bytes);
+    }
+    if (e.tensors.size() > 1) s << "\\n" << human_bytes(total) << " per micro-batch";
+    else s << " per micro-batch";
     s << "\"];\n";
   }
   s << "}\n";

@@ -176,8 +176,17 @@ TEST(Plan, JsonRoundTripAndResimulationAgree) {
   EXPECT_NEAR(back.predicted.iteration_s, plan.predicted.iteration_s, 1e-12);
   EXPECT_EQ(back.stages.size(), plan.stages.size());
   EXPECT_EQ(back.edges.size(), plan.edges.size());
-  const auto dot = to_dot(plan);
-  EXPECT_NE(dot.find("s0 -> s"), std::string::npos) << dot;
+  // A plan read back, unvalidated (as `trident report` reads a run's), keeps
+  // its edges: the stage graph draws them with their tensors and bytes.
+  const auto read = Plan::from_json(nlohmann::json::parse(plan.to_json().dump()), "mem");
+  ASSERT_EQ(read.edges.size(), plan.edges.size());
+  ASSERT_FALSE(read.edges.empty());
+  EXPECT_EQ(read.edges[0].tensors.size(), plan.edges[0].tensors.size());
+  const auto dot = to_dot(read);
+  EXPECT_NE(dot.find("s" + std::to_string(plan.edges[0].from) + " -> s" + std::to_string(plan.edges[0].to)),
+            std::string::npos) << dot;
+  EXPECT_NE(dot.find(plan.edges[0].tensors[0].op + " ["), std::string::npos) << dot;
+  EXPECT_NE(dot.find("per micro-batch"), std::string::npos) << dot;
   const auto table = stage_table(p, plan);
   EXPECT_NE(table.find("samples/s"), std::string::npos);
 }

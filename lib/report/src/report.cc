@@ -245,12 +245,41 @@ std::string loss_svg(const std::vector<nlohmann::json>& metrics) {
   return o.str();
 }
 
+nlohmann::json simulated_trace(const schedule::SimResult& r, const plan::Plan& plan) {
+  auto events = nlohmann::json::array();
+  for (const auto& st : plan.stages) {
+    if (st.devices.empty()) continue;
+    std::string ranks;
+    for (int d : st.devices) ranks += (ranks.empty() ? "" : ",") + std::to_string(d);
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", st.devices.front()},
+                      {"args", {{"name", "stage " + std::to_string(st.id) + " (rank " + ranks + ")"}}}});
+  }
+  for (const auto& e : r.events) {
+    if (e.stage < 0 || e.stage >= static_cast<int>(plan.stages.size()) || plan.stages[e.stage].devices.empty()) continue;
+    using Lane = schedule::SimEvent::Lane;
+    const char* cat = e.lane == Lane::kSync   ? "sync"
+                      : e.lane == Lane::kSend ? "send"
+                      : e.name == "optimizer" ? "optimizer"
+                      : e.name.rfind("F", 0) == 0 ? "forward"
+                                                  : "backward";
+    events.push_back({{"name", e.name}, {"cat", cat}, {"ph", "X"}, {"pid", plan.stages[e.stage].devices.front()},
+                      {"tid", e.lane == Lane::kCompute ? 0 : 1}, {"ts", e.start * 1e6},
+                      {"dur", (e.end - e.start) * 1e6}});
+  }
+  events.push_back({{"name", "iteration"}, {"cat", "step"}, {"ph", "X"}, {"pid", 0}, {"tid", 1}, {"ts", 0.0},
+                    {"dur", r.iteration_s * 1e6}});
+  return {{"traceEvents", events}};
+}
+
 std::string report_html(const Summary& s, const std::string& timeline, const std::string& loss,
-                        const std::string& stages_svg) {
+                        const std::string& stages_svg, const std::string& simulated_timeline) {
   std::ostringstream o;
   o << "<!doctype html><html><head><meta charset='utf-8'><title>trident report</title></head>"
     << "<body style='font-family:sans-serif'>\n<h1>trident run report</h1>\n<pre>" << escape(summary_text(s))
-    << "</pre>\n<h2>Pipeline timeline</h2>\n" << timeline << "<h2>Loss and accuracy</h2>\n" << loss;
+    << "</pre>\n<h2>Pipeline timeline (measured)</h2>\n" << timeline;
+  if (!simulated_timeline.empty())
+    o << "<h2>Pipeline timeline (simulated: one iteration as the planner predicted it)</h2>\n" << simulated_timeline;
+  o << "<h2>Loss and accuracy</h2>\n" << loss;
   if (!stages_svg.empty()) o << "<h2>Stage graph</h2>\n" << stages_svg;
   o << "</body></html>\n";
   return o.str();

@@ -74,6 +74,31 @@ TEST(Report, TimelineHasOneRowPerRankAndASpanPerEvent) {
   EXPECT_NE(svg.find("#e15759"), std::string::npos) << "a wait is drawn";
 }
 
+// The simulated iteration drawn like the measured one: each stage on its
+// first rank's row, every simulated span one rectangle.
+TEST(Report, SimulatedTimelineDrawsEveryStageAndSpan) {
+  plan::Plan p;
+  p.stages.resize(2);
+  p.stages[0].id = 0, p.stages[0].devices = {0};
+  p.stages[1].id = 1, p.stages[1].devices = {1, 2};
+  schedule::SimResult r;
+  r.iteration_s = 0.010;
+  using Lane = schedule::SimEvent::Lane;
+  r.events = {{0, Lane::kCompute, "F0", 0, 0, 0.002}, {0, Lane::kSend, "send F0 -> s1", 0, 0.002, 0.003},
+              {1, Lane::kCompute, "F0", 0, 0.003, 0.005}, {1, Lane::kCompute, "B0", 0, 0.005, 0.007},
+              {1, Lane::kSync, "sync w", -1, 0.007, 0.008}, {1, Lane::kCompute, "optimizer", -1, 0.008, 0.009},
+              {0, Lane::kCompute, "B0", 0, 0.007, 0.010}};
+  const auto trace = simulated_trace(r, p);
+  const auto s = summarize(trace, {});
+  EXPECT_NEAR(s.iteration_s, 0.010, 1e-12);
+  const auto svg = timeline_svg(trace, 1);
+  EXPECT_NE(svg.find("stage 1 (rank 1,2)"), std::string::npos) << svg;
+  std::size_t rects = 0;
+  for (auto q = svg.find("<rect"); q != std::string::npos; q = svg.find("<rect", q + 1)) ++rects;
+  EXPECT_EQ(rects, 2u + 7u);  // rows of ranks 0 and 1, and the spans
+  EXPECT_NE(svg.find("#f28e2b"), std::string::npos) << "the sync is drawn";
+}
+
 TEST(Report, LossCurveAndErrors) {
   const auto svg = loss_svg({{{"step", 10}, {"loss", 2.0}}, {{"step", 20}, {"loss", 1.0}}, {{"step", 20}, {"test_accuracy", 0.5}}});
   EXPECT_NE(svg.find("<polyline"), std::string::npos);

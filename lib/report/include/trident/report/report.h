@@ -24,6 +24,8 @@
 #include <nlohmann/json.hpp>
 
 #include "trident/base/error.h"
+#include "trident/plan/plan.h"
+#include "trident/schedule/simulator.h"
 
 namespace trident::report {
 
@@ -60,10 +62,15 @@ std::string summary_text(const Summary& s);
 std::string timeline_svg(const nlohmann::json& trace, int steps = 2);
 // Training loss per logged window and test accuracy per evaluation.
 std::string loss_svg(const std::vector<nlohmann::json>& metrics);
-// A page with the summary, the timeline, the loss curve and the stage graph
-// (`stages_svg` may be empty).
+// The simulator's iteration in the trace format `trident train` writes, for
+// timeline_svg beside the measured one: each stage on the row of its first
+// device's rank, sends and gradient sync on the second lane, the iteration
+// as one step.
+nlohmann::json simulated_trace(const schedule::SimResult& result, const plan::Plan& plan);
+// A page with the summary, the measured and (if given) simulated timelines,
+// the loss curve and the stage graph (`stages_svg` may be empty).
 std::string report_html(const Summary& s, const std::string& timeline, const std::string& loss,
-                        const std::string& stages_svg);
+                        const std::string& stages_svg, const std::string& simulated_timeline = "");
 
 // Readers; throw ReportError naming the path.
 nlohmann::json read_json(const std::string& path);
