@@ -17,9 +17,10 @@ int main(int argc, char** argv) {
   const int per_device = argc > 2 ? std::atoi(argv[2]) : 16;
   const auto cluster = cost::load_cluster(cluster_name);
   const auto cost = cost::analytic_cost_model(cluster.device);
-  std::printf("| model | devices | mini-batch | graphpipe samples/s (depth, b) | pipedream samples/s (depth, b) | "
-              "dp samples/s (b) | GPP/SPP | GPP/DP | graphpipe search s | pipedream search s |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| model | devices | mini-batch | graphpipe samples/s (depth, b, space) | graphpipe best: series-parallel "
+              "/ sequential space | pipedream samples/s (depth, b) | dp samples/s (b) | GPP/SPP | GPP/DP | graphpipe "
+              "search s | pipedream search s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const char* model : {"mmt", "dlrm", "candle_uno", "transformer"}) {
     const auto graph = zoo::build_graph({model, "paper"});
     for (int devices : {4, 8, 16, 32}) {
@@ -33,7 +34,11 @@ int main(int argc, char** argv) {
         try {
           plans[i] = plan::Planner(graph, cluster, cost, r).plan();
           char buf[96];
-          if (i < 2) {
+          if (i == 0) {
+            std::snprintf(buf, sizeof buf, "%.1f (%d, %d, %s)", plans[i].predicted.samples_per_s,
+                          plans[i].predicted.depth, plans[i].stages[0].micro_batch,
+                          plans[i].space == "series-parallel" ? "SP" : "seq");
+          } else if (i == 1) {
             std::snprintf(buf, sizeof buf, "%.1f (%d, %d)", plans[i].predicted.samples_per_s,
                           plans[i].predicted.depth, plans[i].stages[0].micro_batch);
           } else {
@@ -50,9 +55,17 @@ int main(int argc, char** argv) {
         std::snprintf(buf, sizeof buf, x > 0 && y > 0 ? "%.2f" : "-", x / y);
         return std::string(buf);
       };
-      std::printf("| %s | %d | %d | %s | %s | %s | %s | %s | %.3f | %.3f |\n", model, devices, r.mini_batch,
-                  cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), ratio(0, 1).c_str(), ratio(0, 2).c_str(),
-                  plans[0].search_seconds, plans[1].search_seconds);
+      auto space = [&](const char* name) {
+        const auto it = plans[0].space_best.find(name);
+        char buf[32];
+        std::snprintf(buf, sizeof buf, it == plans[0].space_best.end() ? "-" : "%.1f",
+                      it == plans[0].space_best.end() ? 0.0 : it->second.samples_per_s);
+        return std::string(buf);
+      };
+      const auto spaces = space("series-parallel") + " / " + space("sequential");
+      std::printf("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %.3f | %.3f |\n", model, devices, r.mini_batch,
+                  cells[0].c_str(), spaces.c_str(), cells[1].c_str(), cells[2].c_str(), ratio(0, 1).c_str(),
+                  ratio(0, 2).c_str(), plans[0].search_seconds, plans[1].search_seconds);
       std::fflush(stdout);
     }
   }

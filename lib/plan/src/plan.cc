@@ -54,6 +54,9 @@ nlohmann::json Plan::to_json() const {
                        {"bubble_fraction", predicted.bubble_fraction},
                        {"depth", predicted.depth}}},
                      {"search_seconds", search_seconds}};
+  if (!space.empty()) doc["space"] = space;
+  for (const auto& [name, pr] : space_best)
+    doc["space_best"][name] = {{"iteration_s", pr.iteration_s}, {"samples_per_s", pr.samples_per_s}};
   for (const auto& s : stages) {
     doc["stages"].push_back({{"id", s.id},
                              {"ops", s.ops},
@@ -119,6 +122,10 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
                    pr.value("depth", 0)};
   }
   p.search_seconds = doc.value("search_seconds", 0.0);
+  p.space = doc.value("space", "");
+  if (doc.contains("space_best") && doc["space_best"].is_object())
+    for (const auto& [name, pr] : doc["space_best"].items())
+      p.space_best[name] = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), 0, 0};
   // Edges are derived (validate_plan rebuilds them); read them back so that
   // a written plan can be drawn without its model.
   if (doc.contains("edges") && doc["edges"].is_array()) {

@@ -281,23 +281,40 @@ Plan Planner::plan() const {
   // Large micro-batches first: they run most efficiently, so a good plan is
   // found early and bounds the search at smaller ones.
   std::reverse(micro_batches.begin(), micro_batches.end());
+  // Note [Search spaces], reported: the best plan of each space, each space
+  // bounded by its own best so that both answers are exact.
+  const std::vector<std::string> space_names = spaces.size() == 2 ? std::vector<std::string>{"series-parallel", "sequential"}
+                                               : request_.partitioner == "graphpipe" ? std::vector<std::string>{"series-parallel"}
+                                                                                     : std::vector<std::string>{"sequential"};
+  std::vector<std::optional<Plan>> best_in(spaces.size());
   for (int b : micro_batches) {
     std::vector<std::vector<StageChoice>> options;
+    std::vector<int> space_of;  // of each option
     if (request_.partitioner == "dp") {
       int d = 1;
       while (d * 2 <= request_.devices && b % (d * 2) == 0) d *= 2;
       std::vector<graph::OpId> all(graph_.size());
       for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
       options.push_back({{all, d}});
+      space_of.push_back(-1);
     } else {
-      for (const auto& sp : spaces) {
-        const double bound = best ? best->predicted.iteration_s : std::numeric_limits<double>::infinity();
-        for (auto& c : candidates(sp, b, bound)) options.push_back(std::move(c.stages));
+      for (std::size_t i = 0; i < spaces.size(); ++i) {
+        const double bound = best_in[i] ? best_in[i]->predicted.iteration_s : std::numeric_limits<double>::infinity();
+        for (auto& c : candidates(spaces[i], b, bound)) {
+          options.push_back(std::move(c.stages));
+          space_of.push_back(static_cast<int>(i));
+        }
       }
     }
-    for (const auto& stages : options) {
+    for (std::size_t k = 0; k < options.size(); ++k) {
+      const auto& stages = options[k];
       try {
         Plan p = assemble(stages, b, request_.partitioner);
+        if (space_of[k] >= 0) {
+          p.space = space_names[space_of[k]];
+          auto& mine = best_in[space_of[k]];
+          if (!mine || p.predicted.samples_per_s > mine->predicted.samples_per_s) mine = p;
+        }
         if (!best || p.predicted.samples_per_s > best->predicted.samples_per_s) best = std::move(p);
       } catch (const PlanError& e) {
         // A candidate that breaks an invariant is a bug in the search: never
@@ -308,6 +325,8 @@ Plan Planner::plan() const {
     }
   }
   if (!best) no_plan(reasons, micro_batches.front());
+  for (std::size_t i = 0; i < spaces.size(); ++i)
+    if (best_in[i]) best->space_best[space_names[i]] = best_in[i]->predicted;
   best->search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return *best;
 }

@@ -37,7 +37,14 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
     << plan.stages[0].micro_batch << "; " << plan.stages.size() << " stages, depth " << p.depth
     << "; search " << fmt("%.3f", plan.search_seconds) << " s\n"
     << "predicted: " << fmt("%.1f", p.samples_per_s) << " samples/s, iteration " << fmt("%.2f", p.iteration_s * 1e3)
-    << " ms, bubble " << fmt("%.1f", 100 * p.bubble_fraction) << "%\n\n";
+    << " ms, bubble " << fmt("%.1f", 100 * p.bubble_fraction) << "%\n";
+  if (plan.space_best.size() > 1) {
+    s << "search spaces:";
+    for (const auto& [name, best] : plan.space_best)
+      s << " " << name << " best " << fmt("%.1f", best.samples_per_s) << " samples/s;";
+    s << " chosen from " << plan.space << "\n";
+  }
+  s << "\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-5s %-44s %-8s %5s %6s %10s %11s %19s %10s %10s\n", "stage", "ops", "devices",
                 "rows", "flight", "params", "activations", "memory/device", "F+B ms", "ms/sample");

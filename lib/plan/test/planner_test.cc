@@ -66,6 +66,25 @@ TEST(Planner, GraphPipeRunsBranchesSideBySideAndBeatsTheSequentialBaseline) {
   EXPECT_LE(gpp.search_seconds, wall);
 }
 
+// Note [Search spaces], reported: graphpipe says the best of each space it
+// searched and which one its plan came from; the plan is the better of the two.
+TEST(Planner, GraphPipeReportsTheBestOfEachSearchSpace) {
+  const auto& g = model("mmt", "paper");
+  const auto p = planner(g, "summit-v100", 32, 512, "graphpipe").plan();
+  ASSERT_EQ(p.space_best.size(), 2u);
+  const auto& sp = p.space_best.at("series-parallel");
+  const auto& seq = p.space_best.at("sequential");
+  EXPECT_DOUBLE_EQ(p.predicted.samples_per_s, std::max(sp.samples_per_s, seq.samples_per_s));
+  EXPECT_DOUBLE_EQ(p.space_best.at(p.space).samples_per_s, p.predicted.samples_per_s);
+  const auto back = Plan::from_json(nlohmann::json::parse(p.to_json().dump()), "mem");
+  EXPECT_EQ(back.space, p.space);
+  EXPECT_DOUBLE_EQ(back.space_best.at("sequential").samples_per_s, seq.samples_per_s);
+  // pipedream searches the sequential space alone.
+  const auto pd = planner(g, "summit-v100", 32, 512, "pipedream").plan();
+  EXPECT_EQ(pd.space, "sequential");
+  EXPECT_EQ(pd.space_best.size(), 1u);
+}
+
 TEST(Planner, OnAChainGraphPipeAndPipeDreamPredictTheSameThroughput) {
   for (const char* name : {"mlp", "transformer", "cnn"}) {
     const auto& g = model(name, "paper");

@@ -69,6 +69,11 @@ struct Plan {
   std::map<std::string, std::string> grad_sync;  // parameter -> allreduce | ps | sfb
   Prediction predicted;
   double search_seconds = 0;
+  // Which search space the plan came from ("series-parallel", "sequential";
+  // empty when not searched), and the best plan's predictions in each space
+  // searched (Note [Search spaces] in planner.cc).
+  std::string space;
+  std::map<std::string, Prediction> space_best;
 
   int micro_batches() const;  // mini_batch / micro_batch
   nlohmann::json to_json() const;
