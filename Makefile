@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh Debian 12 machine:
-#   make demo   installs what is missing, builds Release, trains the branchy CNN
-#               as a graph pipeline on 5 processes and writes its report
+#   make demo   installs what is missing, builds Release, measures this machine
+#               once (trident calibrate), trains the branchy CNN as a graph
+#               pipeline on 5 processes and writes its report
 #   make test   installs what is missing, builds, runs every test
 BUILD ?= build
 JOBS ?= 2
@@ -21,6 +22,7 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
 
 demo: build
+	@$(BUILD)/tools/trident/trident calibrate --if-missing
 	@$(BUILD)/tools/trident/trident train --config examples/fmnist-inception.yaml
 	@$(BUILD)/tools/trident/trident report runs/fmnist-inception
 

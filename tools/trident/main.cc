@@ -219,11 +219,17 @@ int run_profile(const ProfileArgs& a) {
 struct CalibrateArgs {
   std::string out, models, worker;
   int repeats = 3, max_processes = 0;
+  bool if_missing = false;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
   if (!a.worker.empty()) {
     runtime::calibration_worker(a.worker, a.out, a.repeats);
+    return 0;
+  }
+  if (a.if_missing && std::filesystem::exists(a.out.empty() ? cost::calibration_path() : a.out)) {
+    std::cout << "calibrate: this machine is calibrated (" << (a.out.empty() ? cost::calibration_path() : a.out)
+              << "); run `trident calibrate` to measure it again\n";
     return 0;
   }
   runtime::CalibrateOptions o;
@@ -288,6 +294,7 @@ int main(int argc, char** argv) {
   calibrate_cmd->add_option("--models", calibrate_args.models, "models to profile, e.g. mlp,inception/tiny (default: every zoo model, tiny)");
   calibrate_cmd->add_option("--repeats", calibrate_args.repeats, "runs per measurement (the median is kept)");
   calibrate_cmd->add_option("--max-processes", calibrate_args.max_processes, "all-reduce measured on 2..N processes (default: cores + 2, at least 5, at most 8)");
+  calibrate_cmd->add_flag("--if-missing", calibrate_args.if_missing, "do nothing when this machine is already calibrated");
   calibrate_cmd->add_option("--worker", calibrate_args.worker, "internal: one worker of a measurement")->group("");
 
   std::string report_dir;

@@ -528,7 +528,8 @@ std::pair<std::int64_t, std::int64_t> StageExecutor::ClockBackend::act(Exchange&
 
 // After the last backward the stage's modelled gradient-sync tasks run one
 // after another, each from its ready point in that backward; the replicas
-// wait until the last ends, then meet in a one-element all-reduce.
+// wait until the last ends, then meet in a one-element all-reduce; then the
+// modelled optimizer step.
 void StageExecutor::ClockBackend::finish(Pass& p) {
   const auto [b_start, b_end] = last_backward_;
   std::int64_t chain = 0, finish = b_end;
@@ -555,6 +556,12 @@ void StageExecutor::ClockBackend::finish(Pass& p) {
     }
   }
   if (p.trace) p.trace->add_wait("wait for sync", t0, now_us());
+  // Then the modelled optimizer step, as the simulator has it.
+  if (const double opt = emulation_.costs.stages[s_.stage_].optimizer_s; opt > 0) {
+    const auto t1 = now_us();
+    std::this_thread::sleep_for(std::chrono::microseconds(scaled_us(opt)));
+    if (p.trace) p.trace->add("optimizer", "optimizer", kComputeLane, t1, now_us());
+  }
 }
 
 std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
