@@ -3,11 +3,14 @@
 // fixed random global batch, backward with gradient sync (WFBP), optimizer
 // step. Rank 0 prints one JSON line.
 //   RANK=r WORLD_SIZE=n MASTER_ADDR=... MASTER_PORT=... bench_dp MODEL GLOBAL_BATCH THREADS STEPS SYNC [WFBP]
-// SYNC: allreduce | ps | sfb | hybrid-by-method-name is not needed here.
+// SYNC: allreduce | ps | sfb (Linear weights; the rest all-reduce) | hybrid (HybComm on this machine's
+// calibration; the JSON line says what it chose for the largest weight).
 #include <chrono>
 #include <iostream>
 
 #include "trident/comm/grad_sync.h"
+#include "trident/cost/cluster.h"
+#include "trident/cost/comm.h"
 #include "trident/nn/executor.h"
 #include "trident/runtime/optimizer.h"
 #include "trident/runtime/process.h"
@@ -51,6 +54,21 @@ int main(int argc, char** argv) {
                                                           p.name.substr(p.name.size() - 7) == ".weight" ? "sfb" : "allreduce";
     sync = comm::make_hybrid_sync(group, params, g, m);
   }
+  std::string choice;  // hybrid: what HybComm chose for the largest weight
+  if (method == "hybrid") {
+    // Poseidon's HybComm on this machine's calibration (parallel.cluster: auto).
+    const auto cluster = cost::load_cluster("auto");
+    std::map<std::string, std::string> m;
+    double largest = 0;
+    for (const auto& op : g.ops())
+      for (const auto& p : op.params) {
+        const auto c = cost::choose_sync(op, p, batch / world.world_size, world.world_size, cluster.intra_node,
+                                         cluster.device, 25 << 20);
+        m[p.name] = cost::to_string(c.method);
+        if (static_cast<double>(p.bytes()) > largest) largest = static_cast<double>(p.bytes()), choice = m[p.name];
+      }
+    sync = comm::make_hybrid_sync(group, params, g, m);
+  }
   if (!sync) {
     std::cerr << "bench_dp: unknown sync " << method << "\n";
     return 2;
@@ -82,5 +100,6 @@ int main(int argc, char** argv) {
     std::cout << "{\"system\": \"trident\", \"model\": \"" << model << "\", \"sync\": \"" << sync->name()
               << "\", \"ranks\": " << world.world_size << ", \"batch\": " << batch << ", \"threads\": " << threads
               << ", \"steps_per_s\": " << steps / s << ", \"iteration_ms\": " << 1e3 * s / steps
-              << ", \"bytes_sent\": " << bytes << ", \"exposed_ms\": " << 1e3 * exposed / steps << "}\n";
+              << ", \"bytes_sent\": " << bytes << ", \"exposed_ms\": " << 1e3 * exposed / steps
+              << ", \"choice\": \"" << choice << "\"}\n";
 }

@@ -191,14 +191,16 @@ SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamS
 }
 
 SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::int64_t samples_per_rank, int ranks,
-                       const LinkSpec& link, const DeviceSpec& device) {
+                       const LinkSpec& link, const DeviceSpec& device, double bucket_bytes) {
   auto best = sync_cost(SyncMethod::kAllReduce, op, param, samples_per_rank, ranks, link, device);
   if (ranks <= 1) return best;
+  const double bytes = static_cast<double>(param.bytes());
+  double best_s = bucket_bytes > 0 && bytes <= bucket_bytes ? best.bytes / link.bandwidth : best.seconds;
   auto ps = sync_cost(SyncMethod::kPs, op, param, samples_per_rank, ranks, link, device);
-  if (ps.seconds < best.seconds) best = ps;
+  if (ps.seconds < best_s) best = ps, best_s = ps.seconds;
   if (sfb_shape(op, param)) {
     auto sfb = sync_cost(SyncMethod::kSfb, op, param, samples_per_rank, ranks, link, device);
-    if (sfb.seconds < best.seconds) best = sfb;
+    if (sfb.seconds < best_s) best = sfb;
   }
   return best;
 }

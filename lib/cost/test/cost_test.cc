@@ -222,6 +222,11 @@ TEST(CommCost, HybCommPicksSfbExactlyBelowTheBreakEven) {
   EXPECT_EQ(choose_sync(op, w, 32, 31, link, fast).method, SyncMethod::kSfb);   // 992
   EXPECT_NE(choose_sync(op, w, 32, 33, link, fast).method, SyncMethod::kSfb);   // 1056
   EXPECT_EQ(choose_sync(op, op.params[1], 32, 16, link, fast).method, SyncMethod::kAllReduce);  // bias: no SFB
+  // Note [Gradient buckets]: a small tensor that would go to PS on its own
+  // (all-reduce pays 2(P-1) latencies) joins an all-reduce bucket instead.
+  const LinkSpec slow{1e-3, 1e9};
+  EXPECT_EQ(choose_sync(op, op.params[1], 32, 16, slow, fast).method, SyncMethod::kPs);
+  EXPECT_EQ(choose_sync(op, op.params[1], 32, 16, slow, fast, 25 << 20).method, SyncMethod::kAllReduce);
   // With latency, PS's two rounds beat a ring's 2(P-1) steps on a small tensor.
   EXPECT_EQ(choose_sync(op, op.params[1], 32, 8, LinkSpec{1e-5, 1e9}, fast).method, SyncMethod::kPs);
   EXPECT_EQ(choose_sync(op, w, 32, 1, link, fast).seconds, 0);

@@ -9,7 +9,8 @@ cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const gra
   const auto& rule = planner.request().grad_sync;
   const std::int64_t samples = planner.request().mini_batch / replicas;
   const auto& device = planner.cluster().device;
-  if (rule == "hybrid") return cost::choose_sync(op, param, samples, replicas, link, device);
+  if (rule == "hybrid")
+    return cost::choose_sync(op, param, samples, replicas, link, device, planner.request().bucket_bytes);
   auto method = cost::sync_method_from_string(rule);
   if (method == cost::SyncMethod::kSfb && !cost::sfb_shape(op, param)) method = cost::SyncMethod::kAllReduce;
   return cost::sync_cost(method, op, param, samples, replicas, link, device);

@@ -93,7 +93,12 @@ SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamS
 // HybComm: the cheapest of all-reduce, PS and (Linear weights only) SFB for
 // one parameter synced by `ranks` replicas, each holding `samples_per_rank`
 // samples per iteration. Ties go to all-reduce, then PS. ranks == 1: no sync.
+// With `bucket_bytes` > 0 all-reduced gradients travel in buckets of that
+// size (Note [Gradient buckets]): a tensor that fits one joins it and pays
+// only its bytes at the link's bandwidth, not another call's latency, so
+// all-reduce is weighed at that marginal cost (the returned choice keeps
+// the tensor's own all-reduce time).
 SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::int64_t samples_per_rank, int ranks,
-                       const LinkSpec& link, const DeviceSpec& device);
+                       const LinkSpec& link, const DeviceSpec& device, double bucket_bytes = 0);
 
 }  // namespace trident::cost
