@@ -83,6 +83,7 @@ Worker start_worker(const LaunchOptions& o, int r, int port) {
     setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
     setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
     setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);  // Note [CPU process settings]; the user's own setting wins
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
     std::vector<char*> argv{const_cast<char*>("trident")};

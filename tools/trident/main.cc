@@ -257,7 +257,11 @@ int run_calibrate(const CalibrateArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  runtime::passive_openmp_wait(argv);  // Note [CPU process settings]
+  // Note [CPU process settings]: only the commands that compute pay the
+  // re-execution (a second load of LibTorch, ~0.6 s); `launch` passes the
+  // policy to its workers.
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command == "train" || command == "profile" || command == "calibrate") runtime::passive_openmp_wait(argv);
   CLI::App app{"trident: plan and train multi-branch DNNs (graph pipelines + Poseidon data parallelism)", "trident"};
   app.require_subcommand(1);
 

@@ -19,8 +19,9 @@
 //   (libgomp's default active wait) while OpenBLAS's own threads compute: at
 //   2 threads on 2 cores the mlp step took 6.6-8.9 ms against 2.4-3.1 ms with
 //   OMP_WAIT_POLICY=PASSIVE (1 thread: no change). libgomp reads the policy
-//   only when it loads, so the trident binary re-executes itself once with
-//   it set, unless the user set OMP_WAIT_POLICY.
+//   only when it loads, so `trident train`, `profile` and `calibrate`
+//   re-execute themselves once with it set (unless the user set
+//   OMP_WAIT_POLICY), and `trident launch` sets it for its workers.
 #pragma once
 
 #include <string>
