@@ -284,7 +284,7 @@ struct Calibration {
     auto models = o.models;
     if (models.empty())
       for (const auto& name : zoo::model_names()) models.push_back({name, "tiny"});
-    Progress bar(out, Progress::is_terminal(out));
+    Progress bar(out, Progress::is_terminal(out), "profile");
     const auto total = static_cast<std::int64_t>(models.size() * threads.size());
     std::int64_t done = 0;
     const auto t0 = Clock::now();
@@ -296,7 +296,7 @@ struct Calibration {
             std::make_shared<const cost::Profile>(profile_model(m, po));
         ++done;
         bar.update(done, total, done / std::max(1e-9, since(t0)),
-                   "profiled " + m.name + "/" + m.preset + " at " + std::to_string(t) + " thread(s)", true);
+                   m.name + "/" + m.preset + " at " + std::to_string(t) + (t == 1 ? " thread" : " threads"), true);
       }
     bar.finish();
     configure_process(1);

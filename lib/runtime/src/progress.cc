@@ -30,9 +30,10 @@ void Progress::update(std::int64_t step, std::int64_t total, double steps_per_s,
                       bool log_line) {
   const double eta = steps_per_s > 0 ? static_cast<double>(total - step) / steps_per_s : -1;
   char head[64];
-  std::snprintf(head, sizeof head, "step %lld/%lld", static_cast<long long>(step), static_cast<long long>(total));
+  std::snprintf(head, sizeof head, "%s %lld/%lld", unit_.c_str(), static_cast<long long>(step),
+                static_cast<long long>(total));
   const std::string tail = status + " | " + (steps_per_s > 0 ? std::to_string(steps_per_s).substr(0, 5) : "?") +
-                           " steps/s | ETA " + duration(eta);
+                           " " + unit_ + "s/s | ETA " + duration(eta);
   if (terminal_) {
     constexpr int kWidth = 24;
     const int filled = total > 0 ? static_cast<int>(kWidth * step / total) : 0;

@@ -131,6 +131,9 @@ if [ $rc -ne 0 ] || [ "$ok" != ok ]; then echo "FAIL calibrate: exit $rc: $ok: $
 out=$(TRIDENT_CACHE_DIR=$cache "$bin" plan --model mlp --cluster auto --devices 2 --mini-batch 64 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "cluster auto: calibrated"; then
   echo "FAIL auto-calibrated: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+out=$(TRIDENT_CACHE_DIR=$cache "$bin" calibrate --if-missing 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "this machine is calibrated"; then
+  echo "FAIL calibrate-if-missing: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 check calibrate-bad-model 2 "nosuch" -- calibrate --models nosuch
 
 # Data parallel: 2 processes train to the same test accuracy as one.

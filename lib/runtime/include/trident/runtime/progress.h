@@ -11,7 +11,9 @@ namespace trident::runtime {
 
 class Progress {
  public:
-  Progress(std::ostream& out, bool terminal) : out_(out), terminal_(terminal) {}
+  // `unit` names what is counted: "step 40/1872 ... 8.2 steps/s".
+  Progress(std::ostream& out, bool terminal, std::string unit = "step")
+      : out_(out), terminal_(terminal), unit_(std::move(unit)) {}
   // `status` is the text after the step counter, e.g. "loss 0.41 acc 86.2%".
   void update(std::int64_t step, std::int64_t total, double steps_per_s, const std::string& status, bool log_line);
   // A line that stays (an evaluation, a note); clears the bar first.
@@ -26,6 +28,7 @@ class Progress {
  private:
   std::ostream& out_;
   bool terminal_;
+  std::string unit_;
   bool bar_shown_ = false;
 };
 
