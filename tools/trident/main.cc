@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
   calibrate_cmd->add_option("--out", calibrate_args.out, "write the cluster file here (default: this machine's cache, read by `auto`)");
   calibrate_cmd->add_option("--models", calibrate_args.models, "models to profile, e.g. mlp,inception/tiny (default: every zoo model, tiny)");
   calibrate_cmd->add_option("--repeats", calibrate_args.repeats, "runs per measurement (the median is kept)");
-  calibrate_cmd->add_option("--max-processes", calibrate_args.max_processes, "all-reduce measured on 2..N processes (default: cores + 2, at least 5, at most 8)");
+  calibrate_cmd->add_option("--max-processes", calibrate_args.max_processes, "collectives and core sharing measured on 2..N processes (default: cores + 2, at least 5, at most 8)");
   calibrate_cmd->add_flag("--if-missing", calibrate_args.if_missing, "do nothing when this machine is already calibrated");
   calibrate_cmd->add_option("--worker", calibrate_args.worker, "internal: one worker of a measurement")->group("");
 

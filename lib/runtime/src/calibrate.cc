@@ -176,6 +176,10 @@ struct Calibration {
   nlohmann::json raw;
   cost::ClusterSpec c;
 
+  // Worker processes of a measurement: --max-processes, else cores + 2
+  // (at least 5, at most 8).
+  int most_processes() const { return o.max_processes ? o.max_processes : std::min(8, std::max(5, cores + 2)); }
+
   void note(const std::string& what, double seconds) {
     char buf[32];
     std::snprintf(buf, sizeof buf, " (%.1f s)", seconds);
@@ -197,8 +201,7 @@ struct Calibration {
 
   void links() {
     const auto t0 = Clock::now();
-    const int most = o.max_processes ? o.max_processes : std::min(8, std::max(5, cores + 2));
-    for (int p = 2; p <= most; ++p) {
+    for (int p = 2; p <= most_processes(); ++p) {
       auto doc = workers("links", p);
       if (p == 2) raw["measured"]["p2p"]["2"] = doc["p2p"];
       for (const auto& op : kCollectives) raw["measured"][op][std::to_string(p)] = doc[op];
@@ -235,7 +238,7 @@ struct Calibration {
     const double alone = multiply_for(1000 * o.repeats);
     raw["sharing"].push_back({{"processes", 1}, {"seconds", {alone}}});
     std::string slowdowns;
-    for (int k = 2; k <= cores + 2; ++k) {
+    for (int k = 2; k <= std::min(cores + 2, most_processes()); ++k) {
       auto doc = workers("sharing", k);
       const auto t = doc["seconds"].get<std::vector<double>>();
       double mean = 0;

@@ -38,7 +38,7 @@ struct CalibrateOptions {
   std::vector<zoo::ModelSpec> models;                    // default: every zoo model, tiny preset
   std::vector<std::int64_t> rows{1, 4, 16, 32, 64, 128, 256};  // per-op profile row counts
   std::vector<int> threads;                              // default: 1 and the cores
-  int max_processes = 0;  // all-reduce on 2..this many (default: cores + 2, at least 5, at most 8)
+  int max_processes = 0;  // collectives and sharing on 2..this many (default: cores + 2, at least 5, at most 8)
   int repeats = 3;
 };
 
