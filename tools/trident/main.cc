@@ -254,6 +254,82 @@ int run_calibrate(const CalibrateArgs& a) {
   return 0;
 }
 
+struct GraphArgs {
+  std::string model, preset = "tiny", out;
+  bool all_ops = false;
+};
+
+CLI::App* add_graph_command(CLI::App& app, GraphArgs& a) {
+  auto* c = app.add_subcommand("graph", "summarise a zoo model's operator graph; --out writes it as JSON");
+  c->add_option("--model", a.model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
+  c->add_option("--preset", a.preset, "tiny | paper");
+  c->add_option("--out", a.out, "write the graph JSON here");
+  c->add_flag("--ops", a.all_ops, "print one line per op");
+  return c;
+}
+
+CLI::App* add_launch_command(CLI::App& app, cli::LaunchOptions& o) {
+  auto* c = app.add_subcommand("launch", "start N local workers of a trident subcommand: trident launch --nproc N -- train --config f.yaml");
+  c->add_option("--nproc", o.nproc, "number of worker processes")->required();
+  c->add_option("--master-port", o.master_port, "rendezvous port on 127.0.0.1 (default: a free one)");
+  c->add_option("--grace-s", o.grace_s, "after a worker fails, seconds the others get to exit before SIGKILL");
+  c->add_option("args", o.args, "the subcommand and its flags, after --");
+  return c;
+}
+
+CLI::App* add_profile_command(CLI::App& app, ProfileArgs& a) {
+  auto* c = app.add_subcommand("profile", "measure each op's forward and backward time on this machine, for `trident plan --profile`");
+  c->add_option("--model", a.model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
+  c->add_option("--preset", a.preset, "tiny | paper");
+  c->add_option("--micro-batches", a.rows, "row counts to measure, ascending: 1,2,4,8");
+  c->add_option("--repeats", a.repeats, "runs per op and row count (the median is kept)");
+  c->add_option("--threads", a.threads, "threads, as in training");
+  c->add_option("--out", a.out, "write profile.json here")->required();
+  return c;
+}
+
+CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
+  auto* c = app.add_subcommand("calibrate", "measure this machine (op times, Gloo links, shared cores, optimizer) for parallel.cluster: auto");
+  c->add_option("--out", a.out, "write the cluster file here (default: this machine's cache, read by `auto`)");
+  c->add_option("--models", a.models, "models to profile, e.g. mlp,inception/tiny (default: every zoo model, tiny)");
+  c->add_option("--repeats", a.repeats, "runs per measurement (the median is kept)");
+  c->add_option("--max-processes", a.max_processes, "collectives and core sharing measured on 2..N processes (default: cores + 2, at least 5, at most 8)");
+  c->add_flag("--if-missing", a.if_missing, "do nothing when this machine is already calibrated");
+  c->add_option("--worker", a.worker, "internal: one worker of a measurement")->group("");
+  return c;
+}
+
+struct RunDirArgs {
+  std::string run_dir, out;
+};
+
+CLI::App* add_report_command(CLI::App& app, RunDirArgs& a) {
+  auto* c = app.add_subcommand("report", "summarise a run: measured vs simulated iteration, bubble, timeline SVG, loss curve, stage graph");
+  c->add_option("run_dir", a.run_dir, "the run directory, e.g. runs/fmnist-inception")->required();
+  return c;
+}
+
+CLI::App* add_export_command(CLI::App& app, RunDirArgs& a) {
+  auto* c = app.add_subcommand("export", "write a run's newest checkpoint as a PyTorch state_dict file (torch.load)");
+  c->add_option("run_dir", a.run_dir, "the run directory, e.g. runs/fmnist-inception")->required();
+  c->add_option("--out", a.out, "output file (default RUN_DIR/weights.pt)");
+  return c;
+}
+
+// The exit code of an error that escaped a command (Note [Errors]).
+template <class Run>
+int guarded(Run&& run) {
+  try {
+    return run();
+  } catch (const Error& e) {  // the kind decides the exit code
+    std::cerr << "trident: " << first_line(e) << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {  // not anticipated: a failure
+    std::cerr << "trident: " << first_line(e) << "\n";
+    return kFailure;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -264,60 +340,25 @@ int main(int argc, char** argv) {
   if (command == "train" || command == "profile" || command == "calibrate") runtime::passive_openmp_wait(argv);
   CLI::App app{"trident: plan and train multi-branch DNNs (graph pipelines + Poseidon data parallelism)", "trident"};
   app.require_subcommand(1);
-
   TrainArgs train_args;
-  auto* train_cmd = add_train_command(app, train_args);
-
   cli::LaunchOptions launch_options;
-  auto* launch_cmd = app.add_subcommand("launch", "start N local workers of a trident subcommand: trident launch --nproc N -- train --config f.yaml");
-  launch_cmd->add_option("--nproc", launch_options.nproc, "number of worker processes")->required();
-  launch_cmd->add_option("--master-port", launch_options.master_port, "rendezvous port on 127.0.0.1 (default: a free one)");
-  launch_cmd->add_option("--grace-s", launch_options.grace_s, "after a worker fails, seconds the others get to exit before SIGKILL");
-  launch_cmd->add_option("args", launch_options.args, "the subcommand and its flags, after --");
-
-  std::string model, preset = "tiny", out;
-  bool all_ops = false;
-  auto* graph_cmd = app.add_subcommand("graph", "summarise a zoo model's operator graph; --out writes it as JSON");
-  graph_cmd->add_option("--model", model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
-  graph_cmd->add_option("--preset", preset, "tiny | paper");
-  graph_cmd->add_option("--out", out, "write the graph JSON here");
-  graph_cmd->add_flag("--ops", all_ops, "print one line per op");
-
+  GraphArgs graph_args;
   ProfileArgs profile_args;
-  auto* profile_cmd = app.add_subcommand("profile", "measure each op's forward and backward time on this machine, for `trident plan --profile`");
-  profile_cmd->add_option("--model", profile_args.model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
-  profile_cmd->add_option("--preset", profile_args.preset, "tiny | paper");
-  profile_cmd->add_option("--micro-batches", profile_args.rows, "row counts to measure, ascending: 1,2,4,8");
-  profile_cmd->add_option("--repeats", profile_args.repeats, "runs per op and row count (the median is kept)");
-  profile_cmd->add_option("--threads", profile_args.threads, "threads, as in training");
-  profile_cmd->add_option("--out", profile_args.out, "write profile.json here")->required();
-
   CalibrateArgs calibrate_args;
-  auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (op times, Gloo links, shared cores, optimizer) for parallel.cluster: auto");
-  calibrate_cmd->add_option("--out", calibrate_args.out, "write the cluster file here (default: this machine's cache, read by `auto`)");
-  calibrate_cmd->add_option("--models", calibrate_args.models, "models to profile, e.g. mlp,inception/tiny (default: every zoo model, tiny)");
-  calibrate_cmd->add_option("--repeats", calibrate_args.repeats, "runs per measurement (the median is kept)");
-  calibrate_cmd->add_option("--max-processes", calibrate_args.max_processes, "collectives and core sharing measured on 2..N processes (default: cores + 2, at least 5, at most 8)");
-  calibrate_cmd->add_flag("--if-missing", calibrate_args.if_missing, "do nothing when this machine is already calibrated");
-  calibrate_cmd->add_option("--worker", calibrate_args.worker, "internal: one worker of a measurement")->group("");
-
-  std::string report_dir;
-  auto* report_cmd = app.add_subcommand("report", "summarise a run: measured vs simulated iteration, bubble, timeline SVG, loss curve, stage graph");
-  report_cmd->add_option("run_dir", report_dir, "the run directory, e.g. runs/fmnist-inception")->required();
-
-  std::string export_dir, export_out;
-  auto* export_cmd = app.add_subcommand("export", "write a run's newest checkpoint as a PyTorch state_dict file (torch.load)");
-  export_cmd->add_option("run_dir", export_dir, "the run directory, e.g. runs/fmnist-inception")->required();
-  export_cmd->add_option("--out", export_out, "output file (default RUN_DIR/weights.pt)");
-
+  RunDirArgs report_args, export_args;
   DiffArgs diff_args;
-  auto* diff_cmd = add_diff_command(app, diff_args);
-
   cli::PlanArgs plan_args;
-  auto* plan_cmd = cli::add_plan_command(app, plan_args);
   cli::SimulateArgs simulate_args;
+  auto* train_cmd = add_train_command(app, train_args);
+  auto* launch_cmd = add_launch_command(app, launch_options);
+  auto* graph_cmd = add_graph_command(app, graph_args);
+  auto* profile_cmd = add_profile_command(app, profile_args);
+  auto* calibrate_cmd = add_calibrate_command(app, calibrate_args);
+  auto* report_cmd = add_report_command(app, report_args);
+  auto* export_cmd = add_export_command(app, export_args);
+  auto* diff_cmd = add_diff_command(app, diff_args);
+  auto* plan_cmd = cli::add_plan_command(app, plan_args);
   auto* simulate_cmd = cli::add_simulate_command(app, simulate_args);
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -325,23 +366,17 @@ int main(int argc, char** argv) {
     std::cerr << "trident: " << e.what() << " (see trident --help)\n";
     return kBadInput;
   }
-  try {
+  return guarded([&] {
     if (*train_cmd) return train(train_args);
     if (*launch_cmd) return cli::launch(launch_options);
-    if (*graph_cmd) return show_graph(model, preset, out, all_ops);
+    if (*graph_cmd) return show_graph(graph_args.model, graph_args.preset, graph_args.out, graph_args.all_ops);
     if (*profile_cmd) return run_profile(profile_args);
     if (*calibrate_cmd) return run_calibrate(calibrate_args);
     if (*plan_cmd) return cli::run_plan(plan_args);
-    if (*report_cmd) return cli::run_report(report_dir);
-    if (*export_cmd) return export_run(export_dir, export_out);
+    if (*report_cmd) return cli::run_report(report_args.run_dir);
+    if (*export_cmd) return export_run(export_args.run_dir, export_args.out);
     if (*diff_cmd) return diff_runs(diff_args);
     if (*simulate_cmd) return cli::run_simulate(simulate_args);
-  } catch (const Error& e) {  // Note [Errors]: the kind decides the exit code
-    std::cerr << "trident: " << first_line(e) << "\n";
-    return e.exit_code();
-  } catch (const std::exception& e) {  // not anticipated: a failure
-    std::cerr << "trident: " << first_line(e) << "\n";
-    return kFailure;
-  }
-  return 0;
+    return 0;
+  });
 }

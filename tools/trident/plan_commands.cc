@@ -22,7 +22,7 @@ int optimizer_states(const std::string& name) {
 
 // The plan's own cost model (a profile it carries), --profile, else what the
 // cluster implies (its calibrated profiles, or its device's analytic model).
-cost::CostModel cost_model_for(const nlohmann::json& described, const std::string& profile_path,
+cost::CostModel plan_cost_model(const nlohmann::json& described, const std::string& profile_path,
                                const cost::ClusterSpec& cluster, const graph::OpGraph& g, const std::string& preset,
                                int devices) {
   std::string path = profile_path;
@@ -89,7 +89,7 @@ int run_plan(const PlanArgs& a) {
       throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));
     r.device_memory_bytes = a.device_memory_gb * 1024 * 1024 * 1024;
   }
-  plan::Planner planner(g, cluster, cost_model_for({}, a.profile, cluster, g, a.preset, a.devices), r);
+  plan::Planner planner(g, cluster, plan_cost_model({}, a.profile, cluster, g, a.preset, a.devices), r);
   auto p = planner.plan();
   if (!cluster.note.empty()) std::cout << "cluster " << cluster.name << ": " << cluster.note << "\n";
   std::cout << plan::stage_table(planner, p) << "\n" << plan::sync_table(planner, p, a.sync_rows);
@@ -114,7 +114,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
   r.optimizer_states = p.optimizer_states;
   const auto& names = schedule::schedule_names();
   r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
-  return plan::Planner(g, cluster, cost_model_for(p.cost_model, "", cluster, g, p.preset, p.devices), r);
+  return plan::Planner(g, cluster, plan_cost_model(p.cost_model, "", cluster, g, p.preset, p.devices), r);
 }
 
 int run_simulate(const SimulateArgs& a) {

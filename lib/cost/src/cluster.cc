@@ -1,6 +1,5 @@
 #include "trident/cost/cluster.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "trident/base/cores.h"
 #include "trident/base/files.h"
 #include "trident/cost/cost_model.h"
 
@@ -198,13 +198,6 @@ LinkSpec read_link(const Reader& r, const YAML::Node& node, const std::string& w
   return l;
 }
 
-int affinity_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
 // "auto": this machine's calibration; without one, cpu-local's rough figures
 // with this machine's cores, and a note saying how to calibrate.
 ClusterSpec calibrated_or_rough() {
@@ -213,16 +206,16 @@ ClusterSpec calibrated_or_rough() {
   if (std::filesystem::exists(path)) try {
     auto c = parse_cluster(read_text_file<ClusterError>(path, "calibration"), path);
     c.note = "calibrated " + c.calibration.value("created", std::string("?")) + " (" + path + ")";
-    if (c.cores_per_node != affinity_cores())
+    if (c.cores_per_node != usable_cores())
       c.note += "; calibrated with " + std::to_string(c.cores_per_node) + " cores but this process may use " +
-                std::to_string(affinity_cores()) + ": run `trident calibrate` again";
+                std::to_string(usable_cores()) + ": run `trident calibrate` again";
     return c;
   } catch (const ClusterError& e) {  // e.g. written by an older trident: never fail a run for it
     unreadable = first_line(e);
   }
   auto c = preset("cpu-local");
   c.name = "auto";
-  c.cores_per_node = affinity_cores();
+  c.cores_per_node = usable_cores();
   c.note = (unreadable.empty() ? "this machine is not calibrated" : "the calibration is unreadable (" + unreadable + ")") +
            ": predictions use cpu-local's rough figures; `trident calibrate` measures this machine (under a "
            "minute) and writes " + path;
@@ -248,7 +241,7 @@ std::string calibration_path() {
 int ClusterSpec::threads_per_process(int processes, int requested) const {
   if (requested > 0) return requested;
   if (cores_per_node <= 0) return 1;
-  return std::max(1, cores_per_node / std::max(1, std::min(processes, devices_per_node)));
+  return cores_per_process(cores_per_node, std::min(processes, devices_per_node));
 }
 
 double DeviceSpec::peak(graph::DType dtype) const {

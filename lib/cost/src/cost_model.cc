@@ -143,15 +143,14 @@ CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& grap
 CostModel cost_model_for(const ClusterSpec& cluster, const graph::OpGraph& graph, const std::string& preset,
                          int threads, std::string* source) {
   const std::string prefix = graph.name() + "/" + preset + "/";
+  // The largest count not above `threads`; failing that, the smallest.
+  auto order = [threads](int t) { return t <= threads ? std::pair(0, -t) : std::pair(1, t); };
   std::shared_ptr<const Profile> best;
   int best_threads = 0;
   for (const auto& [key, profile] : cluster.profiles) {
     if (key.compare(0, prefix.size(), prefix) != 0) continue;
     const int t = std::atoi(key.c_str() + prefix.size());
-    // The largest count not above `threads`; failing that, the smallest.
-    const bool better = !best || (t <= threads && (best_threads > threads || t > best_threads)) ||
-                        (t > threads && best_threads > threads && t < best_threads);
-    if (better) best = profile, best_threads = t;
+    if (!best || order(t) < order(best_threads)) best = profile, best_threads = t;
   }
   if (!best) {
     if (source) *source = "analytic (" + cluster.device.name + ")";

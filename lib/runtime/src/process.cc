@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,17 +11,10 @@
 
 namespace trident::runtime {
 
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
 ThreadChoice choose_threads(int requested, int cores, int local_processes) {
   if (requested > 0) return {requested, "train.threads"};
   const int processes = std::max(1, local_processes);
-  const int threads = std::max(1, cores / processes);
+  const int threads = cores_per_process(cores, processes);
   return {threads, std::to_string(cores) + (cores == 1 ? " core / " : " cores / ") + std::to_string(processes) +
                        (processes == 1 ? " process" : " processes") + " on this host"};
 }

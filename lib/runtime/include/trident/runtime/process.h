@@ -26,11 +26,9 @@
 
 #include <string>
 
-namespace trident::runtime {
+#include "trident/base/cores.h"
 
-// The cores this process may run on: its CPU affinity mask (taskset, cgroup
-// cpusets, a batch system's binding), at least 1.
-int usable_cores();
+namespace trident::runtime {
 
 // Note [Thread defaults]
 // train.threads = 0 divides the host's cores among the job's processes on it
