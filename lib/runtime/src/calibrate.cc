@@ -30,11 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 // The median time of `repeats` calls of `fn`, after one warm-up call.
 template <class Fn>
 double timed(int repeats, Fn&& fn) {

@@ -12,11 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Note [Whole-graph normalisation]
 // An op timed alone costs more than inside a pass: its backward runs its own
 // autograd graph (and input gradients the pass never needs), its forward
@@ -48,6 +43,11 @@ void normalise(cost::Profile& p, std::size_t at, const graph::OpGraph& g, nn::Gr
 }
 
 }  // namespace
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
 
 cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o) {
   if (o.rows.empty()) throw InputError("profile: --micro-batches is empty; give e.g. 1,2,4,8");

@@ -24,4 +24,7 @@ struct ProfileOptions {
 // Throws InputError for bad options (naming the value).
 cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& options);
 
+// The median of timings (the upper middle of an even count; 0 when empty).
+double median(std::vector<double> values);
+
 }  // namespace trident::runtime
