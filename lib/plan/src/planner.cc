@@ -136,9 +136,12 @@ schedule::SimResult Planner::predict(Plan& plan) const {
     st.predicted_tps_s = (c.forward_s + c.backward_s) / st.micro_batch + st.sync_s / plan.mini_batch;
   }
   plan.predicted = {r.iteration_s, r.samples_per_s, r.bubble_fraction, r.depth};
-  plan.cluster = cluster_.to_json(false);  // what the predictions are for
-  plan.cost_model = cost_.describe();
   return r;
+}
+
+void Planner::stamp(Plan& plan) const {
+  plan.cluster = cluster_.to_json(false);
+  plan.cost_model = cost_.describe();
 }
 
 Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, const std::string& partitioner) const {
@@ -328,6 +331,7 @@ Plan Planner::plan() const {
   for (std::size_t i = 0; i < spaces.size(); ++i)
     if (best_in[i]) best->space_best[space_names[i]] = best_in[i]->predicted;
   best->search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stamp(*best);
   return *best;
 }
 

@@ -102,6 +102,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
       out.plan = planner.plan();
     }
     apply_overrides(config, g, planner, out.plan);
+    planner.stamp(out.plan);  // the predictions shown beside the run's measurements are for this cluster
     plan::check_sfb_order(out.plan, g);  // now that the actions and sync methods are known
     out.costs = planner.stage_graph(out.plan);
     out.table = "cluster " + cluster.name + (cluster.note.empty() ? "" : ": " + cluster.note) + "\nop times: " +

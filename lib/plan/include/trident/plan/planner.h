@@ -74,9 +74,12 @@ class Planner {
   Plan plan() const;
 
   // Fills a plan's predictions (per-stage TPS, memory, in-flight, actions if
-  // empty; iteration time, samples/s, bubble, depth) by simulating it, and
-  // records the cluster and cost model they are for.
+  // empty; iteration time, samples/s, bubble, depth) by simulating it.
   schedule::SimResult predict(Plan& plan) const;
+  // Records in the plan the cluster and cost model its predictions are for
+  // (plan() does it for its result; once per plan, not per search candidate:
+  // a profiled cost model's description carries the whole profile).
+  void stamp(Plan& plan) const;
   schedule::StageGraph stage_graph(const Plan& plan) const;
   // Gives every parameter of a stage with several replicas that the plan
   // does not name a sync method by the request's grad_sync (HybComm for
