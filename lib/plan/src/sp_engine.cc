@@ -1,5 +1,7 @@
 #include "sp_engine.h"
 
+#include <cmath>
+
 namespace trident::plan::detail {
 
 Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p), b_(b) {
@@ -32,10 +34,6 @@ Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p
   root_ = add_series(sp.root);
 }
 
-// Whether some plan could finish an iteration within `bound_s`: every
-// stage computes B x compute/b and syncs within it. An iteration lasts at
-// least its busiest stage's compute and at least any stage's sync, so if
-// none fits, no plan at this micro-batch can beat `bound_s`.
 bool Engine::prune(double bound_s) {
   bound_s_ = bound_s;
   Planner::Search unused;
@@ -44,13 +42,14 @@ bool Engine::prune(double bound_s) {
   return !possible;
 }
 
-// Feasibility at target T; fills `out` with a least-depth partition.
 bool Engine::solve(double target, Planner::Search* out) {
   target_ = target;
-  for (auto& s : series_) std::fill(s.memo.begin(), s.memo.end(), -1);
-  for (auto& q : parallels_) std::fill(q.memo.begin(), q.memo.end(), -1);
-  const int depth = suffix(root_, 0, devices_, 0);
-  if (depth >= kInf) return false;
+  ++solve_;
+  // Feasible at all with the deepest budget? Then the least depth, counting
+  // up: shallow budgets touch few sub-problems.
+  if (suffix(root_, 0, series_[root_].deepest[0], 0) >= kInf) return false;
+  int depth = 1;
+  while (suffix(root_, 0, depth, 0) >= kInf) ++depth;
   out->stages.clear();
   emit_suffix(root_, 0, devices_, 0, out->stages);
   out->depth = depth;
@@ -78,14 +77,21 @@ int Engine::add_series(const SpNode& node) {
     push(node);
   }
   coarsen(s.pieces);
+  const int n = static_cast<int>(s.pieces.size());
   s.prefix = Prefix(static_cast<int>(degrees_.size()));
   for (const auto& piece : s.pieces) s.prefix.push(piece.agg);
-  s.next_parallel.assign(s.pieces.size() + 1, static_cast<int>(s.pieces.size()));
-  for (int i = static_cast<int>(s.pieces.size()) - 1; i >= 0; --i)
-    s.next_parallel[i] = s.pieces[i].parallel >= 0 ? i : s.next_parallel[i + 1];
-  const std::size_t states = (s.pieces.size() + 1) * (devices_ + 1) * (hcap_ + 1);
-  s.memo.assign(states, -1);
-  s.choice.assign(states, {});
+  s.next_parallel.assign(n + 1, n);
+  s.deepest.assign(n + 1, 0);
+  for (int i = n - 1; i >= 0; --i) {
+    const int par = s.pieces[i].parallel;
+    s.next_parallel[i] = par >= 0 ? i : s.next_parallel[i + 1];
+    // No plan is deeper than its stages, each on a device of its own.
+    const int piece = par >= 0 ? parallels_[par].deepest[parallels_[par].children.size() - 1] : 1;
+    s.deepest[i] = std::min(devices_, s.deepest[i + 1] + piece);
+  }
+  s.memo.resize(hcap_ + 1);
+  s.fast.assign(n * degrees_.size(), 0);
+  s.fast_solve.assign(s.fast.size(), -1);
   series_.push_back(std::move(s));
   return static_cast<int>(series_.size()) - 1;
 }
@@ -97,15 +103,20 @@ int Engine::add_parallel(const SpNode& node) {
     q.children.push_back(add_series(c));
     q.prefix.push(agg_of(c.ops()));
   }
-  const std::size_t n = q.children.size();
-  q.memo.assign(n * n * (devices_ + 1) * (hcap_ + 1), -1);
-  q.choice.assign(q.memo.size(), {});
+  const int n = static_cast<int>(q.children.size());
+  q.deepest.assign(n * n, 0);
+  for (int i = 0; i < n; ++i) {
+    int most = 0;
+    for (int j = i; j < n; ++j) {
+      most = std::max(most, series_[q.children[j]].deepest[0]);
+      q.deepest[i * n + j] = most;
+    }
+  }
+  q.memo.resize(hcap_ + 1);
   parallels_.push_back(std::move(q));
   return static_cast<int>(parallels_.size()) - 1;
 }
 
-// Merges the cheapest adjacent pair of plain pieces until at most
-// max_pieces remain, keeping parallel pieces whole.
 void Engine::coarsen(std::vector<Piece>& pieces) const {
   while (static_cast<int>(pieces.size()) > max_pieces_) {
     int best = -1;
@@ -125,148 +136,115 @@ void Engine::coarsen(std::vector<Piece>& pieces) const {
   }
 }
 
-int Engine::suffix(int si, int i, int d, int delta) {
+int Engine::room(std::initializer_list<Span> spans, int k, int delta) const {
+  if (fits(spans, k, m_)) return kInf;
+  if (!fits(spans, k, delta + 1)) return -1;
+  // The tallest height that fits lies in [delta + 1, m_): estimate it from
+  // the bytes, then settle it with fits itself so that the two agree.
+  double stat = 0, act = 0;
+  for (const auto& s : spans) {
+    stat += s.p->static_bytes[s.j] - s.p->static_bytes[s.i];
+    act += s.p->act_per_row[s.j] - s.p->act_per_row[s.i];
+  }
+  const double per = act * static_cast<double>(b_ / degrees_[k]);
+  int height = per > 0 ? static_cast<int>(std::min<double>(m_ - 1, std::floor((cap_ - stat) / per))) : m_ - 1;
+  height = std::max(height, delta + 1);
+  while (height + 1 < m_ && fits(spans, k, height + 1)) ++height;
+  while (height > delta + 1 && !fits(spans, k, height)) --height;
+  return height - delta - 1;
+}
+
+int Engine::last_fast(Series& s, int i, int k) {
+  const std::size_t at = static_cast<std::size_t>(i) * degrees_.size() + k;
+  if (s.fast_solve[at] != solve_) {
+    const int n = static_cast<int>(s.pieces.size());
+    s.fast[at] = last_true(i, n - 1, [&](int j) { return tps_ok(s.prefix, i, j + 1, k); });
+    s.fast_solve[at] = solve_;
+  }
+  return s.fast[at];
+}
+
+Engine::Cell& Engine::cell(Series& s, int i, int h, int delta) {
+  const int depths = s.deepest[0] + 1;
+  auto& row = s.memo[delta];
+  if (row.empty()) row.resize(s.pieces.size() * depths);
+  return row[static_cast<std::size_t>(i) * depths + h];
+}
+
+Engine::Cell& Engine::cell(Parallel& q, int i, int j, int h, int delta) {
+  const std::size_t n = q.children.size();
+  const int depths = q.deepest[n - 1] + 1;  // branches 0..n-1
+  auto& row = q.memo[delta];
+  if (row.empty()) row.resize(n * n * depths);
+  return row[(i * n + j) * depths + h];
+}
+
+int Engine::suffix(int si, int i, int h, int delta) {
   Series& s = series_[si];
   const int n = static_cast<int>(s.pieces.size());
   if (i == n) return 0;
-  if (d <= 0) return kInf;
+  h = std::min(h, s.deepest[i]);  // a larger budget buys nothing
+  if (h <= 0) return kInf;
   delta = std::min(delta, hcap_);
-  const auto at = sidx(i, d, delta);
-  if (s.memo[at] >= 0) return s.memo[at];
-  int best = kInf;
-  Choice choice;
-  for (int j = i; j < n; ++j) {
-    // Splitting off a group leaves depth >= 2: with best <= 2 only the
-    // whole suffix as one stage can still improve.
-    if (best <= 2 && j + 1 < n) j = n - 1;
-    const Prefix& pre = series_[si].prefix;
-    bool any_fast = false;
-    for (int k = 0; k < static_cast<int>(degrees_.size()) && degrees_[k] <= d; ++k) {
-      if (!tps_ok(pre, i, j + 1, k)) continue;
-      any_fast = true;
-      const int rest = suffix(si, j + 1, d - degrees_[k], delta);
-      if (rest >= kInf || !fits(pre, i, j + 1, k, delta + rest + 1)) continue;
-      if (1 + rest < best) best = 1 + rest, choice = {Choice::Kind::kStage, j, degrees_[k]};
-      break;  // more devices for this group only leave fewer for the rest
+  Cell& memo = cell(s, i, h, delta);
+  if (memo.solve == solve_) return memo.devices;
+  int best = devices_ + 1;  // more is as bad as impossible
+  const Prefix& pre = s.prefix;
+  // Note [Longest groups]: the first group i..j on one replica count.
+  for (int k = 0; k < degree_count() && degrees_[k] < best; ++k) {
+    const int fast = last_fast(s, i, k);
+    for (int j = i; j <= fast;) {
+      // The rest gets the deepest budget the stage's memory allows.
+      const int r = std::min(h - 1, room({Span{&pre, i, j + 1}}, k, delta));
+      if (r < 0) break;  // a longer group fits even less
+      auto keeps = [&](int x) { return fits(pre, i, x + 1, k, delta + r + 1); };
+      const int end = keeps(fast) ? fast : last_true(j, fast, keeps);
+      best = std::min(best, degrees_[k] + suffix(si, end + 1, r, delta));
+      j = end + 1;
     }
-    const int par = series_[si].pieces[i].parallel;
-    if (j == i && par >= 0) {
-      const int branches = static_cast<int>(parallels_[par].children.size());
-      for (int d1 = 1; d1 <= d; ++d1) {
-        const int rest = suffix(si, i + 1, d - d1, delta);
-        if (rest >= kInf) continue;
-        const int u = split(par, 0, branches - 1, d1, delta + rest);
-        if (u < kInf && u + rest < best) best = u + rest, choice = {Choice::Kind::kBranches, i, d1};
-      }
-      join(si, i, d, delta, best, choice);
-    }
-    if (!any_fast) break;  // a longer group is slower still
   }
-  fork(si, i, d, delta, best, choice);
-  fork_join(si, i, d, delta, best, choice);
-  series_[si].memo[at] = best;
-  series_[si].choice[at] = choice;
-  return best;
+  const int par = s.pieces[i].parallel;
+  if (par >= 0) {
+    // The branches with depth h - r, the rest with r.
+    const int branches = static_cast<int>(parallels_[par].children.size());
+    for (int r = 0; r <= std::min(h - 1, s.deepest[i + 1]); ++r) {
+      const int rest = suffix(si, i + 1, r, delta);
+      if (rest >= best) continue;
+      best = std::min(best, rest + split(par, 0, branches - 1, h - r, delta + r));
+    }
+    join(si, i, h, delta, best);
+  }
+  fork(si, i, h, delta, best);
+  fork_join(si, i, h, delta, best);
+  memo = {solve_, best > devices_ ? kInf : best};
+  return memo.devices;
 }
 
-int Engine::split(int pi, int i, int j, int d, int delta) {
-  if (d <= 0) return kInf;
+int Engine::split(int pi, int i, int j, int h, int delta) {
+  Parallel& q = parallels_[pi];
+  if (i == j) return suffix(q.children[i], 0, h, delta);
+  const int n = static_cast<int>(q.children.size());
+  h = std::min(h, q.deepest[i * n + j]);
+  if (h <= 0) return kInf;
   delta = std::min(delta, hcap_);
-  if (i == j) return suffix(parallels_[pi].children[i], 0, d, delta);
-  const auto at = pidx(parallels_[pi], i, j, d, delta);
-  if (parallels_[pi].memo[at] >= 0) return parallels_[pi].memo[at];
-  int best = kInf;
-  Choice choice;
-  const Prefix& pre = parallels_[pi].prefix;
-  for (int k = 0; k < static_cast<int>(degrees_.size()) && degrees_[k] <= d; ++k) {
+  Cell& memo = cell(q, i, j, h, delta);
+  if (memo.solve == solve_) return memo.devices;
+  int best = devices_ + 1;
+  const Prefix& pre = q.prefix;
+  for (int k = 0; k < degree_count() && degrees_[k] < best; ++k) {
     if (tps_ok(pre, i, j + 1, k) && fits(pre, i, j + 1, k, delta + 1)) {
-      best = 1, choice = {Choice::Kind::kStage, j, degrees_[k]};
+      best = degrees_[k];
       break;
     }
   }
-  for (int l = i; l < j && best > 1; ++l) {
-    for (int d1 = 1; d1 < d; ++d1) {
-      const int left = split(pi, i, l, d1, delta);
-      if (left >= best) continue;
-      const int right = split(pi, l + 1, j, d - d1, delta);
-      const int v = std::max(left, right);
-      if (v < best) best = v, choice = {Choice::Kind::kBranchSplit, l, d1};
-    }
+  for (int l = i; l < j; ++l) {
+    const int left = split(pi, i, l, h, delta);
+    if (left >= best) continue;
+    const int right = split(pi, l + 1, j, h, delta);
+    best = std::min(best, left + right);
   }
-  parallels_[pi].memo[at] = best;
-  parallels_[pi].choice[at] = choice;
-  return best;
-}
-
-void Engine::emit_suffix(int si, int i, int d, int delta, std::vector<Planner::StageChoice>& out) {
-  const Series& s = series_[si];
-  if (i == static_cast<int>(s.pieces.size())) return;
-  delta = std::min(delta, hcap_);
-  const Choice c = s.choice[sidx(i, d, delta)];
-  if (c.kind == Choice::Kind::kStage) {
-    Planner::StageChoice st{{}, c.dev};
-    for (int p = i; p <= c.j; ++p) st.ops.insert(st.ops.end(), s.pieces[p].ops.begin(), s.pieces[p].ops.end());
-    std::sort(st.ops.begin(), st.ops.end());
-    out.push_back(std::move(st));
-    emit_suffix(si, c.j + 1, d - c.dev, delta, out);
-  } else if (c.kind == Choice::Kind::kForkAndJoin) {
-    int p = i;
-    while (s.pieces[p].parallel < 0) ++p;
-    const int par = s.pieces[p].parallel;
-    const int nq = static_cast<int>(parallels_[par].children.size());
-    Planner::StageChoice fork{{}, c.dev}, join{{}, c.d1};
-    add_branch_ops(par, c.side ? c.l + 1 : 0, c.side ? nq : c.l + 1, fork.ops);
-    add_branch_ops(par, c.side ? 0 : c.l + 1, c.side ? c.l + 1 : nq, join.ops);
-    for (int x = i; x < p; ++x) fork.ops.insert(fork.ops.end(), s.pieces[x].ops.begin(), s.pieces[x].ops.end());
-    for (int x = p + 1; x <= c.j; ++x) join.ops.insert(join.ops.end(), s.pieces[x].ops.begin(), s.pieces[x].ops.end());
-    std::sort(fork.ops.begin(), fork.ops.end());
-    std::sort(join.ops.begin(), join.ops.end());
-    out.push_back(std::move(fork));
-    out.push_back(std::move(join));
-    emit_suffix(si, c.j + 1, d - c.dev - c.d1, delta, out);
-  } else if (c.kind == Choice::Kind::kJoinMerged || c.kind == Choice::Kind::kForkMerged) {
-    // See Note [Fork and join stages].
-    const bool join = c.kind == Choice::Kind::kJoinMerged;
-    const int par = s.pieces[join ? i : c.j].parallel;
-    const int nq = static_cast<int>(parallels_[par].children.size());
-    const int lo = c.side ? c.l + 1 : 0, hi = c.side ? nq : c.l + 1;
-    const int olo = c.side ? 0 : c.l + 1, ohi = c.side ? c.l : nq - 1;
-    const int left = d - c.dev - c.d1;
-    const int rest = suffix(si, c.j + 1, left, delta);
-    Planner::StageChoice st{{}, c.dev};
-    add_branch_ops(par, lo, hi, st.ops);
-    for (int p = join ? i + 1 : i; p < (join ? c.j + 1 : c.j); ++p)
-      st.ops.insert(st.ops.end(), s.pieces[p].ops.begin(), s.pieces[p].ops.end());
-    std::sort(st.ops.begin(), st.ops.end());
-    out.push_back(std::move(st));
-    emit_split(par, olo, ohi, c.d1, join ? delta + rest + 1 : delta + rest, out);
-    emit_suffix(si, c.j + 1, left, delta, out);
-  } else {  // Choice::Kind::kBranches
-    const int rest = suffix(si, i + 1, d - c.dev, delta);
-    const int par = s.pieces[i].parallel;
-    emit_split(par, 0, static_cast<int>(parallels_[par].children.size()) - 1, c.dev, delta + rest, out);
-    emit_suffix(si, i + 1, d - c.dev, delta, out);
-  }
-}
-
-void Engine::emit_split(int pi, int i, int j, int d, int delta, std::vector<Planner::StageChoice>& out) {
-  delta = std::min(delta, hcap_);
-  const Parallel& q = parallels_[pi];
-  if (i == j) return emit_suffix(q.children[i], 0, d, delta, out);
-  const Choice c = q.choice[pidx(q, i, j, d, delta)];
-  if (c.kind == Choice::Kind::kStage) {
-    Planner::StageChoice st{{}, c.dev};
-    for (int b = i; b <= j; ++b) {
-      for (const auto& piece : series_[q.children[b]].pieces)
-        st.ops.insert(st.ops.end(), piece.ops.begin(), piece.ops.end());
-    }
-    std::sort(st.ops.begin(), st.ops.end());
-    out.push_back(std::move(st));
-    return;
-  }
-  // Choice::Kind::kBranchSplit
-  emit_split(pi, i, c.j, c.dev, delta, out);
-  emit_split(pi, c.j + 1, j, d - c.dev, delta, out);
+  memo = {solve_, best > devices_ ? kInf : best};
+  return memo.devices;
 }
 
 }  // namespace trident::plan::detail

@@ -2,23 +2,46 @@
 // Algorithm 1) over an SP decomposition, for one micro-batch size. Planner::
 // search (search.cc) runs it inside a binary search on the target TPS.
 //
-// For a target time per sample T, a dynamic program over the SP tree finds,
-// for each sub-problem, the least pipeline depth with which it can run on at
-// most d devices when δ stages lie downstream of it:
-//   series suffix  S(i, d, δ): the first group of pieces i..j is one stage on
+// For a target time per sample T, the search asks for the least pipeline
+// depth with which the whole graph runs on the devices there are. It is
+// solved the other way round (Note [Devices for a depth]): for each
+// sub-problem and each depth budget h, the fewest devices that run it with
+// depth at most h when δ stages lie downstream of it:
+//   series suffix  S(i, h, δ): the first group of pieces i..j is one stage on
 //                  d' devices (a power of two dividing the micro-batch), or,
 //                  when piece i is a parallel node, split among its branches;
-//                  the rest is solved first, since its depth r sets the
-//                  group's in-flight count (δ + r + 1 under graph-1F1B).
-//   parallel       P(i..j, d, δ): all branches i..j as one stage, or split at
-//                  l with d1 + d2 = d devices: depth max(left, right).
+//                  the rest gets depth r < h, which sets the group's
+//                  in-flight count (δ + r + 1 under graph-1F1B).
+//   parallel       P(i..j, h, δ): all branches i..j as one stage, or split at
+//                  l: P(i..l, h, δ) + P(l+1..j, h, δ).
 // A stage is feasible when its TPS ≤ T and its memory (Note [Stage memory])
-// with in-flight min(height, micro-batches) fits. Depth is minimised because
-// a shallower pipeline has fewer bubbles and less activation memory upstream.
+// with in-flight min(height, micro-batches) fits. The least depth is the
+// least h whose S(0, h, 0) is at most the devices: a shallower pipeline has
+// fewer bubbles and less activation memory upstream.
+//
+// Note [Devices for a depth]
+// Asked as "the least depth on d devices", the table has a row per device
+// count: its size and the loops that split devices between two parts grow
+// with the cluster (18 s for mmt at 256 devices). Asked as "the fewest
+// devices for depth h", it has a row per depth, and depths are few (a
+// pipeline deeper than its pieces is impossible, and budgets above a
+// sub-problem's deepest plan are clamped to it); splitting devices becomes a
+// sum, and splitting depth a loop over a few budgets. The least depth on d
+// devices is then the least h with S(i, h, δ) <= d (depth()).
+//
+// Which plan of that depth: the fewest devices would leave devices idle that
+// a plan of the same depth could use (a shorter critical path). So the plan
+// is read out as the device-indexed program picked it: at each step along
+// the plan, the first option in a fixed order (shortest first group, fewest
+// replicas, fewest devices for the branches) of least depth on the devices
+// that step has, each option's depth read from the table (sp_replay.cc).
+// Only the steps of one plan are visited, and the plans are the ones the
+// device-indexed program found (the same JSON on 104 planning problems).
 //
 // sp_engine.cc holds the construction and the plain series / parallel cases;
 // fork_join.cc the stages that join a branch group with the pieces before or
-// after its parallel node (Note [Fork and join stages]).
+// after its parallel node (Note [Fork and join stages]); sp_replay.cc reads
+// a plan out.
 #pragma once
 
 #include <algorithm>
@@ -62,11 +85,12 @@ struct Prefix {
   }
 };
 
-// How the search split a run of pieces (a suffix [i, ...) of a series, or
-// branches [i, j] of a parallel piece); emit_suffix / emit_split replay it.
+// How a plan splits a run of pieces (a suffix [i, ...) of a series, or
+// branches [i, j] of a parallel piece) on d devices; emit_suffix /
+// emit_split follow it.
 struct Choice {
   enum class Kind {
-    kNone,         // not searched yet
+    kNone,         // no plan
     kStage,        // pieces (or branches) up to `j` become one stage on `dev` devices
     kBranches,     // the parallel piece at i is split among its branches on `dev` devices
     kBranchSplit,  // branches [i, j] split after branch `j`: the first part on `dev` devices
@@ -87,6 +111,7 @@ struct Span {
   const Prefix* p;
   int i, j;
 };
+
 class Engine {
  public:
   Engine(const Planner& p, const graph::SpDecomposition& sp, int b);
@@ -106,18 +131,27 @@ class Engine {
     int parallel = -1;
     Agg agg;
   };
+  // A memo cell: valid when `solve` equals the engine's current solve.
+  struct Cell {
+    int solve = -1;
+    int devices = 0;
+  };
+  // Cells by δ (allocated when first used: most sub-problems see few δ),
+  // then by position and depth budget.
+  using Memo = std::vector<std::vector<Cell>>;
   struct Series {
     std::vector<Piece> pieces;
     std::vector<int> next_parallel;  // per piece: the first parallel piece at or after it (or n)
-    Prefix prefix;  // over pieces
-    std::vector<int> memo;
-    std::vector<Choice> choice;
+    std::vector<int> deepest;        // per piece i: the deepest plan of pieces i..n-1 (n: 0)
+    Prefix prefix;                   // over pieces
+    Memo memo;                       // [δ][i * (deepest[0] + 1) + h]
+    std::vector<int> fast, fast_solve;  // last_fast's answers [i * degrees + k], and their solve
   };
   struct Parallel {
     std::vector<int> children;  // series indices
-    Prefix prefix;  // over children
-    std::vector<int> memo;
-    std::vector<Choice> choice;
+    std::vector<int> deepest;   // [i * n + j]: the deepest plan of branches i..j (j >= i)
+    Prefix prefix;              // over children
+    Memo memo;                  // [δ][(i * n + j) * (deepest of all + 1) + h]
   };
 
   Agg zero() const {
@@ -133,6 +167,7 @@ class Engine {
     for (OpId id : ops) a.add(op_agg_[id]);
     return a;
   }
+  int degree_count() const { return static_cast<int>(degrees_.size()); }
 
   int add_series(const SpNode& node);
 
@@ -163,18 +198,53 @@ class Engine {
     }
     return stat + std::min(height, m_) * act * static_cast<double>(b_ / degrees_[k]) <= cap_;
   }
+  // The most stages that may lie downstream of a stage of `spans` on
+  // degrees_[k] with δ = delta besides the sub-problem's own (its height is
+  // delta + that + 1): -1 when it fits at no height, kInf when at any.
+  int room(std::initializer_list<Span> spans, int k, int delta) const;
   // The same for the pieces [i, j) of a prefix.
   bool tps_ok(const Prefix& p, int i, int j, int k) const { return tps_ok({Span{&p, i, j}}, k); }
   bool fits(const Prefix& p, int i, int j, int k, int height) const { return fits({Span{&p, i, j}}, k, height); }
-  std::size_t sidx(int i, int d, int delta) const {
-    return (static_cast<std::size_t>(i) * (devices_ + 1) + d) * (hcap_ + 1) + delta;
-  }
-  std::size_t pidx(const Parallel& q, int i, int j, int d, int delta) const {
-    const std::size_t n = q.children.size();
-    return ((static_cast<std::size_t>(i) * n + j) * (devices_ + 1) + d) * (hcap_ + 1) + delta;
+
+  // The memo cell of S(i, h, δ) / P(i..j, h, δ), h and δ already clamped.
+  Cell& cell(Series& s, int i, int h, int delta);
+  Cell& cell(Parallel& q, int i, int j, int h, int delta);
+
+  // S(i, h, δ): the fewest devices for pieces i.. of series si with depth at
+  // most h, or kInf when more than the cluster has.
+  //
+  // Note [Longest groups]
+  // For the first group i..j on one replica count: the fast groups are a
+  // prefix of j (a longer group is slower), the budget r left to the rest
+  // (the deepest the group's memory allows, at most h - 1) only shrinks as j
+  // grows, and fewer pieces never need more devices (drop a piece from a
+  // plan and it still runs). So for each budget the longest group that keeps
+  // it needs the fewest devices: a few candidates per replica count, found
+  // by bisection, instead of every j.
+  int suffix(int si, int i, int h, int delta);
+
+  // The last j whose group i..j on degrees_[k] replicas meets the target
+  // (i - 1: none), kept for the current solve.
+  int last_fast(Series& s, int i, int k);
+
+  // The last x in [lo, hi] with pred(x), for pred true on a prefix of it
+  // (lo - 1 when pred(lo) is false).
+  template <class Pred>
+  static int last_true(int lo, int hi, Pred pred) {
+    int good = lo - 1, bad = hi + 1;
+    while (bad - good > 1) {
+      const int mid = good + (bad - good) / 2;
+      if (pred(mid)) {
+        good = mid;
+      } else {
+        bad = mid;
+      }
+    }
+    return good;
   }
 
-  int suffix(int si, int i, int d, int delta);
+  // P(i..j, h, δ) of parallel piece pi.
+  int split(int pi, int i, int j, int h, int delta);
 
   // Note [Fork and join stages]: the SP tree alone cannot put a fork (the
   // pieces before a parallel node) or a join (the pieces after it) in the
@@ -182,20 +252,35 @@ class Engine {
   // branches at either end that forms one stage, the other branches split as
   // usual; fork_join() puts the fork with one end group and the join with the
   // other. Such a stage is convex: the other branches only read
-  // from a fork stage, and only feed a join stage.
+  // from a fork stage, and only feed a join stage. Each lowers `best` (the
+  // fewest devices for S(i, h, δ) so far).
   //
   // Join: piece i is parallel; pieces i+1..t join a branch group's stage,
   // which is then the last stage of the unit (height delta + rest + 1).
-  void join(int si, int i, int d, int delta, int& best, Choice& choice);
+  void join(int si, int i, int h, int delta, int& best);
 
   // Fork: pieces i..p-1 (none parallel) precede parallel piece p and join a
   // branch group's stage, which feeds the other branches and the rest.
-  void fork(int si, int i, int d, int delta, int& best, Choice& choice);
+  void fork(int si, int i, int h, int delta, int& best);
 
   // Fork and join together: pieces i..p-1 join one end group of parallel
   // piece p, pieces p+1..t the other end group, so the parallel node runs as
   // two stages (the fork stage feeds the join stage).
-  void fork_join(int si, int i, int d, int delta, int& best, Choice& choice);
+  void fork_join(int si, int i, int h, int delta, int& best);
+
+  // sp_replay.cc. The least depth of pieces i.. of series si on d devices
+  // (kInf: none), and of branches i..j of parallel piece pi.
+  int depth(int si, int i, int d, int delta);
+  int split_depth(int pi, int i, int j, int d, int delta);
+
+  // The first option of least depth for pieces i.. (i < n) on d devices, and
+  // for branches i..j (i < j); the join, fork and fork-and-join options
+  // lower (best, choice) where they do better.
+  Choice choose_suffix(int si, int i, int d, int delta);
+  Choice choose_split(int pi, int i, int j, int d, int delta);
+  void choose_join(int si, int i, int d, int delta, int& best, Choice& choice);
+  void choose_fork(int si, int i, int d, int delta, int& best, Choice& choice);
+  void choose_fork_join(int si, int i, int d, int delta, int& best, Choice& choice);
 
   void add_branch_ops(int pi, int lo, int hi, std::vector<OpId>& out) const {  // children [lo, hi)
     for (int c = lo; c < hi; ++c)
@@ -203,15 +288,65 @@ class Engine {
         out.insert(out.end(), piece.ops.begin(), piece.ops.end());
   }
 
-  int split(int pi, int i, int j, int d, int delta);
-
   void emit_suffix(int si, int i, int d, int delta, std::vector<Planner::StageChoice>& out);
 
   void emit_split(int pi, int i, int j, int d, int delta, std::vector<Planner::StageChoice>& out);
 
+  // Note [Monotone device splits]
+  // A sub-problem's least depth never grows with more devices: every plan
+  // on d devices is a plan on d + 1. So where a loop gives x devices to one
+  // part and the rest to another, the rest's depth g(x) is a non-decreasing
+  // step function of x with few steps (depths are small), and for one value
+  // of g the first part's depth h(x) is non-increasing. Within a step the
+  // last x is therefore the best, and the first x that does as well is found
+  // by bisection: O(steps x log D) depths per loop instead of D, and the
+  // same choice as the plain loop (the smallest x of the least depth).
+  //
+  // for_each_step calls run(a, b, v) for each maximal run [a, b] of [lo, hi]
+  // on which g is v (< kInf), in order, until run returns false.
+  template <class G, class Run>
+  static void for_each_step(int lo, int hi, G g, Run run) {
+    for (int x = lo; x <= hi;) {
+      const int v = g(x);
+      if (v >= kInf) return;
+      int good = x, bad = hi + 1;  // g(good) == v; g(bad) > v or bad is past hi
+      for (int step = 1; good + step < bad; step *= 2) {
+        if (g(good + step) != v) {
+          bad = good + step;
+          break;
+        }
+        good += step;
+      }
+      while (bad - good > 1) {
+        const int mid = good + (bad - good) / 2;
+        if (g(mid) == v) {
+          good = mid;
+        } else {
+          bad = mid;
+        }
+      }
+      if (!run(x, good, v)) return;
+      x = good + 1;
+    }
+  }
+  // The least x in [lo, hi] with h(x) <= v, for h non-increasing, h(hi) <= v.
+  template <class H>
+  static int first_at_most(int lo, int hi, H h, int v) {
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (h(mid) <= v) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return lo;
+  }
+
   const Planner& p_;
   int max_pieces_ = 0;
   int b_, mini_ = 0, m_ = 0, devices_ = 0, hcap_ = 0, root_ = 0;
+  int solve_ = 0;  // the current solve, for the memo
   double cap_ = 0, target_ = 0, bound_s_ = 0;
   std::vector<int> degrees_;
   std::vector<Agg> op_agg_;
