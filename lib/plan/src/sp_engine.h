@@ -246,6 +246,82 @@ class Engine {
   // P(i..j, h, δ) of parallel piece pi.
   int split(int pi, int i, int j, int h, int delta);
 
+  // A stage of Note [Fork and join stages]: the branch group `group` of
+  // parallel piece `par` with the series' pieces `pieces` (for a fork and
+  // join, the join stage; the fork stage is `fork_group` with `fork_pieces`).
+  // The other branches are olo..ohi, inclusive. `t` is the last piece joined
+  // (join, fork and join) or the parallel piece (fork).
+  struct Merge {
+    int t = 0, side = 0, l = 0, par = 0, olo = 0, ohi = 0;
+    Span group, pieces, fork_group, fork_pieces;
+  };
+  // The group at one end of parallel piece par: branches [0, l] when side is
+  // 0, else [l + 1, n).
+  Merge merge(int par, int side, int l) const {
+    const Parallel& q = parallels_[par];
+    const int nq = static_cast<int>(q.children.size());
+    Merge m;
+    m.side = side, m.l = l, m.par = par;
+    m.group = side ? Span{&q.prefix, l + 1, nq} : Span{&q.prefix, 0, l + 1};
+    m.olo = side ? 0 : l + 1, m.ohi = side ? l : nq - 1;
+    return m;
+  }
+  // Every merge of one kind for pieces i.. of series si, in a fixed order,
+  // to visit(m). Join and fork-and-join grow the run of joined pieces while
+  // more() holds and the shorter run had a stage that met the target (visit
+  // returned true for some group).
+  template <class More, class Visit>
+  void joins(int si, int i, More more, Visit visit) const {
+    const Series& s = series_[si];
+    const int n = static_cast<int>(s.pieces.size()), par = s.pieces[i].parallel;
+    const int nq = static_cast<int>(parallels_[par].children.size());
+    for (int t = i + 1; t < n && more() && s.pieces[t].parallel < 0; ++t) {
+      bool any_fast = false;
+      for (int side = 0; side < 2; ++side) {
+        for (int l = 0; l + 1 < nq; ++l) {
+          Merge m = merge(par, side, l);
+          m.t = t, m.pieces = Span{&s.prefix, i + 1, t + 1};
+          if (visit(m)) any_fast = true;
+        }
+      }
+      if (!any_fast) break;
+    }
+  }
+  template <class Visit>
+  void forks(int si, int i, Visit visit) const {
+    const Series& s = series_[si];
+    const int n = static_cast<int>(s.pieces.size()), p = s.next_parallel[i];
+    if (p == i || p == n) return;
+    const int nq = static_cast<int>(parallels_[s.pieces[p].parallel].children.size());
+    for (int side = 0; side < 2; ++side) {
+      for (int l = 0; l + 1 < nq; ++l) {
+        Merge m = merge(s.pieces[p].parallel, side, l);
+        m.t = p, m.pieces = Span{&s.prefix, i, p};
+        visit(m);
+      }
+    }
+  }
+  template <class Visit>
+  void fork_joins(int si, int i, Visit visit) const {
+    const Series& s = series_[si];
+    const int n = static_cast<int>(s.pieces.size()), p = s.next_parallel[i];
+    if (p == i || p == n) return;
+    const int par = s.pieces[p].parallel, nq = static_cast<int>(parallels_[par].children.size());
+    for (int t = p + 1; t < n && s.pieces[t].parallel < 0; ++t) {
+      bool any_fast = false;
+      for (int side = 0; side < 2; ++side) {
+        for (int l = 0; l + 1 < nq; ++l) {
+          // side 0: the fork takes branches [0, l], the join the others.
+          Merge m = merge(par, side, l);
+          m.t = t, m.fork_group = m.group, m.fork_pieces = Span{&s.prefix, i, p};
+          m.group = Span{m.group.p, m.olo, m.ohi + 1}, m.pieces = Span{&s.prefix, p + 1, t + 1};
+          if (visit(m)) any_fast = true;
+        }
+      }
+      if (!any_fast) break;
+    }
+  }
+
   // Note [Fork and join stages]: the SP tree alone cannot put a fork (the
   // pieces before a parallel node) or a join (the pieces after it) in the
   // same stage as a branch. join() and fork() allow it for a group of

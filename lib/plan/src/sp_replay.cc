@@ -93,107 +93,72 @@ Choice Engine::choose_split(int pi, int i, int j, int d, int delta) {
 }
 
 void Engine::choose_join(int si, int i, int d, int delta, int& best, Choice& choice) {
-  const Series& s = series_[si];
-  const int n = static_cast<int>(s.pieces.size()), par = s.pieces[i].parallel;
-  const Parallel& q = parallels_[par];
-  const int nq = static_cast<int>(q.children.size());
-  for (int t = i + 1; t < n && best > 2; ++t) {
-    if (s.pieces[t].parallel >= 0) break;
-    bool any_fast = false;
-    for (int side = 0; side < 2; ++side) {
-      for (int l = 0; l + 1 < nq; ++l) {
-        const int lo = side ? l + 1 : 0, hi = side ? nq : l + 1;    // absorbing [lo, hi)
-        const int olo = side ? 0 : l + 1, ohi = side ? l : nq - 1;  // others, inclusive
-        const Span a{&q.prefix, lo, hi}, b{&s.prefix, i + 1, t + 1};
-        for (int k = 0; k < degree_count() && degrees_[k] < d; ++k) {
-          if (!tps_ok({a, b}, k)) continue;
-          any_fast = true;
-          // Note [Monotone device splits]: d1 devices for the other branches.
-          const int dev = degrees_[k];
-          auto rest_of = [&](int d1) { return depth(si, t + 1, d - dev - d1, delta); };
-          for_each_step(1, d - dev, rest_of, [&](int lo1, int hi1, int rest) {
-            if (1 + rest >= best) return false;
-            if (!fits({a, b}, k, delta + rest + 1)) return true;
-            auto others_on = [&](int d1) { return split_depth(par, olo, ohi, d1, delta + rest + 1); };
-            const int other = others_on(hi1);
-            if (other < kInf && rest + 1 + other < best) {
-              best = rest + 1 + other;
-              choice = {Choice::Kind::kJoinMerged, t, dev, side, l, first_at_most(lo1, hi1, others_on, other)};
-            }
-            return true;
-          });
+  joins(si, i, [&] { return best > 2; }, [&](const Merge& m) {
+    bool fast = false;
+    for (int k = 0; k < degree_count() && degrees_[k] < d; ++k) {
+      if (!tps_ok({m.group, m.pieces}, k)) continue;
+      fast = true;
+      // Note [Monotone device splits]: d1 devices for the other branches.
+      const int dev = degrees_[k];
+      auto rest_of = [&](int d1) { return depth(si, m.t + 1, d - dev - d1, delta); };
+      for_each_step(1, d - dev, rest_of, [&](int lo, int hi, int rest) {
+        if (1 + rest >= best) return false;
+        if (!fits({m.group, m.pieces}, k, delta + rest + 1)) return true;
+        auto others_on = [&](int d1) { return split_depth(m.par, m.olo, m.ohi, d1, delta + rest + 1); };
+        const int other = others_on(hi);
+        if (other < kInf && rest + 1 + other < best) {
+          best = rest + 1 + other;
+          choice = {Choice::Kind::kJoinMerged, m.t, dev, m.side, m.l, first_at_most(lo, hi, others_on, other)};
         }
-      }
+        return true;
+      });
     }
-    if (!any_fast) break;
-  }
+    return fast;
+  });
 }
 
 void Engine::choose_fork(int si, int i, int d, int delta, int& best, Choice& choice) {
-  const Series& s = series_[si];
-  const int n = static_cast<int>(s.pieces.size());
-  const int p = s.next_parallel[i];
-  if (p == i || p == n || best <= 2) return;
-  const int par = s.pieces[p].parallel;
-  const Parallel& q = parallels_[par];
-  const int nq = static_cast<int>(q.children.size());
-  for (int side = 0; side < 2; ++side) {
-    for (int l = 0; l + 1 < nq; ++l) {
-      const int lo = side ? l + 1 : 0, hi = side ? nq : l + 1;
-      const int olo = side ? 0 : l + 1, ohi = side ? l : nq - 1;
-      const Span a{&q.prefix, lo, hi}, b{&s.prefix, i, p};
-      for (int k = 0; k < degree_count() && degrees_[k] < d; ++k) {
-        if (!tps_ok({a, b}, k)) continue;
-        // Note [Monotone device splits]: d1 devices for the other branches.
-        const int dev = degrees_[k];
-        auto rest_of = [&](int d1) { return depth(si, p + 1, d - dev - d1, delta); };
-        for_each_step(1, d - dev, rest_of, [&](int lo1, int hi1, int rest) {
-          if (1 + rest >= best) return false;
-          auto others_on = [&](int d1) { return split_depth(par, olo, ohi, d1, delta + rest); };
-          const int other = others_on(hi1);
-          if (other >= kInf || !fits({a, b}, k, delta + rest + other + 1)) return true;
-          if (rest + other + 1 < best) {
-            best = rest + other + 1;
-            choice = {Choice::Kind::kForkMerged, p, dev, side, l, first_at_most(lo1, hi1, others_on, other)};
-          }
-          return true;
-        });
-      }
+  if (best <= 2) return;
+  forks(si, i, [&](const Merge& m) {
+    for (int k = 0; k < degree_count() && degrees_[k] < d; ++k) {
+      if (!tps_ok({m.group, m.pieces}, k)) continue;
+      // Note [Monotone device splits]: d1 devices for the other branches.
+      const int dev = degrees_[k];
+      auto rest_of = [&](int d1) { return depth(si, m.t + 1, d - dev - d1, delta); };
+      for_each_step(1, d - dev, rest_of, [&](int lo, int hi, int rest) {
+        if (1 + rest >= best) return false;
+        auto others_on = [&](int d1) { return split_depth(m.par, m.olo, m.ohi, d1, delta + rest); };
+        const int other = others_on(hi);
+        if (other >= kInf || !fits({m.group, m.pieces}, k, delta + rest + other + 1)) return true;
+        if (rest + other + 1 < best) {
+          best = rest + other + 1;
+          choice = {Choice::Kind::kForkMerged, m.t, dev, m.side, m.l, first_at_most(lo, hi, others_on, other)};
+        }
+        return true;
+      });
     }
-  }
+  });
 }
 
 void Engine::choose_fork_join(int si, int i, int d, int delta, int& best, Choice& choice) {
-  const Series& s = series_[si];
-  const int n = static_cast<int>(s.pieces.size());
-  const int p = s.next_parallel[i];
-  if (p == i || p == n || best <= 2) return;
-  const Parallel& q = parallels_[s.pieces[p].parallel];
-  const int nq = static_cast<int>(q.children.size());
-  for (int t = p + 1; t < n && s.pieces[t].parallel < 0; ++t) {
-    bool any_fast = false;
-    for (int side = 0; side < 2; ++side) {
-      for (int l = 0; l + 1 < nq; ++l) {
-        // side 0: the fork takes branches [0, l], the join the others.
-        const Span fb = side ? Span{&q.prefix, l + 1, nq} : Span{&q.prefix, 0, l + 1};
-        const Span jb = side ? Span{&q.prefix, 0, l + 1} : Span{&q.prefix, l + 1, nq};
-        const Span fp{&s.prefix, i, p}, jp{&s.prefix, p + 1, t + 1};
-        for (int kj = 0; kj < degree_count() && degrees_[kj] < d; ++kj) {
-          if (!tps_ok({jb, jp}, kj)) continue;
-          any_fast = true;
-          for (int kf = 0; kf < degree_count() && degrees_[kf] + degrees_[kj] <= d; ++kf) {
-            if (!tps_ok({fb, fp}, kf)) continue;
-            const int rest = depth(si, t + 1, d - degrees_[kf] - degrees_[kj], delta);
-            if (rest >= kInf || rest + 2 >= best) continue;
-            if (!fits({jb, jp}, kj, delta + rest + 1) || !fits({fb, fp}, kf, delta + rest + 2)) continue;
-            best = rest + 2;
-            choice = {Choice::Kind::kForkAndJoin, t, degrees_[kf], side, l, degrees_[kj]};
-          }
-        }
+  if (best <= 2) return;
+  fork_joins(si, i, [&](const Merge& m) {
+    bool fast = false;
+    for (int kj = 0; kj < degree_count() && degrees_[kj] < d; ++kj) {
+      if (!tps_ok({m.group, m.pieces}, kj)) continue;
+      fast = true;
+      for (int kf = 0; kf < degree_count() && degrees_[kf] + degrees_[kj] <= d; ++kf) {
+        if (!tps_ok({m.fork_group, m.fork_pieces}, kf)) continue;
+        const int rest = depth(si, m.t + 1, d - degrees_[kf] - degrees_[kj], delta);
+        if (rest >= kInf || rest + 2 >= best) continue;
+        if (!fits({m.group, m.pieces}, kj, delta + rest + 1) || !fits({m.fork_group, m.fork_pieces}, kf, delta + rest + 2))
+          continue;
+        best = rest + 2;
+        choice = {Choice::Kind::kForkAndJoin, m.t, degrees_[kf], m.side, m.l, degrees_[kj]};
       }
     }
-    if (!any_fast) break;
-  }
+    return fast;
+  });
 }
 
 void Engine::emit_suffix(int si, int i, int d, int delta, std::vector<Planner::StageChoice>& out) {
