@@ -235,7 +235,12 @@ std::string calibration_path() {
   if (dir.empty()) dir = (text_or_empty("HOME").empty() ? std::string("/tmp") : text_or_empty("HOME")) + "/.cache/trident";
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
-  return dir + "/calibration-" + std::string(host[0] ? host : "localhost") + ".json";
+  // The format's number changes when `trident calibrate` measures
+  // differently, so that a cache an older trident wrote counts as missing
+  // and is measured again (2: op backwards without the input gradients a
+  // training pass never computes).
+  constexpr int kFormat = 2;
+  return dir + "/calibration-" + std::string(host[0] ? host : "localhost") + "-v" + std::to_string(kFormat) + ".json";
 }
 
 int ClusterSpec::threads_per_process(int processes, int requested) const {

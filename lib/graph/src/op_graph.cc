@@ -169,6 +169,15 @@ bool OpGraph::is_convex(const std::set<OpId>& subset) const {
   return true;
 }
 
+std::vector<bool> OpGraph::carries_gradients() const {
+  std::vector<bool> carries(ops_.size(), false);
+  for (std::size_t id = 0; id < ops_.size(); ++id) {  // producers come first
+    carries[id] = !ops_[id].params.empty();
+    for (const auto& in : ops_[id].inputs) carries[id] = carries[id] || carries[in.producer];
+  }
+  return carries;
+}
+
 std::int64_t OpGraph::param_bytes() const {
   std::int64_t n = 0;
   for (const auto& o : ops_) n += o.param_bytes();

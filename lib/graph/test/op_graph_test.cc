@@ -37,6 +37,27 @@ TEST(OpGraph, ValidDiamondPassesAndHasTopologicalOrder) {
   EXPECT_EQ(m.g.consumers(m.a), (std::vector<OpId>{m.b, m.c}));
 }
 
+// Gradients flow from the parameters down: not into the data, nor through
+// ops that only read it.
+TEST(OpGraph, GradientsAreCarriedFromTheFirstParameterOn) {
+  OpGraph g{"chain"};
+  const auto x = g.add({"x", "input", {{"field", "x"}}, {}, vec(4)});
+  const auto y = g.add({"y", "input", {{"field", "label"}}, {}, {{}, DType::kInt64}});
+  const auto r = g.add({"r", "relu", {}, {{x, vec(4)}}, vec(4)});
+  Op fc{"fc", "linear", {}, {{r, vec(4)}}, vec(8)};
+  fc.params = {{"fc.weight", {8, 4}}};
+  const auto a = g.add(fc);
+  const auto b = g.add({"b", "relu", {}, {{a, vec(8)}}, vec(8)});
+  const auto loss = g.add({"loss", "cross_entropy", {}, {{b, vec(8)}, {y, {{}, DType::kInt64}}}, {{}, DType::kFloat32}});
+  const auto carries = g.carries_gradients();
+  EXPECT_FALSE(carries[x]);
+  EXPECT_FALSE(carries[y]);
+  EXPECT_FALSE(carries[r]);
+  EXPECT_TRUE(carries[a]);
+  EXPECT_TRUE(carries[b]);
+  EXPECT_TRUE(carries[loss]);
+}
+
 TEST(OpGraph, ShapeMismatchAcrossAnEdgeNamesBothOps) {
   OpGraph g("bad");
   auto x = g.add({"x", "input", {}, {}, vec(4)});

@@ -103,7 +103,7 @@ ClusterSpec load_cluster(const std::string& name_or_path);
 
 // Where `trident calibrate` keeps this machine's cluster file:
 // $TRIDENT_CACHE_DIR, else $XDG_CACHE_HOME/trident, else ~/.cache/trident,
-// then calibration-<hostname>.json.
+// then calibration-<hostname>-v<format>.json (a new format, a new file).
 std::string calibration_path();
 // Parses cluster text (YAML or JSON); `origin` names it in errors.
 ClusterSpec parse_cluster(const std::string& text, const std::string& origin);

@@ -105,6 +105,11 @@ class OpGraph {
   // subset can run as one pipeline stage.
   bool is_convex(const std::set<OpId>& subset) const;
 
+  // Per op: whether a training pass computes the gradient of its output,
+  // that is, whether a parameter lies at or upstream of it. The first layer
+  // never computes the gradient of its input (the data).
+  std::vector<bool> carries_gradients() const;
+
   // Totals over the whole graph.
   std::int64_t param_bytes() const;
   double forward_flops() const;
