@@ -261,8 +261,7 @@ struct GraphArgs {
 
 CLI::App* add_graph_command(CLI::App& app, GraphArgs& a) {
   auto* c = app.add_subcommand("graph", "summarise a zoo model's operator graph; --out writes it as JSON");
-  c->add_option("--model", a.model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
-  c->add_option("--preset", a.preset, "tiny | paper");
+  cli::add_model_options(c, a.model, a.preset);
   c->add_option("--out", a.out, "write the graph JSON here");
   c->add_flag("--ops", a.all_ops, "print one line per op");
   return c;
@@ -279,8 +278,7 @@ CLI::App* add_launch_command(CLI::App& app, cli::LaunchOptions& o) {
 
 CLI::App* add_profile_command(CLI::App& app, ProfileArgs& a) {
   auto* c = app.add_subcommand("profile", "measure each op's forward and backward time on this machine, for `trident plan --profile`");
-  c->add_option("--model", a.model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
-  c->add_option("--preset", a.preset, "tiny | paper");
+  cli::add_model_options(c, a.model, a.preset);
   c->add_option("--micro-batches", a.rows, "row counts to measure, ascending: 1,2,4,8");
   c->add_option("--repeats", a.repeats, "runs per op and row count (the median is kept)");
   c->add_option("--threads", a.threads, "threads, as in training");

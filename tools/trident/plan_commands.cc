@@ -45,10 +45,14 @@ void print_warnings(const plan::Planner& planner, const plan::Plan& p) {
 
 }  // namespace
 
+void add_model_options(CLI::App* command, std::string& model, std::string& preset) {
+  command->add_option("--model", model, join(zoo::model_names(), " | "))->required();
+  command->add_option("--preset", preset, join(zoo::preset_names(), " | "));
+}
+
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   auto* c = app.add_subcommand("plan", "find the fastest plan (stages, devices, micro-batch, schedule, sync) for a model on a cluster");
-  c->add_option("--model", a.model, "mlp | cnn | inception | transformer | mmt | dlrm | candle_uno")->required();
-  c->add_option("--preset", a.preset, "tiny | paper");
+  add_model_options(c, a.model, a.preset);
   c->add_option("--cluster", a.cluster, "auto (this machine, see `trident calibrate`) | cpu-local | summit-v100 | dgx-a100 | h200 | a .yaml/.json file");
   c->add_option("--devices", a.devices, "devices (one process each)")->required();
   c->add_option("--mini-batch", a.mini_batch, "samples per iteration (global batch)")->required();

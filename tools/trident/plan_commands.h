@@ -25,6 +25,10 @@ struct SimulateArgs {
   bool json = false;
 };
 
+// --model (required; the zoo's names) and --preset, for every command that
+// builds a zoo model.
+void add_model_options(CLI::App* command, std::string& model, std::string& preset);
+
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);
 CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args);
 

@@ -275,20 +275,24 @@ Plan Planner::plan() const {
   // a sequential cut can win. So graphpipe considers every plan pipedream
   // does (and runs it with graph-1F1B on its real stage DAG).
   std::vector<graph::SpDecomposition> spaces;
-  if (request_.partitioner == "graphpipe") spaces.push_back(graph::sp_decompose(graph_, /*skip_inputs=*/true));
+  std::vector<std::string> space_names;
+  if (request_.partitioner == "graphpipe") {
+    spaces.push_back(graph::sp_decompose(graph_, /*skip_inputs=*/true));
+    space_names.push_back("series-parallel");
+  }
   if (request_.partitioner != "dp") {
     auto chain = graph::linearize(graph_, /*skip_inputs=*/true);
     // A sequential model decomposes into the same chain: search it once.
-    if (spaces.empty() || graph::to_string(spaces[0].root) != graph::to_string(chain.root)) spaces.push_back(chain);
+    if (spaces.empty() || graph::to_string(spaces[0].root) != graph::to_string(chain.root)) {
+      spaces.push_back(chain);
+      space_names.push_back("sequential");
+    }
   }
   // Large micro-batches first: they run most efficiently, so a good plan is
   // found early and bounds the search at smaller ones.
   std::reverse(micro_batches.begin(), micro_batches.end());
   // Note [Search spaces], reported: the best plan of each space, each space
   // bounded by its own best so that both answers are exact.
-  const std::vector<std::string> space_names = spaces.size() == 2 ? std::vector<std::string>{"series-parallel", "sequential"}
-                                               : request_.partitioner == "graphpipe" ? std::vector<std::string>{"series-parallel"}
-                                                                                     : std::vector<std::string>{"sequential"};
   std::vector<std::optional<Plan>> best_in(spaces.size());
   for (int b : micro_batches) {
     std::vector<std::vector<StageChoice>> options;
