@@ -223,10 +223,6 @@ struct CalibrateArgs {
 };
 
 int run_calibrate(const CalibrateArgs& a) {
-  if (!a.worker.empty()) {
-    runtime::calibration_worker(a.worker, a.out, a.repeats);
-    return 0;
-  }
   if (a.if_missing && std::filesystem::exists(a.out.empty() ? cost::calibration_path() : a.out)) {
     std::cout << "calibrate: this machine is calibrated (" << (a.out.empty() ? cost::calibration_path() : a.out)
               << "); run `trident calibrate` to measure it again\n";
@@ -240,6 +236,10 @@ int run_calibrate(const CalibrateArgs& a) {
     zoo::ModelSpec m{item.substr(0, slash), slash == std::string::npos ? "tiny" : item.substr(slash + 1)};
     zoo::build_graph(m);  // names the unknown model or preset now, not after minutes of measuring
     o.models.push_back(m);
+  }
+  if (!a.worker.empty()) {
+    runtime::calibration_worker(a.worker, a.out, a.repeats, o.models);
+    return 0;
   }
   auto run_workers = [](int nproc, const std::vector<std::string>& args) {
     cli::LaunchOptions lo;

@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "trident/base/cores.h"
+#include "trident/base/text.h"
 #include "trident/base/files.h"
 #include "trident/cost/cost_model.h"
 
@@ -158,6 +159,25 @@ void read_calibration(const YAML::Node& root, const std::string& origin, Cluster
   }
 }
 
+const char* const kCoreThroughputIs =
+    "a list of numbers, entry k-1 in (0, k]: the work k busy threads do, in units of one alone";
+
+std::vector<double> read_core_throughput(const YAML::Node& node, const std::string& origin) {
+  std::vector<double> t;
+  if (!node) return t;
+  if (!node.IsSequence()) throw ClusterError(origin + ": core_throughput must be " + kCoreThroughputIs);
+  for (const auto& v : node) {
+    try {
+      t.push_back(v.as<double>());
+    } catch (const YAML::Exception&) {
+      throw ClusterError(origin + ": core_throughput[" + std::to_string(t.size()) + "] = '" + v.Scalar() +
+                         "' must be a number; core_throughput is " + kCoreThroughputIs);
+    }
+  }
+  check_core_throughput(t, origin + ": core_throughput");
+  return t;
+}
+
 // A measured table: [[bytes, seconds], ...], bytes ascending, times > 0.
 LinkSpec::Table read_table(const nlohmann::json& doc, const std::string& where) {
   LinkSpec::Table t;
@@ -238,8 +258,8 @@ std::string calibration_path() {
   // The format's number changes when `trident calibrate` measures
   // differently, so that a cache an older trident wrote counts as missing
   // and is measured again (2: op backwards without the input gradients a
-  // training pass never computes).
-  constexpr int kFormat = 2;
+  // training pass never computes; 3: each model's core throughput).
+  constexpr int kFormat = 3;
   return dir + "/calibration-" + std::string(host[0] ? host : "localhost") + "-v" + std::to_string(kFormat) + ".json";
 }
 
@@ -269,6 +289,13 @@ const LinkSpec& ClusterSpec::packed_link(int count) const {
   return count <= devices_per_node ? intra_node : inter_node;
 }
 
+void check_core_throughput(const std::vector<double>& t, const std::string& where) {
+  for (std::size_t k = 0; k < t.size(); ++k)
+    if (!(t[k] > 0) || t[k] > static_cast<double>(k + 1) + 1e-9)
+      throw ClusterError(where + "[" + std::to_string(k) + "] = " + format_number("%g", t[k]) +
+                         " is out of range; it must be " + kCoreThroughputIs);
+}
+
 const std::vector<std::string>& cluster_presets() {
   static const std::vector<std::string> names{"cpu-local", "summit-v100", "dgx-a100", "h200"};
   return names;
@@ -283,8 +310,8 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
   }
   if (!root.IsMap()) throw ClusterError(origin + ": expected a mapping with name, device, devices_per_node, ...");
   Reader r(root, "", origin);
-  r.allow({"name", "device", "devices_per_node", "nodes", "intra_node", "inter_node", "cores_per_node", "profiles",
-           "calibration"});
+  r.allow({"name", "device", "devices_per_node", "nodes", "intra_node", "inter_node", "cores_per_node", "core_throughput",
+           "profiles", "calibration"});
   ClusterSpec c;
   c.name = r.text("name", origin);
   auto d = r.child("device");
@@ -300,6 +327,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
   c.intra_node = read_link(r.child("intra_node"), root["intra_node"], origin + ": intra_node");
   c.inter_node = read_link(r.child("inter_node"), root["inter_node"], origin + ": inter_node");
   if (root["cores_per_node"]) c.cores_per_node = static_cast<int>(r.positive("cores_per_node"));
+  c.core_throughput = read_core_throughput(root["core_throughput"], origin);
   read_calibration(root, origin, c);
   return c;
 }
@@ -332,6 +360,7 @@ nlohmann::json ClusterSpec::to_json(bool with_measurements) const {
           {"intra_node", link_json(intra_node)},
           {"inter_node", link_json(inter_node)}};
   if (cores_per_node > 0) doc["cores_per_node"] = cores_per_node;
+  if (!core_throughput.empty()) doc["core_throughput"] = core_throughput;
   if (!with_measurements) return doc;
   for (const auto& [key, profile] : profiles) doc["profiles"][key] = profile->to_json();
   if (!calibration.is_null()) doc["calibration"] = calibration;

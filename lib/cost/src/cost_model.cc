@@ -62,6 +62,7 @@ class Profiled final : public ICostModel {
     // The profile itself, so that a plan can be simulated again anywhere.
     return {{"kind", "profiled"}, {"profile", origin_}, {"device", p_.device}, {"data", p_.to_json()}};
   }
+  std::vector<double> core_throughput() const override { return p_.core_throughput; }
 
  private:
   double interpolate(const std::vector<double>& t, std::int64_t rows) const {
@@ -92,6 +93,7 @@ nlohmann::json Profile::to_json() const {
   nlohmann::json doc{{"format", "trident-profile/1"}, {"model", model}, {"preset", preset},
                      {"device", device},           {"rows", rows},   {"ops", nlohmann::json::object()}};
   for (const auto& [name, t] : ops) doc["ops"][name] = {{"forward_s", t.forward_s}, {"backward_s", t.backward_s}};
+  if (!core_throughput.empty()) doc["core_throughput"] = core_throughput;
   return doc;
 }
 
@@ -108,9 +110,11 @@ Profile Profile::from_json(const nlohmann::json& doc, const std::string& origin)
     for (const auto& [name, t] : doc.at("ops").items()) {
       p.ops[name] = {t.at("forward_s").get<std::vector<double>>(), t.at("backward_s").get<std::vector<double>>()};
     }
+    p.core_throughput = doc.value("core_throughput", std::vector<double>{});
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("bad field: ") + e.what());
   }
+  check_core_throughput(p.core_throughput, "profile " + origin + ": core_throughput");
   if (p.rows.empty()) fail("'rows' is empty");
   for (std::size_t i = 0; i < p.rows.size(); ++i)
     if (p.rows[i] < 1 || (i && p.rows[i] <= p.rows[i - 1])) fail("'rows' must be ascending and >= 1");

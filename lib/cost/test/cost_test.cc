@@ -69,6 +69,13 @@ TEST(Cluster, FileRoundTripsAndBadFieldsAreNamed) {
   doc = v100.to_json();
   doc["device"]["launch_us"] = "x";
   expect_error(doc.dump(), "'device.launch_us' must be a number");
+  doc = v100.to_json();
+  doc["core_throughput"] = {1.0, 2.5};
+  expect_error(doc.dump(), "core_throughput[1] = 2.5");
+  doc["core_throughput"] = {1.0, "many"};
+  expect_error(doc.dump(), "core_throughput[1] = 'many' must be a number");
+  doc["core_throughput"] = 1.5;
+  expect_error(doc.dump(), "core_throughput must be a list");
   const std::string yaml =
       "name: y\ndevice: {float32_tflops: 1, memory_gib: 2, memory_bandwidth_gbs: 3, half_efficiency_gflop: 1,"
       " launch_us: 1}\ndevices_per_node: 2\nnodes: 3\nintra_node: {latency_us: 1, bandwidth_gbs: 10}\n"
@@ -174,12 +181,16 @@ TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
   p.model = "mlp", p.preset = "tiny", p.rows = {1, 8};
   for (const auto& op : g.ops())
     if (!op.is_input()) p.ops[op.name] = {{1e-3, 2e-3}, {3e-3, 4e-3}};
+  p.core_throughput = {1.0, 1.8};
   c.profiles["mlp/tiny/1"] = std::make_shared<const Profile>(p);
   auto p2 = p;
   for (auto& [name, t] : p2.ops) t.forward_s = {5e-3, 6e-3};
   c.profiles["mlp/tiny/2"] = std::make_shared<const Profile>(p2);
+  c.core_throughput = {1.0, 1.4, 1.7};
   const auto again = parse_cluster(c.to_json().dump(), "cal.json");
   EXPECT_EQ(again.cores_per_node, 2);
+  EXPECT_EQ(again.core_throughput, c.core_throughput);
+  EXPECT_EQ(parse_cluster(c.to_json(false).dump(), "plan").core_throughput, c.core_throughput);
   EXPECT_EQ(again.threads_per_process(1), 2);
   EXPECT_EQ(again.threads_per_process(3), 1);
   const auto& link = again.intra_node;
@@ -194,6 +205,10 @@ TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
   std::string source;
   const auto& fc = g.op(g.id_of("fc0"));
   EXPECT_DOUBLE_EQ(cost_model_for(again, g, "tiny", 1, &source).forward_s(fc, 1), 1e-3);
+  // Note [Core throughput]: the model's own figure travels with its profile.
+  EXPECT_EQ(cost_model_for(again, g, "tiny", 1).core_throughput(), p.core_throughput);
+  const auto described = cost_model_for(again, g, "tiny", 1).describe();
+  EXPECT_EQ(Profile::from_json(described["data"], "plan").core_throughput, p.core_throughput);
   EXPECT_DOUBLE_EQ(cost_model_for(again, g, "tiny", 4, &source).forward_s(fc, 1), 5e-3);  // nearest below: 2
   EXPECT_NE(source.find("mlp/tiny/2"), std::string::npos) << source;
   cost_model_for(again, g, "paper", 1, &source);

@@ -87,6 +87,9 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     sg.stages.push_back(std::move(c));
   }
   sg.cores_per_node = cluster_.cores_per_node;
+  // Note [Core throughput]: the model's own figure, else the machine's.
+  sg.core_throughput = cost_.core_throughput();
+  if (sg.core_throughput.empty()) sg.core_throughput = cluster_.core_throughput;
   // The step's closing all-reduce of the loss over every process, idle ones
   // included (a few bytes).
   std::vector<int> all(static_cast<std::size_t>(plan.devices));

@@ -15,9 +15,13 @@
 #include <torch/torch.h>
 
 #include "trident/base/files.h"
+#include "trident/base/text.h"
 #include "trident/comm/group.h"
 #include "trident/comm/world.h"
 #include "trident/cost/cost_model.h"
+#include "trident/graph/subgraph.h"
+#include "trident/nn/executor.h"
+#include "trident/nn/graph_module.h"
 #include "trident/runtime/optimizer.h"
 #include "trident/runtime/process.h"
 #include "trident/runtime/profiler.h"
@@ -117,13 +121,44 @@ void barrier(const comm::Group& g) {
   wait(g.pg().allreduce(v), g);
 }
 
-// One core's work unit: a 128x128 matrix product, repeated.
-double multiply_for(int repeats) {
-  const auto a = torch::randn({128, 128}), b = torch::randn({128, 128});
-  const auto t0 = Clock::now();
-  for (int i = 0; i < repeats; ++i) (void)torch::mm(a, b);
-  return since(t0);
-}
+// Note [Sharing workload]: how well processes share the cores depends on
+// what they compute (on one 2-vCPU machine, two processes multiplying
+// matrices did 1.0-1.2x one's work, two running a small convolution's pass
+// 2.0x). So the unit of the sharing measurement is a training pass of the
+// model itself, forward and backward of a random batch of kSharingRows rows,
+// and it is counted for a fixed window: every process of a measurement
+// computes for the whole window, so the figure is the node's throughput while
+// all of them are busy.
+constexpr std::int64_t kSharingRows = 32;
+
+class SharingWork {
+ public:
+  explicit SharingWork(const zoo::ModelSpec& model)
+      : g_(zoo::build_graph(model)), module_(g_), whole_(module_, graph::whole_graph(g_)),
+        batch_(nn::random_batch(g_, kSharingRows)) {}
+
+  // Passes done per second over `window` seconds.
+  double rate(double window) {
+    std::int64_t units = 0;
+    const auto t0 = Clock::now();
+    while (since(t0) < window) unit(), ++units;
+    return static_cast<double>(units) / since(t0);
+  }
+
+ private:
+  void unit() {
+    whole_.forward({}, batch_).at(g_.loss()).backward();
+    for (auto& param : module_.parameters()) param.mutable_grad() = torch::Tensor();
+  }
+
+  graph::OpGraph g_;
+  nn::GraphModule module_;
+  nn::GraphExecutor whole_;
+  nn::Batch batch_;
+};
+
+// The window of one sharing measurement.
+double sharing_window(int repeats) { return 0.5 * repeats; }
 
 const std::vector<std::int64_t> kMessageBytes{8, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20};
 
@@ -141,14 +176,16 @@ nlohmann::json measure_links(const comm::Group& g, int repeats) {
   return out;
 }
 
-nlohmann::json measure_sharing(const comm::Group& g, int repeats) {
+nlohmann::json measure_sharing(const comm::Group& g, const zoo::ModelSpec& model, int repeats) {
+  SharingWork work(model);
+  work.rate(0.05);  // warm up outside the window
   barrier(g);
-  const double mine = multiply_for(1000 * repeats);
+  const double mine = work.rate(sharing_window(repeats));
   std::vector<at::Tensor> v{torch::zeros({g.size()}, torch::kFloat64)};
   v[0][g.rank()] = mine;
   wait(g.pg().allreduce(v), g);
   std::vector<double> all(v[0].data_ptr<double>(), v[0].data_ptr<double>() + g.size());
-  return {{"processes", g.size()}, {"seconds", all}};
+  return {{"processes", g.size()}, {"passes_per_s", all}};
 }
 
 // Adam over `tensors` tensors of `elements` floats each.
@@ -181,11 +218,13 @@ struct Calibration {
     out << "calibrate: " << what << buf << std::endl;
   }
 
-  nlohmann::json workers(const std::string& what, int nproc) {
+  nlohmann::json workers(const std::string& what, int nproc, const std::vector<std::string>& extra = {}) {
     const auto path = std::filesystem::temp_directory_path() / ("trident-calibrate-" + std::to_string(::getpid()) +
                                                                  "-" + what + "-" + std::to_string(nproc) + ".json");
-    const int rc = run(nproc, {"calibrate", "--worker", what, "--out", path.string(), "--repeats",
-                               std::to_string(o.repeats)});
+    std::vector<std::string> args{"calibrate", "--worker", what, "--out", path.string(), "--repeats",
+                                  std::to_string(o.repeats)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const int rc = run(nproc, args);
     if (rc != 0)
       throw Failure("calibrate: the " + what + " measurement on " + std::to_string(nproc) +
                     " processes failed (exit " + std::to_string(rc) + ")");
@@ -227,25 +266,48 @@ struct Calibration {
          since(t0));
   }
 
-  void sharing() {
-    const auto t0 = Clock::now();
+  // Note [Core throughput]: X(k) = the passes k processes do per second
+  // together over the passes one does alone. The lone rate is measured
+  // before and after each k and averaged, so that a slow phase of the
+  // machine (minutes long on a shared host) moves both sides of the ratio.
+  std::vector<double> sharing(const zoo::ModelSpec& m) {
     configure_process(1);
-    const double alone = multiply_for(1000 * o.repeats);
-    raw["sharing"].push_back({{"processes", 1}, {"seconds", {alone}}});
-    std::string slowdowns;
+    SharingWork work(m);
+    work.rate(0.05);
+    double alone = work.rate(sharing_window(o.repeats));
+    std::vector<double> x{1.0};
+    nlohmann::json doc{{"model", m.name + "/" + m.preset}, {"alone_passes_per_s", {alone}}};
     for (int k = 2; k <= std::min(cores + 2, most_processes()); ++k) {
-      auto doc = workers("sharing", k);
-      const auto t = doc["seconds"].get<std::vector<double>>();
-      double mean = 0;
-      for (double x : t) mean += x / static_cast<double>(t.size());
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%s%d: %.2fx (model %.2fx)", slowdowns.empty() ? "" : ", ", k, mean / alone,
-                    std::max(1.0, static_cast<double>(k) / cores));
-      slowdowns += buf;
-      raw["sharing"].push_back(doc);
+      auto together = workers("sharing", k, {"--models", m.name + "/" + m.preset});
+      const double after = work.rate(sharing_window(o.repeats));
+      double sum = 0;
+      for (double rate : together["passes_per_s"].get<std::vector<double>>()) sum += rate;
+      x.push_back(std::clamp(sum / (0.5 * (alone + after)), 0.05, static_cast<double>(k)));
+      doc["alone_passes_per_s"].push_back(after);
+      doc["together_passes_per_s"].push_back(together["passes_per_s"]);
+      alone = after;
     }
-    note("sharing " + std::to_string(cores) + " cores, slowdown of k processes computing at once: " + slowdowns,
-         since(t0));
+    doc["core_throughput"] = x;
+    raw["sharing"].push_back(doc);
+    return x;
+  }
+
+  // The machine's figure for models without their own: the median of each
+  // entry over the calibrated models.
+  void machine_throughput() {
+    std::vector<std::vector<double>> by_k;
+    for (const auto& [key, profile] : c.profiles)
+      for (std::size_t k = 0; k < profile->core_throughput.size(); ++k) {
+        if (by_k.size() <= k) by_k.resize(k + 1);
+        by_k[k].push_back(profile->core_throughput[k]);
+      }
+    std::string figures;
+    for (std::size_t k = 0; k < by_k.size(); ++k) {
+      c.core_throughput.push_back(median(by_k[k]));
+      figures += (k ? ", " : "") + std::to_string(k + 1) + ": " + format_number("%.2f", c.core_throughput[k]);
+    }
+    out << "calibrate: sharing " << cores << " cores, the work of k busy processes in units of one alone (median "
+        << "over models): " << figures << std::endl;
   }
 
   void device() {
@@ -276,6 +338,8 @@ struct Calibration {
          since(t0));
   }
 
+  // Per model: how its passes share the cores, then its op times at each
+  // thread count, which carry that figure.
   void profiles() {
     std::vector<int> threads = o.threads;
     if (threads.empty()) threads = cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
@@ -283,21 +347,29 @@ struct Calibration {
     if (models.empty())
       for (const auto& name : zoo::model_names()) models.push_back({name, "tiny"});
     Progress bar(out, Progress::is_terminal(out), "profile");
-    const auto total = static_cast<std::int64_t>(models.size() * threads.size());
+    const auto total = static_cast<std::int64_t>(models.size() * (threads.size() + 1));
     std::int64_t done = 0;
     const auto t0 = Clock::now();
-    for (const auto& m : models)
+    auto step = [&](const std::string& what) {
+      ++done;
+      bar.update(done, total, done / std::max(1e-9, since(t0)), what, true);
+    };
+    for (const auto& m : models) {
+      const auto name = m.name + "/" + m.preset;
+      const auto throughput = sharing(m);
+      step(name + " sharing the cores");
       for (int t : threads) {
         ProfileOptions po;
         po.rows = o.rows, po.repeats = o.repeats, po.threads = t;
-        c.profiles[m.name + "/" + m.preset + "/" + std::to_string(t)] =
-            std::make_shared<const cost::Profile>(profile_model(m, po));
-        ++done;
-        bar.update(done, total, done / std::max(1e-9, since(t0)),
-                   m.name + "/" + m.preset + " at " + std::to_string(t) + (t == 1 ? " thread" : " threads"), true);
+        auto p = profile_model(m, po);
+        p.core_throughput = throughput;
+        c.profiles[name + "/" + std::to_string(t)] = std::make_shared<const cost::Profile>(std::move(p));
+        step(name + " at " + std::to_string(t) + (t == 1 ? " thread" : " threads"));
       }
+    }
     bar.finish();
     configure_process(1);
+    machine_throughput();
   }
 };
 
@@ -321,7 +393,6 @@ cost::ClusterSpec calibrate(const CalibrateOptions& o, const RunWorkers& run_wor
   const auto t0 = Clock::now();
   cal.device();
   cal.links();
-  cal.sharing();
   cal.profiles();
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
@@ -333,13 +404,15 @@ cost::ClusterSpec calibrate(const CalibrateOptions& o, const RunWorkers& run_wor
   return cal.c;
 }
 
-void calibration_worker(const std::string& what, const std::string& out_path, int repeats) {
+void calibration_worker(const std::string& what, const std::string& out_path, int repeats,
+                        const std::vector<zoo::ModelSpec>& models) {
   configure_process(1);
   const auto world = comm::world_from_env();
   auto group = comm::Group::connect(world, std::chrono::seconds(60));
   nlohmann::json doc;
   if (what == "links") doc = measure_links(group, repeats);
-  else if (what == "sharing") doc = measure_sharing(group, repeats);
+  else if (what == "sharing" && models.size() == 1) doc = measure_sharing(group, models[0], repeats);
+  else if (what == "sharing") throw InputError("calibrate --worker sharing needs one model in --models");
   else throw InputError("calibrate --worker: '" + what + "' is unknown; allowed: links, sharing");
   barrier(group);
   if (group.rank() == 0) write_file_atomic(out_path, doc.dump() + "\n");

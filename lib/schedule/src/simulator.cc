@@ -184,7 +184,7 @@ class SharedRun {
     std::vector<double> rates(g_.size(), 1.0);
     for (StageId st = 0; st < g_.size(); ++st)
       for (int r = 0; busy(st_[st]) && r < g_.stages[st].replicas; ++r)
-        rates[st] = std::min(rates[st], std::min(1.0, static_cast<double>(g_.cores_per_node) / threads[node(st, r)]));
+        rates[st] = std::min(rates[st], g_.speed(threads[node(st, r)], g_.stages[st].threads));
     return rates;
   }
 

@@ -5,6 +5,22 @@
 
 namespace trident::schedule {
 
+namespace {
+
+// X(k) of Note [Shared cores].
+double node_throughput(const StageGraph& g, int threads) {
+  if (g.core_throughput.empty()) return std::min(threads, g.cores_per_node);
+  const auto k = std::min<std::size_t>(static_cast<std::size_t>(threads), g.core_throughput.size());
+  return g.core_throughput[k - 1];
+}
+
+}  // namespace
+
+double StageGraph::speed(int busy, int own) const {
+  if (cores_per_node <= 0 || busy <= own) return 1.0;
+  return std::min(1.0, node_throughput(*this, busy) * own / (busy * node_throughput(*this, own)));
+}
+
 bool StageGraph::oversubscribed() const {
   if (cores_per_node <= 0) return false;
   std::vector<int> threads;
@@ -14,7 +30,10 @@ bool StageGraph::oversubscribed() const {
       if (node >= static_cast<int>(threads.size())) threads.resize(node + 1, 0);
       threads[node] += st.threads;
     }
-  return std::any_of(threads.begin(), threads.end(), [&](int t) { return t > cores_per_node; });
+  for (const auto& st : stages)
+    for (int t : threads)
+      if (speed(t, st.threads) < 1.0) return true;
+  return false;
 }
 
 std::vector<std::vector<StageId>> StageGraph::predecessors() const {

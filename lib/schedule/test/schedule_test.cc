@@ -118,6 +118,29 @@ TEST(Simulator, ProcessesSharingCoresRunSlowerWhenBusyTogether) {
   EXPECT_NEAR(simulate(c, cs, 1).iteration_s, alone, 1e-12);
 }
 
+// Note [Shared cores] with a measured throughput (Note [Core throughput]):
+// two single-threaded replicas on a node whose two busy threads do 1.5
+// threads' work run at 0.75 of their speed; a replica profiled at two
+// threads, alone on that node, runs at its own speed.
+TEST(Simulator, MeasuredCoreThroughputSlowsReplicasThatComputeTogether) {
+  StageGraph g = chain(1, 0.010, 0.020);
+  g.stages[0].replicas = 2;
+  g.stages[0].optimizer_s = 0.003;
+  const auto s = make_schedule("1f1b", g, 2);
+  const double dedicated = simulate(g, s, 2).iteration_s;
+  EXPECT_NEAR(dedicated, 2 * (0.010 + 0.020) + 0.003, 1e-12);
+  g.cores_per_node = 2;
+  EXPECT_FALSE(g.oversubscribed());
+  g.core_throughput = {1.0, 1.5};
+  ASSERT_TRUE(g.oversubscribed());
+  EXPECT_DOUBLE_EQ(g.speed(2, 1), 0.75);
+  EXPECT_DOUBLE_EQ(g.speed(4, 1), 1.5 / 4);  // beyond the measured: the last entry
+  EXPECT_NEAR(simulate(g, s, 2).iteration_s, dedicated / 0.75, 1e-12);
+  g.stages[0].replicas = 1, g.stages[0].threads = 2;
+  EXPECT_FALSE(g.oversubscribed());
+  EXPECT_NEAR(simulate(g, s, 2).iteration_s, dedicated, 1e-12);
+}
+
 TEST(Schedule, EveryGeneratedScheduleOnRandomDagsIsValid) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 200; ++trial) {

@@ -126,6 +126,8 @@ c = json.load(open(sys.argv[1]))
 assert "mlp/tiny/1" in c["profiles"], "no mlp profile"
 assert c["intra_node"]["measured"]["allreduce"]["2"], "no all-reduce table"
 assert c["cores_per_node"] >= 1
+t = c["core_throughput"]
+assert len(t) == 2 and t[0] == 1 and 0 < t[1] <= 2, t
 print("ok")' $cache/calibration-*.json 2>&1)
 if [ $rc -ne 0 ] || [ "$ok" != ok ]; then echo "FAIL calibrate: exit $rc: $ok: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 out=$(TRIDENT_CACHE_DIR=$cache "$bin" plan --model mlp --cluster auto --devices 2 --mini-batch 64 2>&1); rc=$?

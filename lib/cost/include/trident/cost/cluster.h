@@ -67,6 +67,15 @@ struct ClusterSpec {
   // share (Note [Shared cores] in schedule/stage_graph.h); 0 when each device
   // computes on its own (GPUs).
   int cores_per_node = 0;
+  // Note [Core throughput]: what a node's cores achieve with k busy compute
+  // threads, in units of one thread computing alone, entry k-1 for k = 1..K
+  // as `trident calibrate` measured it (beyond K: the last entry). Empty:
+  // min(k, cores_per_node), as if each core were independent. Virtual CPUs
+  // that are hyperthreads, memory bandwidth and the host's other tenants
+  // make the measured figure lower, and it depends on the work: a profile
+  // carries its model's own figure, which comes first (cost_model.h); this
+  // one (the median over the calibrated models) serves the others.
+  std::vector<double> core_throughput;
   // A calibrated machine (`trident calibrate`) carries its measurements:
   // per-op profiles by "model/preset/threads", and the raw figures.
   std::map<std::string, std::shared_ptr<const Profile>> profiles;
@@ -92,6 +101,10 @@ struct ClusterSpec {
   // Without measurements: no profiles or raw calibration (as a plan keeps it).
   nlohmann::json to_json(bool with_measurements = true) const;
 };
+
+// Throws ClusterError (naming `where` and the entry) unless entry k-1 of a
+// core throughput lies in (0, k] (Note [Core throughput]).
+void check_core_throughput(const std::vector<double>& throughput, const std::string& where);
 
 const std::vector<std::string>& cluster_presets();
 

@@ -30,6 +30,7 @@ class ICostModel {
   virtual double forward_s(const graph::Op& op, std::int64_t rows) const = 0;
   virtual double backward_s(const graph::Op& op, std::int64_t rows) const = 0;
   virtual nlohmann::json describe() const = 0;
+  virtual std::vector<double> core_throughput() const { return {}; }
 };
 
 class CostModel {
@@ -40,6 +41,9 @@ class CostModel {
   double backward_s(const graph::Op& op, std::int64_t rows) const;
   // {"kind": "analytic", ...} or {"kind": "profiled", "profile": path}.
   nlohmann::json describe() const { return impl_->describe(); }
+  // Note [Core throughput] (cluster.h) as measured with this model's own
+  // passes; empty when not measured.
+  std::vector<double> core_throughput() const { return impl_->core_throughput(); }
 
  private:
   std::shared_ptr<const ICostModel> impl_;
@@ -55,6 +59,9 @@ struct Profile {
     std::vector<double> forward_s, backward_s;  // one per entry of `rows`
   };
   std::map<std::string, Times> ops;  // by op name
+  // Note [Core throughput] measured with this model's training passes
+  // (`trident calibrate`); empty when not measured.
+  std::vector<double> core_throughput;
 
   nlohmann::json to_json() const;
   // Throws ClusterError naming the file and the bad field.

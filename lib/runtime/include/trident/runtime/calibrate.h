@@ -12,8 +12,9 @@
 //   size): one-way point-to-point times and all-reduce times on 2..N
 //   processes at several message sizes, kept as tables (Note [Measured
 //   links] in cost/comm.h), with α and β fitted for the formulas;
-// - the cores, and how a process slows when k single-threaded processes
-//   compute at once (recorded beside processor sharing's min(1, cores/k));
+// - the cores, and the work k single-threaded processes running a model's
+//   training passes at once get done together, per model (Note [Core
+//   throughput] in cost/cluster.h), kept in its profiles;
 // - the optimizer step's cost per tensor and per byte (fitted to Adam on a
 //   few large and many small tensors), and one core's matrix-multiply rate,
 //   for the analytic model of ops no profile covers.
@@ -53,8 +54,10 @@ cost::ClusterSpec calibrate(const CalibrateOptions& options, const RunWorkers& r
 
 // One worker of a communication or sharing measurement, inside a launched
 // job: `what` is "links" (ping-pong when 2 processes, and all-reduce) or
-// "sharing" (every rank multiplies matrices at once). Rank 0 writes its
+// "sharing" (every rank runs training passes of the one model in `models` at
+// once, Note [Sharing workload]). Rank 0 writes its
 // figures as JSON to `out_path`.
-void calibration_worker(const std::string& what, const std::string& out_path, int repeats);
+void calibration_worker(const std::string& what, const std::string& out_path, int repeats,
+                        const std::vector<zoo::ModelSpec>& models);
 
 }  // namespace trident::runtime

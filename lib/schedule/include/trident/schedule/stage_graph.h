@@ -52,16 +52,23 @@ struct StageEdge {
 // Note [Shared cores]
 // On GPUs each device computes on its own. On CPUs a "device" is a process,
 // and the processes of a node share its cores: when more compute threads are
-// busy than the node has cores, each runs slower. The simulator models this
-// as processor sharing: a busy stage replica progresses at
-// min(1, cores / busy threads on its node) of its own speed, re-evaluated at
-// every start and end of a compute span (forward, backward, optimizer).
-// Sends and gradient sync take no cores in the model (their latency and
-// bandwidth were measured on the machine as it is).
+// busy than the node can serve, each runs slower. The simulator models this
+// as processor sharing of the node's throughput: with T busy threads the node
+// does the work of X(T) threads alone (measured, Note [Core throughput] in
+// cost/cluster.h; else min(T, cores)), shared in proportion to threads, so a
+// busy replica of t threads (profiled alone at t threads, X(t)) progresses at
+//   min(1, X(T) t / (T X(t)))
+// of its own speed, re-evaluated at every start and end of a compute span
+// (forward, backward, optimizer). Sends and gradient sync take no cores in
+// the model (their latency and bandwidth were measured on the machine as it
+// is).
 struct StageGraph {
   std::vector<StageCost> stages;
   std::vector<StageEdge> edges;
   int cores_per_node = 0;  // 0: devices do not share compute (GPUs)
+  // X(k) of Note [Shared cores] for k = 1..K (beyond: the last); empty:
+  // min(k, cores_per_node).
+  std::vector<double> core_throughput;
   // Once per iteration, after every stage is done: the all-reduce of the loss
   // that ends each step (and the barrier it implies).
   double step_s = 0;
@@ -74,7 +81,11 @@ struct StageGraph {
   // Longest path in stages from each stage to a sink, counting the stage.
   std::vector<int> heights() const;
   int depth() const;  // the longest path overall
-  // Whether a node can have more busy threads than cores (Note [Shared cores]).
+  // The speed of a busy replica of `own` threads while its node has `busy`
+  // threads busy, its own included (Note [Shared cores]); 1 without sharing.
+  double speed(int busy, int own) const;
+  // Whether some node can run its replicas below their own speed (Note
+  // [Shared cores]).
   bool oversubscribed() const;
   // Throws ScheduleError: no stages, an edge out of range, a self-loop, a cycle.
   void check() const;
