@@ -166,12 +166,12 @@ int diff_runs(const DiffArgs& args) {
   return d.equal() ? 0 : 1;
 }
 
-int show_graph(const std::string& model, const std::string& preset, const std::string& out, bool all_ops) {
-  auto g = zoo::build_graph({model, preset});
+int show_graph(zoo::ModelSpec model, const std::string& out, bool all_ops) {
+  auto g = cli::model_graph(model);
   double fwd = 0, bwd = 0;
   std::int64_t act = 0;
   for (const auto& op : g.ops()) fwd += op.forward_flops, bwd += op.backward_flops, act += op.activation_bytes;
-  std::cout << "model " << model << "/" << preset << ": " << g.size() << " ops, parameters "
+  std::cout << "model " << (model.file.empty() ? model.name + "/" + model.preset : model.file) << ": " << g.size() << " ops, parameters "
             << human_bytes(static_cast<double>(g.param_bytes())) << ", per sample: forward "
             << fwd / 1e6 << " MFLOP, backward " << bwd / 1e6 << " MFLOP, activations "
             << human_bytes(static_cast<double>(act)) << "\n";
@@ -193,11 +193,13 @@ int show_graph(const std::string& model, const std::string& preset, const std::s
 }
 
 struct ProfileArgs {
-  std::string model, preset = "tiny", out, rows = "1,2,4,8";
+  zoo::ModelSpec model;
+  std::string out, rows = "1,2,4,8";
   int repeats = 5, threads = 1;
 };
 
-int run_profile(const ProfileArgs& a) {
+int run_profile(ProfileArgs a) {
+  cli::model_graph(a.model);  // names a missing model before measuring
   runtime::ProfileOptions po;
   po.rows.clear();
   std::stringstream list(a.rows);
@@ -209,9 +211,9 @@ int run_profile(const ProfileArgs& a) {
     }
   }
   po.repeats = a.repeats, po.threads = a.threads;
-  auto p = runtime::profile_model({a.model, a.preset}, po);
+  auto p = runtime::profile_model(a.model, po);
   write_file_atomic(a.out, p.to_json().dump(1) + "\n");
-  std::cout << "profiled " << p.ops.size() << " ops of " << a.model << "/" << a.preset << " at " << a.rows
+  std::cout << "profiled " << p.ops.size() << " ops of " << a.model.name << "/" << a.model.preset << " at " << a.rows
             << " rows; wrote " << a.out << " (use: trident plan --profile " << a.out << " --cluster cpu-local ...)\n";
   return 0;
 }
@@ -255,13 +257,14 @@ int run_calibrate(const CalibrateArgs& a) {
 }
 
 struct GraphArgs {
-  std::string model, preset = "tiny", out;
+  zoo::ModelSpec model;
+  std::string out;
   bool all_ops = false;
 };
 
 CLI::App* add_graph_command(CLI::App& app, GraphArgs& a) {
-  auto* c = app.add_subcommand("graph", "summarise a zoo model's operator graph; --out writes it as JSON");
-  cli::add_model_options(c, a.model, a.preset);
+  auto* c = app.add_subcommand("graph", "summarise a model's operator graph; --out writes it as JSON");
+  cli::add_model_options(c, a.model);
   c->add_option("--out", a.out, "write the graph JSON here");
   c->add_flag("--ops", a.all_ops, "print one line per op");
   return c;
@@ -278,7 +281,7 @@ CLI::App* add_launch_command(CLI::App& app, cli::LaunchOptions& o) {
 
 CLI::App* add_profile_command(CLI::App& app, ProfileArgs& a) {
   auto* c = app.add_subcommand("profile", "measure each op's forward and backward time on this machine, for `trident plan --profile`");
-  cli::add_model_options(c, a.model, a.preset);
+  cli::add_model_options(c, a.model);
   c->add_option("--micro-batches", a.rows, "row counts to measure, ascending: 1,2,4,8");
   c->add_option("--repeats", a.repeats, "runs per op and row count (the median is kept)");
   c->add_option("--threads", a.threads, "threads, as in training");
@@ -367,7 +370,7 @@ int main(int argc, char** argv) {
   return guarded([&] {
     if (*train_cmd) return train(train_args);
     if (*launch_cmd) return cli::launch(launch_options);
-    if (*graph_cmd) return show_graph(graph_args.model, graph_args.preset, graph_args.out, graph_args.all_ops);
+    if (*graph_cmd) return show_graph(graph_args.model, graph_args.out, graph_args.all_ops);
     if (*profile_cmd) return run_profile(profile_args);
     if (*calibrate_cmd) return run_calibrate(calibrate_args);
     if (*plan_cmd) return cli::run_plan(plan_args);

@@ -45,14 +45,24 @@ void print_warnings(const plan::Planner& planner, const plan::Plan& p) {
 
 }  // namespace
 
-void add_model_options(CLI::App* command, std::string& model, std::string& preset) {
-  command->add_option("--model", model, join(zoo::model_names(), " | "))->required();
-  command->add_option("--preset", preset, join(zoo::preset_names(), " | "));
+void add_model_options(CLI::App* command, zoo::ModelSpec& model) {
+  auto* name = command->add_option("--model", model.name, join(zoo::model_names(), " | "));
+  command->add_option("--preset", model.preset, join(zoo::preset_names(), " | "));
+  command->add_option("--model-file", model.file, "a user's model.json (tools/export) instead of --model")
+      ->excludes(name);
+}
+
+graph::OpGraph model_graph(zoo::ModelSpec& model) {
+  if (model.name.empty() && model.file.empty())
+    throw InputError("--model NAME (" + join(zoo::model_names(), ", ") + ") or --model-file FILE is required");
+  auto g = zoo::build_graph(model);
+  if (!model.file.empty()) model.name = g.name();
+  return g;
 }
 
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   auto* c = app.add_subcommand("plan", "find the fastest plan (stages, devices, micro-batch, schedule, sync) for a model on a cluster");
-  add_model_options(c, a.model, a.preset);
+  add_model_options(c, a.model);
   c->add_option("--cluster", a.cluster, "auto (this machine, see `trident calibrate`) | cpu-local | summit-v100 | dgx-a100 | h200 | a .yaml/.json file");
   c->add_option("--devices", a.devices, "devices (one process each)")->required();
   c->add_option("--mini-batch", a.mini_batch, "samples per iteration (global batch)")->required();
@@ -78,11 +88,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& a) {
   return c;
 }
 
-int run_plan(const PlanArgs& a) {
-  const auto g = zoo::build_graph({a.model, a.preset});
+int run_plan(PlanArgs a) {
+  const auto g = model_graph(a.model);
   const auto cluster = cost::load_cluster(a.cluster);
   plan::PlanRequest r;
-  r.model = a.model, r.preset = a.preset;
+  r.model = a.model.name, r.preset = a.model.preset, r.model_file = a.model.file;
   r.devices = a.devices, r.mini_batch = a.mini_batch;
   if (a.micro_batch) r.micro_batch = a.micro_batch;
   r.partitioner = a.partitioner, r.schedule = a.schedule, r.grad_sync = a.grad_sync;
@@ -93,7 +103,7 @@ int run_plan(const PlanArgs& a) {
       throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));
     r.device_memory_bytes = a.device_memory_gb * 1024 * 1024 * 1024;
   }
-  plan::Planner planner(g, cluster, plan_cost_model({}, a.profile, cluster, g, a.preset, a.devices), r);
+  plan::Planner planner(g, cluster, plan_cost_model({}, a.profile, cluster, g, a.model.preset, a.devices), r);
   auto p = planner.plan();
   if (!cluster.note.empty()) std::cout << "cluster " << cluster.name << ": " << cluster.note << "\n";
   std::cout << plan::stage_table(planner, p) << "\n" << plan::sync_table(planner, p, a.sync_rows);
@@ -114,7 +124,8 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
     throw plan::PlanError("plan " + origin + ": cluster is missing; add \"cluster\": {...} (see `trident plan --out`)");
   const auto cluster = cost::parse_cluster(p.cluster.dump(), origin + " (cluster)");
   plan::PlanRequest r;
-  r.model = p.model, r.preset = p.preset, r.devices = p.devices, r.mini_batch = p.mini_batch;
+  r.model = p.model, r.preset = p.preset, r.model_file = p.model_file;
+  r.devices = p.devices, r.mini_batch = p.mini_batch;
   r.optimizer_states = p.optimizer_states;
   const auto& names = schedule::schedule_names();
   r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
@@ -123,7 +134,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
 
 int run_simulate(const SimulateArgs& a) {
   auto p = plan::load_plan(a.plan);
-  const auto g = zoo::build_graph({p.model, p.preset});
+  const auto g = zoo::build_graph({p.model, p.preset, p.model_file});
   const auto planner = planner_for(p, g, a.plan);
   const auto result = planner.predict(p);
   if (a.json) {

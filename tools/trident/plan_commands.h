@@ -10,10 +10,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "trident/zoo/zoo.h"
+
 namespace trident::cli {
 
 struct PlanArgs {
-  std::string model, preset = "tiny", cluster = "auto", partitioner = "graphpipe", schedule;
+  zoo::ModelSpec model;
+  std::string cluster = "auto", partitioner = "graphpipe", schedule;
   std::string grad_sync = "hybrid", optimizer = "adam", profile, out, dot;
   int devices = 1, mini_batch = 0, micro_batch = 0, max_replicas = 0;
   double device_memory_gb = 0;
@@ -25,14 +28,17 @@ struct SimulateArgs {
   bool json = false;
 };
 
-// --model (required; the zoo's names) and --preset, for every command that
-// builds a zoo model.
-void add_model_options(CLI::App* command, std::string& model, std::string& preset);
+// --model (the zoo's names) and --preset, or --model-file (a user's model,
+// docs/own-model.md), for every command that builds a model.
+void add_model_options(CLI::App* command, zoo::ModelSpec& model);
+// The model's graph; a model file's graph names the model. Throws
+// InputError when neither --model nor --model-file was given.
+graph::OpGraph model_graph(zoo::ModelSpec& model);
 
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);
 CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args);
 
-int run_plan(const PlanArgs& args);
+int run_plan(PlanArgs args);
 int run_simulate(const SimulateArgs& args);
 
 // A planner for a written plan (checked against `g`, its model's graph) on

@@ -1,6 +1,11 @@
 #include "trident/nn/graph_module.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
 
 namespace trident::nn {
 
@@ -11,8 +16,23 @@ namespace {
 
 std::int64_t attr(const Op& op, const char* key) {
   if (!op.attrs.contains(key)) throw GraphError("op '" + op.name + "' (" + op.kind + ") needs attr '" + key + "'");
+  if (!op.attrs.at(key).is_number_integer())
+    throw GraphError("op '" + op.name + "' (" + op.kind + "): attr '" + key + "' must be an integer, got " +
+                     op.attrs.at(key).dump());
   return op.attrs.at(key).get<std::int64_t>();
 }
+
+// A 2-d window setting: one integer for both axes, or [height, width].
+torch::ExpandingArray<2> pair(const Op& op, const char* key) {
+  const auto& v = op.attrs.contains(key) ? op.attrs.at(key) : nlohmann::json();
+  if (v.is_number_integer()) return torch::ExpandingArray<2>(v.get<std::int64_t>());
+  if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
+    return torch::ExpandingArray<2>({v[0].get<std::int64_t>(), v[1].get<std::int64_t>()});
+  throw GraphError("op '" + op.name + "' (" + op.kind + "): attr '" + key +
+                   "' must be an integer or [height, width], got " + (v.is_null() ? "nothing" : v.dump()));
+}
+
+bool has_bias(const Op& op) { return op.attrs.value("bias", true); }
 
 // Multi-head self-attention with packed q/k/v projection, written out so its
 // parameter names are plain (`in_proj`, `out_proj`).
@@ -69,18 +89,35 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
         throw GraphError("input op '" + name + "' is fed from the dataset, not computed");
       };
     } else if (k == "linear") {
-      auto m = torch::nn::Linear(attr(op, "in"), attr(op, "out"));
+      auto m = torch::nn::Linear(torch::nn::LinearOptions(attr(op, "in"), attr(op, "out")).bias(has_bias(op)));
       place(op.name, m.ptr());
       fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
     } else if (k == "conv2d") {
-      auto m = torch::nn::Conv2d(torch::nn::Conv2dOptions(attr(op, "in"), attr(op, "out"), attr(op, "kernel"))
-                                     .stride(attr(op, "stride"))
-                                     .padding(attr(op, "padding")));
+      auto m = torch::nn::Conv2d(torch::nn::Conv2dOptions(attr(op, "in"), attr(op, "out"), pair(op, "kernel"))
+                                     .stride(pair(op, "stride"))
+                                     .padding(pair(op, "padding"))
+                                     .bias(has_bias(op)));
       place(op.name, m.ptr());
       fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
     } else if (k == "max_pool2d") {
-      const auto kk = attr(op, "kernel"), s = attr(op, "stride"), p = attr(op, "padding");
+      const auto kk = pair(op, "kernel"), s = pair(op, "stride"), p = pair(op, "padding");
       fn = [kk, s, p](const std::vector<torch::Tensor>& in) { return torch::max_pool2d(in[0], kk, s, p); };
+    } else if (k == "avg_pool2d") {
+      const auto kk = pair(op, "kernel"), s = pair(op, "stride"), p = pair(op, "padding");
+      fn = [kk, s, p](const std::vector<torch::Tensor>& in) { return torch::avg_pool2d(in[0], kk, s, p); };
+    } else if (k == "adaptive_avg_pool2d") {
+      const auto size = pair(op, "size");
+      fn = [size](const std::vector<torch::Tensor>& in) { return torch::adaptive_avg_pool2d(in[0], size); };
+    } else if (k == "sigmoid") {
+      fn = [](const std::vector<torch::Tensor>& in) { return torch::sigmoid(in[0]); };
+    } else if (k == "silu") {
+      fn = [](const std::vector<torch::Tensor>& in) { return torch::silu(in[0]); };
+    } else if (k == "sub") {
+      fn = [](const std::vector<torch::Tensor>& in) { return in[0] - in[1]; };
+    } else if (k == "mul") {
+      fn = [](const std::vector<torch::Tensor>& in) { return in[0] * in[1]; };
+    } else if (k == "div") {
+      fn = [](const std::vector<torch::Tensor>& in) { return in[0] / in[1]; };
     } else if (k == "global_avg_pool") {
       fn = [](const std::vector<torch::Tensor>& in) { return in[0].mean({2, 3}); };
     } else if (k == "relu") {
@@ -147,6 +184,10 @@ void GraphModule::initialise(std::uint64_t seed) {
     for (const auto& p : op.params) {
       auto* t = all.find(p.name);
       if (!t) throw GraphError("parameter '" + p.name + "' of op '" + op.name + "' has no module");
+      if (t->sizes() != c10::IntArrayRef(p.shape))
+        throw GraphError("parameter '" + p.name + "' of op '" + op.name + "' (" + op.kind + ") is declared " +
+                         graph::to_string(graph::TensorSpec{p.shape, p.dtype}) + " but the op's module holds " +
+                         c10::str(t->sizes()));
       auto gen = at::detail::createCPUGenerator(parameter_seed(seed, p.name));
       if (op.kind == "layer_norm") {
         t->fill_(p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0 ? 0.0 : 1.0);
@@ -185,6 +226,42 @@ std::vector<std::pair<std::string, torch::Tensor>> GraphModule::parameters_of(
     }
   }
   return out;
+}
+
+void load_weights(GraphModule& module, const std::string& path) {
+  auto fail = [&](const std::string& what) { throw GraphError("model.weights " + path + ": " + what); };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot be read (" + std::string(std::strerror(errno)) + ")");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue doc;
+  try {
+    doc = torch::pickle_load(bytes);
+  } catch (const c10::Error& e) {
+    fail("not a file torch.save wrote (" + std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+  }
+  if (!doc.isGenericDict()) fail("must hold a dict of parameter name to tensor (torch.save(dict(module.state_dict())))");
+  std::map<std::string, at::Tensor> weights;
+  for (const auto& kv : doc.toGenericDict()) {
+    if (!kv.key().isString() || !kv.value().isTensor()) fail("must map parameter names (strings) to tensors");
+    weights[kv.key().toStringRef()] = kv.value().toTensor();
+  }
+  std::set<std::string> declared;
+  for (const auto& op : module.graph().ops())
+    for (const auto& p : op.params) declared.insert(p.name);
+  for (const auto& [name, t] : weights)
+    if (!declared.count(name)) fail("'" + name + "' is no parameter of the model's graph");
+  std::vector<graph::OpId> held;
+  for (graph::OpId id = 0; id < module.graph().size(); ++id)
+    if (module.holds(id)) held.push_back(id);
+  torch::NoGradGuard no_grad;
+  for (auto& [name, param] : module.parameters_of(held)) {
+    auto it = weights.find(name);
+    if (it == weights.end()) fail("parameter '" + name + "' is missing");
+    if (it->second.sizes() != param.sizes() || it->second.scalar_type() != param.scalar_type())
+      fail("parameter '" + name + "' is " + c10::str(it->second.scalar_type(), it->second.sizes()) +
+           " but the model declares " + c10::str(param.scalar_type(), param.sizes()));
+    param.copy_(it->second);
+  }
 }
 
 }  // namespace trident::nn

@@ -77,6 +77,7 @@ nlohmann::json Plan::to_json() const {
     for (const auto& t : e.tensors) tensors.push_back({{"op", t.op}, {"shape", t.shape}, {"dtype", t.dtype}});
     doc["edges"].push_back({{"from", e.from}, {"to", e.to}, {"tensors", tensors}});
   }
+  if (!model_file.empty()) doc["model_file"] = model_file;
   return doc;
 }
 
@@ -86,6 +87,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
   Plan p;
   p.model = field<std::string>(doc, "model", "", origin, "a model name");
   p.preset = field<std::string>(doc, "preset", "", origin, "a preset name");
+  if (doc.contains("model_file")) p.model_file = field<std::string>(doc, "model_file", "", origin, "a model file's path");
   p.cluster = doc.value("cluster", nlohmann::json());
   p.cost_model = doc.value("cost_model", nlohmann::json{{"kind", "analytic"}});
   p.devices = field<int>(doc, "devices", "", origin, "an integer");

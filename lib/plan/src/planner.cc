@@ -184,7 +184,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   }
   for (auto& v : ops) std::sort(v.begin(), v.end());
   Plan plan;
-  plan.model = request_.model, plan.preset = request_.preset;
+  plan.model = request_.model, plan.preset = request_.preset, plan.model_file = request_.model_file;
   plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
   plan.partitioner = partitioner, plan.schedule = request_.schedule;
   plan.optimizer_states = request_.optimizer_states;

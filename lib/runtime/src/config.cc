@@ -271,15 +271,47 @@ constexpr std::int64_t kMostDevices = 4096, kMostThreads = 1024, kMostStaleness 
 
 bool fashion(const TrainConfig& c) { return c.data.name == "fashion-mnist"; }
 
+// model.file: a user's model (docs/own-model.md). Reading it names the
+// model, so every later default (the run's name, the dataset's checks) sees
+// the graph's own name.
+Key model_file_key() {
+  auto k = text_key("model.file", [](TrainConfig& c) -> auto& { return c.model.file; }, {},
+                    "a model.json written by `tools/export` (instead of `model.name`)", {nullptr, "none"});
+  k.read = [read = k.read](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    read(r, sec, c);
+    if (c.model.file.empty()) return;
+    try {
+      c.model.name = zoo::read_model_file(c.model.file).name();
+    } catch (const std::exception& e) {
+      r.fail("model.file", sec["file"], first_line(e));
+    }
+  };
+  k.write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (!c.model.file.empty()) e << c.model.file;
+  };
+  return k;
+}
+
 std::vector<Key> model_and_data_keys() {
   std::vector<Key> k;
   k.push_back(text_key("model.name", [](TrainConfig& c) -> auto& { return c.model.name; }, zoo::model_names(),
-                       shown(join(zoo::model_names(), "`, `")), {nullptr, "(required)"}));
+                       shown(join(zoo::model_names(), "`, `")) + ", or give `model.file`", {nullptr, "(required)"}));
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (c.model.file.empty()) e << c.model.name;  // a model file names the model itself
+  };
   k.push_back(text_key("model.preset", [](TrainConfig& c) -> auto& { return c.model.preset; }, zoo::preset_names(),
                        shown(join(zoo::preset_names(), "`, `"))));
+  k.push_back(model_file_key());
+  k.push_back(text_key("model.weights", [](TrainConfig& c) -> auto& { return c.model.weights; }, {},
+                       "with `model.file`: the initial weights `tools/export` wrote (a torch.save file)",
+                       {nullptr, "none: seeded from `train.seed`"}));
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (!c.model.weights.empty()) e << c.model.weights;
+  };
   k.push_back(text_key("name", [](TrainConfig& c) -> auto& { return c.name; }, {},
                        "letters, digits, `.`, `_`, `-`; names `runs/<name>/`",
-                       {[](const TrainConfig& c) { return c.model.name + "-" + c.model.preset; }, "`<model>-<preset>`"}));
+                       {[](const TrainConfig& c) { return c.model.file.empty() ? c.model.name + "-" + c.model.preset : c.model.name; },
+                        "`<model>-<preset>`, or a model file's name"}));
   k.push_back(text_key("runs_dir", [](TrainConfig& c) -> auto& { return c.runs_dir; }, {}, "a directory"));
   k.push_back(text_key("data.name", [](TrainConfig& c) -> auto& { return c.data.name; }, {"fashion-mnist", "synthetic"},
                        "`fashion-mnist`, `synthetic`",
@@ -549,7 +581,12 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
   Reader r(source, root);
   std::map<std::string, YAML::Node> section;
   for (const auto& s : sections()) section[s] = r.section(s, allowed_in(s));
-  if (!section["model"]["name"]) r.fail("missing key 'model.name'; allowed: " + join(zoo::model_names()));
+  const auto& m = section["model"];
+  if (!m["name"] && !m["file"])
+    r.fail("missing key 'model.name' (" + join(zoo::model_names()) + ") or 'model.file' (your own model, see "
+           "docs/own-model.md)");
+  if (m["name"] && m["file"]) r.fail("model.file", m["file"], "give model.name or model.file, not both");
+  if (m["weights"] && !m["file"]) r.fail("model.weights", m["weights"], "needs model.file (zoo models are seeded)");
   TrainConfig c;
   for (const auto& k : keys()) k.read(r, section[section_of(k.path)], c);
   check_relations(r, root, c);

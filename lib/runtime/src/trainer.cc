@@ -100,6 +100,7 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
                         " per device): " + first_line(e),
                         ErrorKind::kFailure, where());
   }
+  if (!config_.model.weights.empty()) nn::load_weights(*module_, config_.model.weights);  // Note [User weights]
   stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_);
   const auto& par = config_.parallel;
   sync_ = make_stage_sync(*stage_, plan_, *group_, static_cast<std::int64_t>(par.bucket_mb * 1024 * 1024),

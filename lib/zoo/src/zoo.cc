@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/zoo/builder.h"
 
@@ -177,7 +178,17 @@ std::string default_dataset(const std::string& model_name) {
   return "fashion-mnist";
 }
 
+graph::OpGraph read_model_file(const std::string& path) {
+  const auto doc = read_json_file<graph::GraphError>(path, "model file (write one with tools/export)");
+  try {
+    return graph::OpGraph::from_json(doc);
+  } catch (const graph::GraphError& e) {
+    throw graph::GraphError("model file " + path + ": " + e.what());
+  }
+}
+
 graph::OpGraph build_graph(const ModelSpec& spec) {
+  if (!spec.file.empty()) return read_model_file(spec.file);
   auto it = builders().find(spec.name);
   if (it == builders().end()) {
     throw graph::GraphError("model '" + spec.name + "' is unknown; allowed: " + join(model_names()));

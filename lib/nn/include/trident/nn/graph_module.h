@@ -59,6 +59,16 @@ class GraphModule : public torch::nn::Module {
   std::vector<OpFn> fns_;
 };
 
+// Note [User weights]: a user's model starts from the weights its PyTorch
+// module was built with: `tools/export` writes them with torch.save as a
+// dict of parameter name to tensor (the module's state_dict keys, which are
+// the graph's parameter names). Each rank copies in the parameters its
+// module holds, so every stage starts exactly where PyTorch would.
+// Throws graph::GraphError naming `path` and the parameter when the file is
+// unreadable or not such a dict, a held parameter is missing or differs in
+// shape or dtype, or a key names no parameter of the graph.
+void load_weights(GraphModule& module, const std::string& path);
+
 // The seed of the generator that draws parameter `name`'s initial values
 // (Note [Initial weights]): a hash of the name, mixed with `seed`.
 std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name);

@@ -14,6 +14,11 @@ namespace trident::zoo {
 struct ModelSpec {
   std::string name;             // see model_names()
   std::string preset = "tiny";  // tiny | paper
+  // A user's model instead of a zoo one (docs/own-model.md): the graph file
+  // `tools/export` wrote ("trident-graph/1"), and optionally the initial
+  // weights beside it (a PyTorch state_dict file). `name` is then the
+  // graph's own name.
+  std::string file, weights;
 };
 
 const std::vector<std::string>& model_names();
@@ -23,7 +28,11 @@ const std::vector<std::string>& preset_names();
 std::string default_dataset(const std::string& model_name);
 
 // Throws graph::GraphError naming the model or preset and the allowed
-// values when unknown.
+// values when unknown; for a model file, naming the file and what is wrong
+// in it.
 graph::OpGraph build_graph(const ModelSpec& spec);
+
+// The graph of a model file (ModelSpec::file). Throws graph::GraphError.
+graph::OpGraph read_model_file(const std::string& path);
 
 }  // namespace trident::zoo

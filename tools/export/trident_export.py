@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""Export a PyTorch nn.Module to trident: model.json (trident's OpGraph,
+"trident-graph/1") and init.pt (the module's initial weights, a torch.save
+dict of parameter name to tensor, read by trident's `model.weights`).
+
+Command line:
+  python3 tools/export/trident_export.py FILE.py:NAME --input image:1,28,28:float32 \\
+      --label label --loss cross_entropy --out DIR [--args '[...]' | --args '{...}']
+
+NAME is a class or function in FILE.py; it is called with --args (a JSON list
+of positional or an object of keyword arguments) to build the module.
+--input gives, in the order of the module's forward arguments, each input's
+name, shape per sample (empty for a scalar) and dtype (float32 | int64).
+--label names the target input, which the loss compares with the module's
+output (cross_entropy: an int64 class index per sample).
+
+From Python:
+  from trident_export import export
+  export(module, inputs={"image": ((1, 28, 28), torch.float32)}, label="label",
+         loss="cross_entropy", out_dir="exported")
+
+The module is traced with torch.fx. Each traced node becomes one trident op
+of a kind trident's executor runs; a node of any other kind stops the export
+with an ExportError naming the node, its target and, when the tracer recorded
+it, the line of Python it came from. Never a silently different graph.
+Works with python3-torch 1.13 and PyTorch 2.x; no other dependency.
+"""
+
+import argparse
+import importlib.util
+import json
+import math
+import operator
+import os
+import sys
+import tempfile
+
+import torch
+import torch.fx
+from torch.fx.passes.shape_prop import ShapeProp
+
+FORMAT = "trident-graph/1"
+LOSSES = ("cross_entropy",)
+DTYPES = {"float32": torch.float32, "int64": torch.int64}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+class ExportError(Exception):
+    """The module cannot be exported; the message says which node and why."""
+
+
+# ---------------------------------------------------------------- op records
+
+
+def _elements(shape):
+    return int(math.prod(shape)) if shape else 1
+
+
+def _spec(shape, dtype):
+    return {"shape": [int(d) for d in shape], "dtype": dtype}
+
+
+class _Graph:
+    """Builds trident's graph JSON, op by op, inputs before their consumers."""
+
+    def __init__(self, name):
+        self.name = name
+        self.ops = []
+        self.specs = {}  # op name -> output spec
+
+    def add(self, name, kind, inputs, shape, dtype="float32", attrs=None, params=(), fwd=0.0, bwd=0.0, act=0):
+        if name in self.specs:
+            raise ExportError("two ops would be named '%s'; rename a submodule" % name)
+        op = {
+            "name": name,
+            "kind": kind,
+            "attrs": attrs or {},
+            "inputs": [{"op": i, "expected": self.specs[i]} for i in inputs],
+            "output": _spec(shape, dtype),
+            "params": [{"name": n, "shape": [int(d) for d in s], "dtype": "float32"} for n, s in params],
+            "forward_flops": float(fwd),
+            "backward_flops": float(bwd),
+            "activation_bytes": int(act),
+        }
+        self.ops.append(op)
+        self.specs[name] = op["output"]
+        return name
+
+    def to_json(self):
+        return {"format": FORMAT, "name": self.name, "ops": self.ops}
+
+
+# ------------------------------------------------------------- the exporter
+
+
+def _where(node):
+    trace = node.meta.get("stack_trace") if hasattr(node, "meta") else None
+    if trace:
+        lines = [l.strip() for l in trace.strip().splitlines() if l.strip()]
+        # The last "File ..., line N" and the source line after it.
+        for i in range(len(lines) - 1, -1, -1):
+            if lines[i].startswith("File "):
+                src = lines[i + 1] if i + 1 < len(lines) else ""
+                return " (%s: %s)" % (lines[i], src)
+    return ""
+
+
+def _target_name(node):
+    t = node.target
+    if isinstance(t, str):
+        return t
+    return getattr(t, "__module__", "") + "." + getattr(t, "__name__", repr(t))
+
+
+def _unsupported(node, why):
+    raise ExportError("cannot export fx node '%s' (%s %s): %s%s" % (node.name, node.op, _target_name(node), why,
+                                                                   _where(node)))
+
+
+def _pair(v):
+    return [int(v[0]), int(v[1])] if isinstance(v, (tuple, list)) else [int(v), int(v)]
+
+
+def _meta(node):
+    m = node.meta.get("tensor_meta")
+    if m is None or not hasattr(m, "shape"):
+        return None
+    return m
+
+
+class _Exporter:
+    def __init__(self, gm, inputs, label, loss, name):
+        self.gm = gm
+        self.inputs = inputs
+        self.label = label
+        self.loss = loss
+        self.g = _Graph(name)
+        self.op_of = {}  # fx node -> trident op name (or None: a shape value)
+        self.modules = dict(gm.named_modules())
+        self.called = {}
+
+    def per_sample(self, node):
+        m = _meta(node)
+        if m is None:
+            _unsupported(node, "its value is not a tensor")
+        return list(m.shape)[1:], DTYPE_NAMES.get(m.dtype) or _unsupported(node, "dtype %s" % m.dtype)
+
+    def arg(self, node, a):
+        if not isinstance(a, torch.fx.Node) or self.op_of.get(a) is None:
+            _unsupported(node, "argument %r is not a tensor of the graph (constants and Python values are not "
+                         "supported here)" % (a,))
+        return self.op_of[a]
+
+    def run(self):
+        names = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        if [n.target for n in names] != list(self.inputs):
+            raise ExportError("the module's forward takes (%s) but --input gave (%s); give one --input per forward "
+                              "argument, in order" % (", ".join(n.target for n in names), ", ".join(self.inputs)))
+        for node in self.gm.graph.nodes:
+            getattr(self, "_" + node.op)(node)
+        return self.g.to_json()
+
+    # Node kinds.
+    def _placeholder(self, node):
+        shape, dtype = self.inputs[node.target]
+        self.op_of[node] = self.g.add(node.target, "input", [], shape, DTYPE_NAMES[dtype],
+                                      attrs={"field": node.target, "dtype": DTYPE_NAMES[dtype]})
+
+    def _get_attr(self, node):
+        _unsupported(node, "reading a parameter or buffer outside a submodule's call is not supported")
+
+    def _output(self, node):
+        out = node.args[0]
+        if not isinstance(out, torch.fx.Node):
+            _unsupported(node, "the module must return one tensor (the logits)")
+        logits = self.arg(node, out)
+        shape, _ = self.per_sample(out)
+        if len(shape) != 1:
+            _unsupported(node, "cross_entropy needs logits of one axis per sample, got %s" % shape)
+        label = self.label
+        self.g.add(label, "input", [], [], "int64", attrs={"field": label, "dtype": "int64"})
+        self.g.add("loss", "cross_entropy", [logits, label], [], fwd=4 * shape[0], bwd=4 * shape[0],
+                   act=4 * shape[0])
+
+    def _shape_value(self, node):
+        """A node whose value is not a tensor (x.size(0), a getitem of it): allowed only where it feeds
+        view/reshape, whose result shape the tracer recorded."""
+        for user in node.users:
+            if not (user.op == "call_method" and user.target in ("view", "reshape", "size")) and not (
+                    user.op == "call_function" and user.target in (operator.getitem, torch.reshape)) and not (
+                    user.op == "call_function" and user.target is getattr and self.op_of.get(user, 0) is None):
+                _unsupported(node, "its value is not a tensor and feeds %s" % user.name)
+        self.op_of[node] = None
+
+    def _call_module(self, node):
+        mod = self.modules[node.target]
+        kind = type(mod)
+        params = [(node.target + "." + n, p.shape) for n, p in mod.named_parameters(recurse=False)]
+        if params:
+            if node.target in self.called:
+                _unsupported(node, "module '%s' is called twice (shared weights); trident gives every op its own "
+                             "parameters" % node.target)
+            self.called[node.target] = node
+        name = node.target if params else node.name
+        handler = _MODULES.get(kind)
+        if handler is None:
+            _unsupported(node, "module type %s is not supported (see docs/own-model.md)" % kind.__name__)
+        self.op_of[node] = handler(self, node, mod, name, params)
+
+    def _call_function(self, node):
+        if node.target is operator.getitem and self.op_of.get(node.args[0], 0) is None:
+            return self._shape_value(node)
+        handler = _FUNCTIONS.get(node.target)
+        if handler is None:
+            _unsupported(node, "function %s is not supported (see docs/own-model.md)" % _target_name(node))
+        self.op_of[node] = handler(self, node, node.name)
+
+    def _call_method(self, node):
+        if node.target == "size":
+            return self._shape_value(node)
+        handler = _METHODS.get(node.target)
+        if handler is None:
+            _unsupported(node, "tensor method .%s() is not supported (see docs/own-model.md)" % node.target)
+        self.op_of[node] = handler(self, node, node.name)
+
+
+# ------------------------------------------------------------ op handlers
+
+
+def _one_input(ex, node):
+    return ex.arg(node, node.args[0])
+
+
+def _linear(ex, node, mod, name, params):
+    x = _one_input(ex, node)
+    shape, _ = ex.per_sample(node)
+    rows = _elements(shape[:-1])
+    fwd = 2.0 * rows * mod.in_features * mod.out_features
+    return ex.g.add(name, "linear", [x], shape, attrs={"in": mod.in_features, "out": mod.out_features,
+                                                      "bias": mod.bias is not None},
+                    params=params, fwd=fwd, bwd=2 * fwd, act=4 * _elements(ex.per_sample(node.args[0])[0]))
+
+
+def _conv2d(ex, node, mod, name, params):
+    if mod.groups != 1 or _pair(mod.dilation) != [1, 1] or mod.padding_mode != "zeros" or isinstance(mod.padding, str):
+        _unsupported(node, "Conv2d with groups, dilation, a padding mode or 'same' padding is not supported")
+    x = _one_input(ex, node)
+    shape, _ = ex.per_sample(node)
+    kh, kw = _pair(mod.kernel_size)
+    fwd = 2.0 * mod.in_channels * kh * kw * _elements(shape)
+    return ex.g.add(name, "conv2d", [x], shape,
+                    attrs={"in": mod.in_channels, "out": mod.out_channels, "kernel": [kh, kw],
+                           "stride": _pair(mod.stride), "padding": _pair(mod.padding), "bias": mod.bias is not None},
+                    params=params, fwd=fwd, bwd=2 * fwd, act=4 * _elements(ex.per_sample(node.args[0])[0]))
+
+
+def _pool(kind):
+    def handler(ex, node, mod, name, params):
+        if kind == "max_pool2d" and (_pair(mod.dilation) != [1, 1] or mod.return_indices):
+            _unsupported(node, "MaxPool2d with dilation or return_indices is not supported")
+        if mod.ceil_mode or (kind == "avg_pool2d" and (not mod.count_include_pad or mod.divisor_override)):
+            _unsupported(node, "ceil_mode, count_include_pad=False and divisor_override are not supported")
+        x = _one_input(ex, node)
+        shape, _ = ex.per_sample(node)
+        stride = mod.stride if mod.stride is not None else mod.kernel_size
+        k = _pair(mod.kernel_size)
+        return ex.g.add(name, kind, [x], shape,
+                        attrs={"kernel": k, "stride": _pair(stride), "padding": _pair(mod.padding)},
+                        fwd=_elements(shape) * k[0] * k[1], bwd=_elements(shape),
+                        act=4 * (_elements(ex.per_sample(node.args[0])[0]) + _elements(shape)))
+    return handler
+
+
+def _adaptive_avg(ex, node, x, size, name):
+    shape, _ = ex.per_sample(node)
+    if isinstance(size, (tuple, list)) and None in size:
+        _unsupported(node, "AdaptiveAvgPool2d with a None size is not supported")
+    return ex.g.add(name, "adaptive_avg_pool2d", [x], shape, attrs={"size": _pair(size)},
+                    fwd=_elements(ex.per_sample(node.args[0])[0]), bwd=_elements(ex.per_sample(node.args[0])[0]))
+
+
+def _elementwise(kind, flops):
+    def handler(ex, node, name):
+        x = _one_input(ex, node)
+        shape, dtype = ex.per_sample(node)
+        n = _elements(shape)
+        return ex.g.add(name, kind, [x], shape, dtype, fwd=flops * n, bwd=flops * n, act=4 * n)
+    return handler
+
+
+def _module_act(kind, flops):
+    inner = _elementwise(kind, flops)
+
+    def handler(ex, node, mod, name, params):
+        if kind == "gelu" and getattr(mod, "approximate", "none") != "none":
+            _unsupported(node, "GELU(approximate='tanh') is not supported")
+        return inner(ex, node, name)
+    return handler
+
+
+def _flatten_common(ex, node, name, start, end):
+    if start not in (1,) or end not in (-1,):
+        _unsupported(node, "flatten is supported from dim 1 to the last only (start_dim=1, end_dim=-1)")
+    x = _one_input(ex, node)
+    shape, dtype = ex.per_sample(node)
+    return ex.g.add(name, "flatten", [x], shape, dtype)
+
+
+def _flatten_module(ex, node, mod, name, params):
+    return _flatten_common(ex, node, name, mod.start_dim, mod.end_dim)
+
+
+def _flatten_function(ex, node, name):
+    start = node.args[1] if len(node.args) > 1 else node.kwargs.get("start_dim", 0)
+    end = node.args[2] if len(node.args) > 2 else node.kwargs.get("end_dim", -1)
+    return _flatten_common(ex, node, name, start, end)
+
+
+def _identity_module(ex, node, mod, name, params):
+    if isinstance(mod, torch.nn.Dropout) and mod.p > 0:
+        _unsupported(node, "Dropout with p > 0 is not supported yet: trident cannot draw PyTorch's masks; "
+                     "export with p=0 (or model.eval()-free code)")
+    return _one_input(ex, node)
+
+
+def _binary(kind):
+    def handler(ex, node, name):
+        a, b = node.args[0], node.args[1]
+        if not (isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)):
+            _unsupported(node, "%s with a constant is not supported; both operands must be tensors" % kind)
+        sa, _ = ex.per_sample(a)
+        sb, _ = ex.per_sample(b)
+        shape, dtype = ex.per_sample(node)
+        if sa != sb:
+            _unsupported(node, "%s needs operands of one shape (no broadcasting), got %s and %s" % (kind, sa, sb))
+        return ex.g.add(name, kind, [ex.arg(node, a), ex.arg(node, b)], shape, dtype, fwd=_elements(shape),
+                        bwd=_elements(shape), act=8 * _elements(shape) if kind in ("mul", "div") else 0)
+    return handler
+
+
+def _reshape(ex, node, name):
+    x = _one_input(ex, node)
+    shape, dtype = ex.per_sample(node)
+    return ex.g.add(name, "reshape", [x], shape, dtype, attrs={"shape": shape})
+
+
+def _cat(ex, node, name):
+    xs = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    rank = len(ex.per_sample(node)[0]) + 1
+    dim = dim + rank if dim < 0 else dim
+    if dim == 0:
+        _unsupported(node, "cat along the batch axis is not supported")
+    shape, dtype = ex.per_sample(node)
+    return ex.g.add(name, "concat", [ex.arg(node, x) for x in xs], shape, dtype, attrs={"axis": dim - 1})
+
+
+def _adaptive_module(ex, node, mod, name, params):
+    return _adaptive_avg(ex, node, _one_input(ex, node), mod.output_size, name)
+
+
+def _adaptive_function(ex, node, name):
+    size = node.args[1] if len(node.args) > 1 else node.kwargs["output_size"]
+    return _adaptive_avg(ex, node, _one_input(ex, node), size, name)
+
+
+_MODULES = {
+    torch.nn.Linear: _linear,
+    torch.nn.Conv2d: _conv2d,
+    torch.nn.MaxPool2d: _pool("max_pool2d"),
+    torch.nn.AvgPool2d: _pool("avg_pool2d"),
+    torch.nn.AdaptiveAvgPool2d: _adaptive_module,
+    torch.nn.ReLU: _module_act("relu", 1),
+    torch.nn.GELU: _module_act("gelu", 8),
+    torch.nn.Tanh: _module_act("tanh", 8),
+    torch.nn.Sigmoid: _module_act("sigmoid", 8),
+    torch.nn.SiLU: _module_act("silu", 8),
+    torch.nn.Flatten: _flatten_module,
+    torch.nn.Identity: _identity_module,
+    torch.nn.Dropout: _identity_module,
+}
+
+_FUNCTIONS = {
+    operator.add: _binary("add"), torch.add: _binary("add"),
+    operator.sub: _binary("sub"), torch.sub: _binary("sub"),
+    operator.mul: _binary("mul"), torch.mul: _binary("mul"),
+    operator.truediv: _binary("div"), torch.div: _binary("div"),
+    torch.relu: _elementwise("relu", 1), torch.nn.functional.relu: _elementwise("relu", 1),
+    torch.tanh: _elementwise("tanh", 8), torch.sigmoid: _elementwise("sigmoid", 8),
+    torch.nn.functional.silu: _elementwise("silu", 8), torch.nn.functional.gelu: _elementwise("gelu", 8),
+    torch.flatten: _flatten_function,
+    torch.reshape: _reshape,
+    torch.cat: _cat,
+    torch.nn.functional.adaptive_avg_pool2d: _adaptive_function,
+}
+
+_METHODS = {
+    "view": _reshape, "reshape": _reshape, "flatten": _flatten_function,
+    "relu": _elementwise("relu", 1), "sigmoid": _elementwise("sigmoid", 8), "tanh": _elementwise("tanh", 8),
+}
+
+
+# ------------------------------------------------------------------ the API
+
+
+def _example(inputs, rows=2):
+    out = []
+    for shape, dtype in inputs.values():
+        if dtype == torch.int64:
+            out.append(torch.zeros((rows,) + tuple(shape), dtype=dtype))
+        else:
+            out.append(torch.randn((rows,) + tuple(shape), generator=torch.Generator().manual_seed(0)).to(dtype))
+    return out
+
+
+def export_graph(module, inputs, label, loss="cross_entropy", name=None):
+    """The trident graph (a dict, "trident-graph/1") of `module`.
+    inputs: {name: (per-sample shape, dtype)} in forward's argument order."""
+    if loss not in LOSSES:
+        raise ExportError("loss '%s' is not supported; allowed: %s" % (loss, ", ".join(LOSSES)))
+    if not inputs:
+        raise ExportError("no inputs: give each forward argument's name, per-sample shape and dtype")
+    for field, (shape, dtype) in inputs.items():
+        if dtype not in DTYPE_NAMES:
+            raise ExportError("input '%s': dtype %s is not supported; allowed: %s" % (field, dtype,
+                                                                                     ", ".join(DTYPES)))
+    if label in inputs:
+        raise ExportError("label '%s' is also a forward input; the label is compared with the output" % label)
+    try:
+        gm = torch.fx.symbolic_trace(module)
+    except Exception as e:  # the tracer's own error says where
+        raise ExportError("the model does not trace with torch.fx: %s: %s" % (type(e).__name__,
+                                                                              str(e).splitlines()[0]))
+    try:
+        ShapeProp(gm).propagate(*_example(inputs))
+    except Exception as e:
+        raise ExportError("the model does not run on the given inputs (%s): %s: %s" % (
+            ", ".join("%s %s %s" % (k, list(s), DTYPE_NAMES[d]) for k, (s, d) in inputs.items()),
+            type(e).__name__, str(e).splitlines()[0]))
+    return _Exporter(gm, inputs, label, loss, name or type(module).__name__).run()
+
+
+def _write_atomic(path, write):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix="tmp-", suffix=os.path.basename(path))
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def export(module, inputs, label, loss="cross_entropy", out_dir=".", name=None):
+    """Writes out_dir/model.json and out_dir/init.pt; returns their paths."""
+    graph = export_graph(module, inputs, label, loss, name)
+    os.makedirs(out_dir, exist_ok=True)
+    graph_path, weights_path = os.path.join(out_dir, "model.json"), os.path.join(out_dir, "init.pt")
+    declared = {p["name"] for op in graph["ops"] for p in op["params"]}
+    weights = {k: v.detach().clone().contiguous() for k, v in module.named_parameters() if k in declared}
+
+    def write_graph(p):
+        with open(p, "w") as f:
+            json.dump(graph, f, indent=1)
+            f.write("\n")
+    _write_atomic(graph_path, write_graph)
+    _write_atomic(weights_path, lambda p: torch.save(weights, p))
+    return graph_path, weights_path
+
+
+# ------------------------------------------------------------ command line
+
+
+def _parse_input(text):
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0]:
+        raise ExportError("--input '%s' must be NAME:SHAPE:DTYPE, e.g. image:1,28,28:float32 or ids:26:int64" % text)
+    name, shape, dtype = parts
+    try:
+        dims = tuple(int(d) for d in shape.split(",")) if shape else ()
+    except ValueError:
+        raise ExportError("--input '%s': the shape '%s' must be integers like 1,28,28" % (text, shape))
+    if dtype not in DTYPES:
+        raise ExportError("--input '%s': dtype '%s' is unknown; allowed: %s" % (text, dtype, ", ".join(DTYPES)))
+    return name, (dims, DTYPES[dtype])
+
+
+def _load_module(spec, args):
+    if ":" not in spec:
+        raise ExportError("MODULE '%s' must be FILE.py:NAME (a class or function in the file)" % spec)
+    path, attr = spec.rsplit(":", 1)
+    if not os.path.isfile(path):
+        raise ExportError("MODULE '%s': no such file %s" % (spec, path))
+    loaded = importlib.util.spec_from_file_location("user_model", path)
+    mod = importlib.util.module_from_spec(loaded)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    loaded.loader.exec_module(mod)
+    if not hasattr(mod, attr):
+        raise ExportError("MODULE '%s': %s has no '%s'" % (spec, path, attr))
+    made = getattr(mod, attr)(**args) if isinstance(args, dict) else getattr(mod, attr)(*args)
+    if not isinstance(made, torch.nn.Module):
+        raise ExportError("MODULE '%s': calling it gave a %s, not an nn.Module" % (spec, type(made).__name__))
+    return made
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("module", help="FILE.py:NAME, a class or function that builds the nn.Module")
+    ap.add_argument("--args", default="[]", help="JSON list or object of arguments for NAME")
+    ap.add_argument("--input", action="append", default=[], help="NAME:SHAPE:DTYPE, once per forward argument")
+    ap.add_argument("--label", default="label", help="the target's input name (default: label)")
+    ap.add_argument("--loss", default="cross_entropy", help="cross_entropy")
+    ap.add_argument("--name", help="the model's name (default: the module's class name)")
+    ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before building the module")
+    ap.add_argument("--out", required=True, help="directory for model.json and init.pt")
+    a = ap.parse_args(argv)
+    try:
+        try:
+            args = json.loads(a.args)
+        except json.JSONDecodeError as e:
+            raise ExportError("--args '%s' is not JSON: %s" % (a.args, e))
+        inputs = dict(_parse_input(t) for t in a.input)
+        torch.manual_seed(a.seed)
+        module = _load_module(a.module, args)
+        graph_path, weights_path = export(module, inputs, a.label, a.loss, a.out, a.name)
+    except ExportError as e:
+        print("trident_export: %s" % e, file=sys.stderr)
+        return 2
+    with open(graph_path) as f:
+        ops = len(json.load(f)["ops"])
+    print("exported %s: %d ops; wrote %s and %s" % (a.module, ops, graph_path, weights_path))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
