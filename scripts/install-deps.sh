@@ -19,8 +19,8 @@ packages=(
   dataset-fashion-mnist
   # the stage-graph picture of `trident report`
   graphviz
-  # the PyTorch peer for the comparison benchmark
-  python3-torch
+  # the PyTorch peer for the comparison benchmark, and tools/export (own models) with its tests
+  python3-torch python3-numpy
 )
 
 missing=()

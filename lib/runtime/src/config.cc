@@ -271,6 +271,20 @@ constexpr std::int64_t kMostDevices = 4096, kMostThreads = 1024, kMostStaleness 
 
 bool fashion(const TrainConfig& c) { return c.data.name == "fashion-mnist"; }
 
+// A zoo model's own dataset; for a model file, Fashion-MNIST when it reads
+// just its fields, else synthetic data.
+std::string default_dataset(const TrainConfig& c) {
+  if (c.model.file.empty()) return zoo::default_dataset(c.model.name);
+  const auto g = zoo::read_model_file(c.model.file);
+  for (const auto& op : g.ops()) {
+    if (!op.is_input()) continue;
+    const auto field = op.attrs.value("field", op.name);
+    if (!(field == "label" || (field == "image" && op.output == graph::TensorSpec{{1, 28, 28}, graph::DType::kFloat32})))
+      return "synthetic";
+  }
+  return "fashion-mnist";
+}
+
 // model.file: a user's model (docs/own-model.md). Reading it names the
 // model, so every later default (the run's name, the dataset's checks) sees
 // the graph's own name.
@@ -313,10 +327,20 @@ std::vector<Key> model_and_data_keys() {
                        {[](const TrainConfig& c) { return c.model.file.empty() ? c.model.name + "-" + c.model.preset : c.model.name; },
                         "`<model>-<preset>`, or a model file's name"}));
   k.push_back(text_key("runs_dir", [](TrainConfig& c) -> auto& { return c.runs_dir; }, {}, "a directory"));
-  k.push_back(text_key("data.name", [](TrainConfig& c) -> auto& { return c.data.name; }, {"fashion-mnist", "synthetic"},
-                       "`fashion-mnist`, `synthetic`",
-                       {[](const TrainConfig& c) { return zoo::default_dataset(c.model.name); },
-                        "`fashion-mnist` for mlp/cnn/inception/transformer, else `synthetic`"}));
+  k.push_back(text_key("data.name", [](TrainConfig& c) -> auto& { return c.data.name; },
+                       {"fashion-mnist", "synthetic", "npy"}, "`fashion-mnist`, `synthetic`, `npy` (your arrays)",
+                       {default_dataset, "`fashion-mnist` for mlp/cnn/inception/transformer and model files that "
+                                         "read only `image` [1,28,28] and `label`, else `synthetic`"}));
+  k.push_back(text_key("data.train", [](TrainConfig& c) -> auto& { return c.data.train; }, {},
+                       "npy: a directory with FIELD.npy for every input field and label.npy", {nullptr, "—"}));
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (!c.data.train.empty()) e << c.data.train;
+  };
+  k.push_back(text_key("data.test", [](TrainConfig& c) -> auto& { return c.data.test; }, {},
+                       "npy: the same for the test split", {nullptr, "—"}));
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (!c.data.test.empty()) e << c.data.test;
+  };
   k.push_back(text_key("data.path", [](TrainConfig& c) -> auto& { return c.data.path; }, {},
                        "directory with the four IDX `.gz` files",
                        {[](const TrainConfig&) { return std::string(data::kFashionMnistDir); },
@@ -344,6 +368,7 @@ std::vector<Key> train_keys() {
                       "≥ 1", {nullptr, "—"}, true));
   k.push_back(int_key("train.mini_batch", [](TrainConfig& c) -> auto& { return c.train.mini_batch; }, bound(1),
                       [](const TrainConfig& c) {
+                        if (c.data.name == "npy") return kNoLimit;  // the arrays' length, checked when loaded
                         return fashion(c) ? (c.data.train_size ? c.data.train_size : kFashionMnistTrain)
                                           : c.data.train_size;
                       },
@@ -519,6 +544,24 @@ void check_fashion_mnist_files(const Reader& r, const std::string& dir) {
   }
 }
 
+// data.train and data.test hold FIELD.npy for every input field of the
+// model (and label.npy); their contents are checked when loaded.
+void check_npy_files(const Reader& r, const YAML::Node& root, const TrainConfig& c, const graph::OpGraph& graph) {
+  for (const auto& [key, dir] : {std::pair{"train", c.data.train}, std::pair{"test", c.data.test}}) {
+    const auto node = root["data"][key];
+    if (dir.empty()) r.fail(std::string("data.name = npy needs data.") + key + ": a directory of FIELD.npy files");
+    if (!std::filesystem::is_directory(dir)) r.fail(std::string("data.") + key, node, "no such directory");
+    for (const auto& op : graph.ops()) {
+      if (!op.is_input()) continue;
+      const auto file = std::filesystem::path(dir) / (op.attrs.value("field", op.name) + ".npy");
+      if (!std::filesystem::exists(file))
+        r.fail(std::string("data.") + key, node,
+               "missing " + file.filename().string() + " for the model's input '" + op.name + "' (" +
+                   graph::to_string(op.output) + " per sample; numpy.save writes one)");
+    }
+  }
+}
+
 // The dataset exists, has the fields the model reads, and fits in memory.
 void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
   const auto graph = zoo::build_graph(c.model);
@@ -532,6 +575,7 @@ void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
     check_fashion_mnist_files(r, c.data.path);
     return;
   }
+  if (c.data.name == "npy") return check_npy_files(r, root, c, graph);
   constexpr std::int64_t kMaxBytes = std::int64_t{4} << 30;
   const auto bytes = data::synthetic_bytes(graph, c.data.train_size + c.data.test_size);
   if (bytes > kMaxBytes)

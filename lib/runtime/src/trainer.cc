@@ -17,6 +17,7 @@
 #include "trident/base/text.h"
 #include "trident/plan/report.h"
 #include "trident/runtime/process.h"
+#include "trident/data/npy.h"
 #include "trident/runtime/sharded_checkpoint.h"
 #include "trident/zoo/zoo.h"
 #include "trident/runtime/progress.h"
@@ -39,6 +40,7 @@ std::string fixed(double v, int digits) {
 data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<std::string> fields) {
   fields.insert("label");
   if (c.data.name == "fashion-mnist") return data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields);
+  if (c.data.name == "npy") return data::load_npy(c.data.train, c.data.test, fields);
   auto s = data::make_synthetic(g, c.data.train_size, c.data.test_size, c.train.seed);
   for (auto* split : {&s.train, &s.test})
     for (auto it = split->fields.begin(); it != split->fields.end();)

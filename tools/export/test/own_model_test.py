@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""End-to-end checks of a user's own model (docs/own-model.md): export a
+PyTorch module with tools/export, train it with trident on the user's .npy
+arrays, and compare with PyTorch's own training on the same weights and batch:
+- one SGD step: the loss and every gradient (allclose 1e-5);
+- 20 SGD steps: the loss of every step (1e-4);
+- a graphpipe plan on 3 processes: the same weights as one process.
+The batch is the whole training set, so the data order cannot matter.
+
+  python3 tools/export/test/own_model_test.py TRIDENT_BINARY [MODEL ...]
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+import trident_export  # noqa: E402
+from residual_cnn import ResidualCNN  # noqa: E402
+
+LR = 0.5
+SAMPLES = 64
+
+# name -> (build the module, inputs {name: (per-sample shape, dtype)}, classes)
+MODELS = {
+    "residual_cnn": (lambda: ResidualCNN(), {"image": ((1, 28, 28), torch.float32)}, 10),
+}
+
+
+def arrays(inputs, classes, rows, seed):
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, (shape, dtype) in inputs.items():
+        out[name] = torch.randn((rows,) + tuple(shape), generator=g).to(dtype)
+    out["label"] = torch.randint(0, classes, (rows,), generator=g)
+    return out
+
+
+def save_npy(d, data):
+    os.makedirs(d, exist_ok=True)
+    for name, t in data.items():
+        np.save(os.path.join(d, name + ".npy"), t.numpy())
+
+
+def trident(binary, *args):
+    r = subprocess.run([binary] + list(args), capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise AssertionError("trident %s failed (exit %d): %s" % (" ".join(args), r.returncode, r.stderr.strip()))
+    return r.stdout
+
+
+def train(binary, work, name, steps, extra=()):
+    trident(binary, "train", "--config", os.path.join(work, "config.yaml"), "--set", "name=" + name, "--set",
+            "train.steps=%d" % steps, *extra)
+    run = os.path.join(work, "runs", name)
+    weights = os.path.join(work, name + ".pt")
+    trident(binary, "export", run, "--out", weights)
+    losses = [json.loads(l)["loss"] for l in open(os.path.join(run, "metrics.jsonl")) if '"loss"' in l]
+    return losses, torch.load(weights)
+
+
+def reference(module, data, steps):
+    opt = torch.optim.SGD(module.parameters(), lr=LR)
+    inputs = [data[k] for k in data if k != "label"]
+    losses, grads = [], None
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(module(*inputs), data["label"])
+        loss.backward()
+        if grads is None:
+            grads = {k: p.grad.clone() for k, p in module.named_parameters()}
+        losses.append(loss.item())
+        opt.step()
+    return losses, grads, {k: p.detach().clone() for k, p in module.named_parameters()}
+
+
+def check(name, binary):
+    build, inputs, classes = MODELS[name]
+    work = tempfile.mkdtemp(prefix="own-model-")
+    torch.manual_seed(0)
+    module = build()
+    trident_export.export(module, inputs, "label", "cross_entropy", os.path.join(work, "model"), name)
+    init = torch.load(os.path.join(work, "model", "init.pt"))
+    data = arrays(inputs, classes, SAMPLES, 1)
+    save_npy(os.path.join(work, "train"), data)
+    save_npy(os.path.join(work, "test"), arrays(inputs, classes, 16, 2))
+    with open(os.path.join(work, "config.yaml"), "w") as f:
+        f.write("model: {file: %s/model/model.json, weights: %s/model/init.pt}\n" % (work, work))
+        f.write("data: {name: npy, train: %s/train, test: %s/test}\n" % (work, work))
+        f.write("train: {mini_batch: %d, log_every: 1, threads: 1, eval: false}\n" % SAMPLES)
+        f.write("optimizer: {name: sgd, lr: %g, momentum: 0}\ncheckpoint: {every: 0}\nruns_dir: %s/runs\n" % (LR, work))
+    failures = []
+
+    def expect(ok, what):
+        if not ok:
+            failures.append("%s: %s" % (name, what))
+
+    # One step: loss and every gradient.
+    losses, after = train(binary, work, "one", 1)
+    ref_losses, ref_grads, _ = reference(build_from(build, init), data, 1)
+    expect(abs(losses[0] - ref_losses[0]) <= 1e-5, "step-1 loss %.7f, PyTorch %.7f" % (losses[0], ref_losses[0]))
+    expect(set(after) == set(ref_grads), "parameters %s, PyTorch %s" % (sorted(after), sorted(ref_grads)))
+    for k, g in ref_grads.items():
+        ours = (init[k] - after[k]) / LR
+        expect(torch.allclose(ours, g, rtol=1e-5, atol=1e-5),
+               "gradient of %s differs by %.2e" % (k, (ours - g).abs().max().item()))
+    # 20 steps: every loss.
+    losses, single = train(binary, work, "twenty", 20)
+    ref_losses, _, _ = reference(build_from(build, init), data, 20)
+    expect(len(losses) == 20 and np.allclose(losses, ref_losses, rtol=1e-4, atol=1e-4),
+           "20-step losses %s, PyTorch %s" % (np.round(losses, 5), np.round(ref_losses, 5)))
+    # A graphpipe plan on 3 processes: the weights of one process.
+    _, piped = train(binary, work, "graphpipe3", 20, ("--nproc", "3", "--set", "parallel.devices=3", "--set",
+                                                      "parallel.partitioner=graphpipe"))
+    for k, w in single.items():
+        expect(torch.allclose(piped[k], w, rtol=1e-5, atol=1e-5),
+               "graphpipe on 3 processes: %s differs by %.2e" % (k, (piped[k] - w).abs().max().item()))
+    return failures
+
+
+def build_from(build, init):
+    module = build()
+    module.load_state_dict(init)
+    return module
+
+
+def main():
+    torch.set_num_threads(1)
+    binary = sys.argv[1]
+    names = sys.argv[2:] or list(MODELS)
+    failures = []
+    for name in names:
+        failures += check(name, binary)
+        print("%s: %s" % (name, "ok" if not failures else "FAILED"))
+    for f in failures:
+        print("FAIL " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
