@@ -161,9 +161,13 @@ class _Exporter:
         return self.g.to_json()
 
     # Node kinds.
+    def input_name(self, field):
+        # An input op is named after its field unless a submodule has that name.
+        return field + "_input" if field in self.modules else field
+
     def _placeholder(self, node):
         shape, dtype = self.inputs[node.target]
-        self.op_of[node] = self.g.add(node.target, "input", [], shape, DTYPE_NAMES[dtype],
+        self.op_of[node] = self.g.add(self.input_name(node.target), "input", [], shape, DTYPE_NAMES[dtype],
                                       attrs={"field": node.target, "dtype": DTYPE_NAMES[dtype]})
 
     def _get_attr(self, node):
@@ -177,8 +181,8 @@ class _Exporter:
         shape, _ = self.per_sample(out)
         if len(shape) != 1:
             _unsupported(node, "cross_entropy needs logits of one axis per sample, got %s" % shape)
-        label = self.label
-        self.g.add(label, "input", [], [], "int64", attrs={"field": label, "dtype": "int64"})
+        label = self.g.add(self.input_name(self.label), "input", [], [], "int64",
+                           attrs={"field": self.label, "dtype": "int64"})
         self.g.add("loss", "cross_entropy", [logits, label], [], fwd=4 * shape[0], bwd=4 * shape[0],
                    act=4 * shape[0])
 
@@ -326,8 +330,17 @@ def _identity_module(ex, node, mod, name, params):
 def _binary(kind):
     def handler(ex, node, name):
         a, b = node.args[0], node.args[1]
+        scalar = (int, float)
+        if isinstance(a, torch.fx.Node) != isinstance(b, torch.fx.Node) and isinstance(
+                b if isinstance(a, torch.fx.Node) else a, scalar) and not isinstance(
+                b if isinstance(a, torch.fx.Node) else a, bool):
+            # A tensor and a Python number: x + 2, 1 - x, x / c.
+            x, value, op = (a, b, kind) if isinstance(a, torch.fx.Node) else (b, a, "r" + kind)
+            shape, dtype = ex.per_sample(node)
+            return ex.g.add(name, "scalar", [ex.arg(node, x)], shape, dtype, attrs={"op": op, "value": float(value)},
+                            fwd=_elements(shape), bwd=_elements(shape))
         if not (isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)):
-            _unsupported(node, "%s with a constant is not supported; both operands must be tensors" % kind)
+            _unsupported(node, "%s needs tensors or one tensor and a Python number" % kind)
         sa, _ = ex.per_sample(a)
         sb, _ = ex.per_sample(b)
         shape, dtype = ex.per_sample(node)
@@ -364,6 +377,114 @@ def _adaptive_function(ex, node, name):
     return _adaptive_avg(ex, node, _one_input(ex, node), size, name)
 
 
+def _layer_norm(ex, node, mod, name, params):
+    shape, _ = ex.per_sample(node)
+    if len(mod.normalized_shape) != 1 or not mod.elementwise_affine:
+        _unsupported(node, "LayerNorm is supported over the last axis with elementwise_affine=True only")
+    n = _elements(shape)
+    return ex.g.add(name, "layer_norm", [_one_input(ex, node)], shape,
+                    attrs={"dim": int(mod.normalized_shape[0]), "eps": float(mod.eps)}, params=params,
+                    fwd=8 * n, bwd=16 * n, act=4 * n)
+
+
+def _embedding_bag(ex, node, mod, name, params):
+    if len(node.args) > 1 or node.kwargs or mod.mode not in ("mean", "sum") or mod.padding_idx is not None \
+            or mod.max_norm is not None or getattr(mod, "include_last_offset", False):
+        _unsupported(node, "EmbeddingBag is supported with mode mean or sum on fixed-size bags ([N, bag] ids), "
+                     "without offsets, per_sample_weights, padding_idx or max_norm")
+    ids, _ = ex.per_sample(node.args[0])
+    if len(ids) != 1:
+        _unsupported(node, "EmbeddingBag needs ids of shape [N, bag], got per sample %s" % ids)
+    shape, _ = ex.per_sample(node)
+    return ex.g.add(name, "embedding_bag", [_one_input(ex, node)], shape,
+                    attrs={"rows": mod.num_embeddings, "dim": mod.embedding_dim, "mode": mod.mode}, params=params,
+                    fwd=ids[0] * mod.embedding_dim, bwd=ids[0] * mod.embedding_dim, act=8 * ids[0])
+
+
+def _embedding(ex, node, mod, name, params):
+    if mod.padding_idx is not None or mod.max_norm is not None:
+        _unsupported(node, "Embedding with padding_idx or max_norm is not supported")
+    shape, _ = ex.per_sample(node)
+    n = _elements(shape)
+    return ex.g.add(name, "embedding", [_one_input(ex, node)], shape,
+                    attrs={"rows": mod.num_embeddings, "dim": mod.embedding_dim}, params=params, fwd=n, bwd=n,
+                    act=8 * _elements(ex.per_sample(node.args[0])[0]))
+
+
+def _axis(ex, node, dim):
+    rank = len(ex.per_sample(node.args[0])[0]) + 1
+    dim = dim + rank if dim < 0 else dim
+    if dim == 0:
+        _unsupported(node, "an operation along the batch axis is not supported")
+    return dim - 1
+
+
+def _softmax_common(ex, node, name, dim):
+    if dim is None:
+        _unsupported(node, "softmax needs an explicit dim")
+    shape, dtype = ex.per_sample(node)
+    n = _elements(shape)
+    return ex.g.add(name, "softmax", [_one_input(ex, node)], shape, dtype, attrs={"axis": _axis(ex, node, dim)},
+                    fwd=5 * n, bwd=5 * n, act=4 * n)
+
+
+def _softmax_module(ex, node, mod, name, params):
+    return _softmax_common(ex, node, name, mod.dim)
+
+
+def _softmax_function(ex, node, name):
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    return _softmax_common(ex, node, name, dim)
+
+
+def _reduce(kind):
+    def handler(ex, node, name):
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        if not isinstance(dim, int) or node.kwargs.get("keepdim") or (len(node.args) > 2 and node.args[2]):
+            _unsupported(node, "%s is supported over one axis (dim=int), without keepdim" % kind)
+        shape, dtype = ex.per_sample(node)
+        n = _elements(ex.per_sample(node.args[0])[0])
+        return ex.g.add(name, kind, [_one_input(ex, node)], shape, dtype, attrs={"axis": _axis(ex, node, dim)},
+                        fwd=n, bwd=n)
+    return handler
+
+
+def _permute_dims(ex, node, dims):
+    rank = len(ex.per_sample(node.args[0])[0]) + 1
+    dims = [d + rank if d < 0 else d for d in dims]
+    if dims[0] != 0:
+        _unsupported(node, "the batch axis must stay first")
+    shape, dtype = ex.per_sample(node)
+    return ex.g.add(node.name, "permute", [_one_input(ex, node)], shape, dtype,
+                    attrs={"dims": [d - 1 for d in dims[1:]]})
+
+
+def _permute(ex, node, name):
+    dims = node.args[1:] if len(node.args) > 2 or not isinstance(node.args[1], (tuple, list)) else node.args[1]
+    return _permute_dims(ex, node, list(dims))
+
+
+def _transpose(ex, node, name):
+    rank = len(ex.per_sample(node.args[0])[0]) + 1
+    a, b = [d + rank if d < 0 else d for d in node.args[1:3]]
+    dims = list(range(rank))
+    dims[a], dims[b] = dims[b], dims[a]
+    return _permute_dims(ex, node, dims)
+
+
+def _matmul(ex, node, name):
+    a, b = node.args[0], node.args[1]
+    sa, _ = ex.per_sample(a)
+    sb, _ = ex.per_sample(b)
+    if len(sa) < 2 or len(sb) != len(sa) or sa[:-2] != sb[:-2]:
+        _unsupported(node, "matmul/bmm is supported between per-sample matrices of one batch shape, got %s and %s"
+                     % (sa, sb))
+    shape, dtype = ex.per_sample(node)
+    fwd = 2.0 * _elements(shape) * sa[-1]
+    return ex.g.add(name, "matmul", [ex.arg(node, a), ex.arg(node, b)], shape, dtype, fwd=fwd, bwd=2 * fwd,
+                    act=4 * (_elements(sa) + _elements(sb)))
+
+
 _MODULES = {
     torch.nn.Linear: _linear,
     torch.nn.Conv2d: _conv2d,
@@ -378,6 +499,10 @@ _MODULES = {
     torch.nn.Flatten: _flatten_module,
     torch.nn.Identity: _identity_module,
     torch.nn.Dropout: _identity_module,
+    torch.nn.LayerNorm: _layer_norm,
+    torch.nn.EmbeddingBag: _embedding_bag,
+    torch.nn.Embedding: _embedding,
+    torch.nn.Softmax: _softmax_module,
 }
 
 _FUNCTIONS = {
@@ -392,11 +517,17 @@ _FUNCTIONS = {
     torch.reshape: _reshape,
     torch.cat: _cat,
     torch.nn.functional.adaptive_avg_pool2d: _adaptive_function,
+    torch.softmax: _softmax_function, torch.nn.functional.softmax: _softmax_function,
+    torch.mean: _reduce("mean"), torch.sum: _reduce("sum"),
+    torch.permute: _permute, torch.transpose: _transpose,
+    torch.matmul: _matmul, torch.bmm: _matmul,
 }
 
 _METHODS = {
     "view": _reshape, "reshape": _reshape, "flatten": _flatten_function,
     "relu": _elementwise("relu", 1), "sigmoid": _elementwise("sigmoid", 8), "tanh": _elementwise("tanh", 8),
+    "softmax": _softmax_function, "mean": _reduce("mean"), "sum": _reduce("sum"),
+    "permute": _permute, "transpose": _transpose, "matmul": _matmul,
 }
 
 

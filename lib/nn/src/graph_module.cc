@@ -118,6 +118,42 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
       fn = [](const std::vector<torch::Tensor>& in) { return in[0] * in[1]; };
     } else if (k == "div") {
       fn = [](const std::vector<torch::Tensor>& in) { return in[0] / in[1]; };
+    } else if (k == "embedding") {
+      auto m = torch::nn::Embedding(attr(op, "rows"), attr(op, "dim"));
+      place(op.name, m.ptr());
+      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
+    } else if (k == "softmax") {
+      const auto axis = attr(op, "axis") + 1;
+      fn = [axis](const std::vector<torch::Tensor>& in) { return torch::softmax(in[0], axis); };
+    } else if (k == "mean" || k == "sum") {
+      const auto axis = attr(op, "axis") + 1;
+      const bool mean = k == "mean";
+      fn = [axis, mean](const std::vector<torch::Tensor>& in) { return mean ? in[0].mean(axis) : in[0].sum(axis); };
+    } else if (k == "permute") {
+      std::vector<std::int64_t> dims{0};
+      for (auto d : op.attrs.value("dims", std::vector<std::int64_t>{})) dims.push_back(d + 1);
+      if (dims.size() != op.output.shape.size() + 1)
+        throw GraphError("op '" + op.name + "' (permute): attr 'dims' must order all " +
+                         std::to_string(op.output.shape.size()) + " per-sample axes");
+      fn = [dims](const std::vector<torch::Tensor>& in) { return in[0].permute(dims); };
+    } else if (k == "scalar") {
+      const auto how = op.attrs.value("op", std::string());
+      const double c = op.attrs.value("value", 0.0);
+      static const std::set<std::string> kOps{"add", "sub", "mul", "div", "radd", "rsub", "rmul", "rdiv"};
+      if (!kOps.count(how))
+        throw GraphError("op '" + op.name + "' (scalar): attr 'op' is '" + how +
+                         "'; allowed: add, sub, mul, div, radd, rsub, rmul, rdiv");
+      fn = [how, c](const std::vector<torch::Tensor>& in) -> torch::Tensor {
+        const auto& x = in[0];
+        if (how == "add" || how == "radd") return x + c;
+        if (how == "sub") return x - c;
+        if (how == "rsub") return c - x;
+        if (how == "mul" || how == "rmul") return x * c;
+        if (how == "div") return x / c;
+        return c / x;
+      };
+    } else if (k == "matmul") {
+      fn = [](const std::vector<torch::Tensor>& in) { return torch::matmul(in[0], in[1]); };
     } else if (k == "global_avg_pool") {
       fn = [](const std::vector<torch::Tensor>& in) { return in[0].mean({2, 3}); };
     } else if (k == "relu") {
@@ -138,7 +174,7 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
     } else if (k == "add") {
       fn = [](const std::vector<torch::Tensor>& in) { return in[0] + in[1]; };
     } else if (k == "layer_norm") {
-      auto m = torch::nn::LayerNorm(torch::nn::LayerNormOptions({attr(op, "dim")}));
+      auto m = torch::nn::LayerNorm(torch::nn::LayerNormOptions({attr(op, "dim")}).eps(op.attrs.value("eps", 1e-5)));
       place(op.name, m.ptr());
       fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
     } else if (k == "self_attention") {
@@ -148,8 +184,12 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
     } else if (k == "mean_seq") {
       fn = [](const std::vector<torch::Tensor>& in) { return in[0].mean(1); };
     } else if (k == "embedding_bag") {
-      auto m = torch::nn::EmbeddingBag(
-          torch::nn::EmbeddingBagOptions(attr(op, "rows"), attr(op, "dim")).mode(torch::kMean));
+      const auto mode = op.attrs.value("mode", std::string("mean"));
+      if (mode != "mean" && mode != "sum")
+        throw GraphError("op '" + op.name + "' (embedding_bag): attr 'mode' is '" + mode + "'; allowed: mean, sum");
+      auto options = torch::nn::EmbeddingBagOptions(attr(op, "rows"), attr(op, "dim"));
+      if (mode == "sum") options.mode(torch::kSum); else options.mode(torch::kMean);
+      auto m = torch::nn::EmbeddingBag(options);
       place(op.name, m.ptr());
       fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
     } else if (k == "cross_entropy") {
@@ -191,7 +231,7 @@ void GraphModule::initialise(std::uint64_t seed) {
       auto gen = at::detail::createCPUGenerator(parameter_seed(seed, p.name));
       if (op.kind == "layer_norm") {
         t->fill_(p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0 ? 0.0 : 1.0);
-      } else if (op.kind == "embedding_bag") {
+      } else if (op.kind == "embedding_bag" || op.kind == "embedding") {
         t->normal_(0.0, 1.0, gen);
       } else {
         // A bias takes the fan-in of its layer's weight (same prefix).
