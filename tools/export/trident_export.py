@@ -94,14 +94,18 @@ class _Graph:
 
 
 def _where(node):
-    trace = node.meta.get("stack_trace") if hasattr(node, "meta") else None
-    if trace:
-        lines = [l.strip() for l in trace.strip().splitlines() if l.strip()]
-        # The last "File ..., line N" and the source line after it.
-        for i in range(len(lines) - 1, -1, -1):
-            if lines[i].startswith("File "):
-                src = lines[i + 1] if i + 1 < len(lines) else ""
-                return " (%s: %s)" % (lines[i], src)
+    """The user's line of Python that made `node`, when the tracer recorded it:
+    the innermost frame outside torch and this exporter."""
+    trace = getattr(node, "stack_trace", None) or node.meta.get("stack_trace")
+    if not trace:
+        return ""
+    lines = trace.splitlines()
+    for i, line in enumerate(lines):
+        text = line.strip()
+        if text.startswith("File ") and "/torch/" not in text and "trident_export" not in text \
+                and "<string>" not in text:
+            src = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return " at %s: %s" % (text[len("File "):], src)
     return ""
 
 
@@ -558,7 +562,10 @@ def export_graph(module, inputs, label, loss="cross_entropy", name=None):
     if label in inputs:
         raise ExportError("label '%s' is also a forward input; the label is compared with the output" % label)
     try:
-        gm = torch.fx.symbolic_trace(module)
+        tracer = torch.fx.Tracer()
+        tracer.record_stack_traces = True  # so that an unsupported node can name its line of Python
+        gm = torch.fx.GraphModule(tracer.root if hasattr(tracer, "root") and tracer.root is not None else module,
+                                  tracer.trace(module))
     except Exception as e:  # the tracer's own error says where
         raise ExportError("the model does not trace with torch.fx: %s: %s" % (type(e).__name__,
                                                                               str(e).splitlines()[0]))
@@ -589,6 +596,9 @@ def export(module, inputs, label, loss="cross_entropy", out_dir=".", name=None):
     graph_path, weights_path = os.path.join(out_dir, "model.json"), os.path.join(out_dir, "init.pt")
     declared = {p["name"] for op in graph["ops"] for p in op["params"]}
     weights = {k: v.detach().clone().contiguous() for k, v in module.named_parameters() if k in declared}
+    # LibTorch 1.13 cannot unpickle a dict of one entry (Python writes it with SETITEM), so the file always
+    # carries its format's number beside the weights.
+    weights["__format__"] = torch.tensor([1])
 
     def write_graph(p):
         with open(p, "w") as f:

@@ -277,13 +277,17 @@ void load_weights(GraphModule& module, const std::string& path) {
   try {
     doc = torch::pickle_load(bytes);
   } catch (const c10::Error& e) {
-    fail("not a file torch.save wrote (" + std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+    std::string why = e.what_without_backtrace();
+    why = why.substr(0, why.find('\n'));
+    if (why.find("opcode") != std::string::npos && why.find("0x73") != std::string::npos)
+      why += "; LibTorch 1.13 cannot read a dict of a single entry: write the file with tools/export";
+    fail("not a file torch.save wrote (" + why + ")");
   }
   if (!doc.isGenericDict()) fail("must hold a dict of parameter name to tensor (torch.save(dict(module.state_dict())))");
   std::map<std::string, at::Tensor> weights;
   for (const auto& kv : doc.toGenericDict()) {
     if (!kv.key().isString() || !kv.value().isTensor()) fail("must map parameter names (strings) to tensors");
-    weights[kv.key().toStringRef()] = kv.value().toTensor();
+    if (kv.key().toStringRef() != "__format__") weights[kv.key().toStringRef()] = kv.value().toTensor();
   }
   std::set<std::string> declared;
   for (const auto& op : module.graph().ops())

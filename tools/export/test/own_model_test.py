@@ -99,6 +99,7 @@ def check(name, binary):
     module = build()
     trident_export.export(module, inputs, "label", "cross_entropy", os.path.join(work, "model"), name)
     init = torch.load(os.path.join(work, "model", "init.pt"))
+    init.pop("__format__")
     data = arrays(inputs, classes, ranges, SAMPLES, 1)
     save_npy(os.path.join(work, "train"), data)
     save_npy(os.path.join(work, "test"), arrays(inputs, classes, ranges, 16, 2))
@@ -147,6 +148,96 @@ def check(name, binary):
     return failures
 
 
+BAD_MODELS = """
+import torch
+from torch import nn
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 5)
+        self.out = nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.out(self.fc(x))
+
+
+class Unsupported(Tiny):
+    def forward(self, x):
+        return self.out(self.fc(torch.cumsum(x, dim=1)))
+
+
+class NoTrace(Tiny):
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.out(self.fc(x))
+        return self.out(self.fc(-x))
+"""
+
+
+def run_export(work, name, *inputs):
+    cmd = [sys.executable, os.path.join(os.path.dirname(HERE), "trident_export.py"),
+           os.path.join(work, "bad_models.py") + ":" + name, "--out", os.path.join(work, name)]
+    for i in inputs:
+        cmd += ["--input", i]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def check_errors(binary):
+    """Each bad input: exit 2 and one line that names what is wrong."""
+    work = tempfile.mkdtemp(prefix="own-model-errors-")
+    failures = []
+    with open(os.path.join(work, "bad_models.py"), "w") as f:
+        f.write(BAD_MODELS)
+
+    def expect_error(what, r, *needles):
+        line = r.stderr.strip()
+        if r.returncode != 2 or len(line.splitlines()) != 1 or not all(n in line for n in needles):
+            failures.append("errors: %s: exit %d, %r (wanted exit 2, one line with %s)" % (what, r.returncode, line,
+                                                                                            needles))
+
+    expect_error("unsupported op", run_export(work, "Unsupported", "x:4:float32"), "'cumsum'", "torch.cumsum",
+                 "bad_models.py\", line 18", "torch.cumsum(x, dim=1)")
+    expect_error("no input specs", run_export(work, "Tiny"), "no inputs")
+    expect_error("wrong input specs", run_export(work, "Tiny", "y:4:float32"), "forward takes (x)", "gave (y)")
+    expect_error("does not trace", run_export(work, "NoTrace", "x:4:float32"), "does not trace", "control flow")
+    r = run_export(work, "Tiny", "x:4:float32")
+    if r.returncode != 0:
+        return failures + ["errors: exporting Tiny failed: " + r.stderr.strip()]
+    model = os.path.join(work, "Tiny")
+    rows = {"x": torch.randn(8, 4), "label": torch.randint(0, 3, (8,))}
+    save_npy(os.path.join(work, "data"), rows)
+    with open(os.path.join(work, "config.yaml"), "w") as f:
+        f.write("model: {file: %s/model.json, weights: %s/weights.pt}\n" % (model, model))
+        f.write("data: {name: npy, train: %s/data, test: %s/data}\n" % (work, work))
+        f.write("train: {mini_batch: 8, steps: 1, threads: 1, eval: false}\nruns_dir: %s/runs\n" % work)
+
+    def train_with(weights):
+        torch.save(weights, os.path.join(model, "weights.pt"))
+        return subprocess.run([binary, "train", "--config", os.path.join(work, "config.yaml")], capture_output=True,
+                              text=True, timeout=120)
+    init = torch.load(os.path.join(model, "init.pt"))
+    expect_error("weights without a parameter", train_with({k: v for k, v in init.items() if k != "fc.bias"}),
+                 "parameter 'fc.bias' is missing")
+    expect_error("weights of another shape", train_with(dict(init, **{"fc.weight": torch.zeros(5, 7)})),
+                 "parameter 'fc.weight'", "[5, 7]", "[5, 4]")
+    expect_error("weights of another model", train_with(dict(init, **{"head.weight": torch.zeros(1)})),
+                 "'head.weight' is no parameter")
+    graph = json.load(open(os.path.join(model, "model.json")))
+    graph["ops"][1]["params"][0]["shape"] = [5, 7]
+    with open(os.path.join(model, "model.json"), "w") as f:
+        json.dump(graph, f)
+    expect_error("a model file whose op disagrees with its parameters", train_with(init), "parameter 'fc.weight'",
+                 "[5,7]")
+    with open(os.path.join(model, "model.json"), "w") as f:
+        f.write("{not json")
+    expect_error("a malformed model file", train_with(init), "model.file", "model.json")
+    if not failures:
+        shutil.rmtree(work)
+    return failures
+
+
 def build_from(build, init):
     module = build()
     module.load_state_dict(init)
@@ -157,7 +248,8 @@ def main():
     torch.set_num_threads(1)
     binary = sys.argv[1]
     names = sys.argv[2:] or list(MODELS)
-    failures = []
+    failures = check_errors(binary)
+    print("errors: %s" % ("ok" if not failures else "FAILED"))
     for name in names:
         mine = check(name, binary)
         print("%s: %s" % (name, "ok" if not mine else "FAILED"))

@@ -62,7 +62,8 @@ class GraphModule : public torch::nn::Module {
 // Note [User weights]: a user's model starts from the weights its PyTorch
 // module was built with: `tools/export` writes them with torch.save as a
 // dict of parameter name to tensor (the module's state_dict keys, which are
-// the graph's parameter names). Each rank copies in the parameters its
+// the graph's parameter names), plus "__format__" (LibTorch 1.13 cannot read
+// a dict of a single entry, so the file never holds one). Each rank copies in the parameters its
 // module holds, so every stage starts exactly where PyTorch would.
 // Throws graph::GraphError naming `path` and the parameter when the file is
 // unreadable or not such a dict, a held parameter is missing or differs in
