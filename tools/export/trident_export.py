@@ -142,6 +142,7 @@ class _Exporter:
         self.op_of = {}  # fx node -> trident op name (or None: a shape value)
         self.modules = dict(gm.named_modules())
         self.called = {}
+        self.pieces = {}  # split/chunk node -> (input op, axis, [(start, end)])
 
     def per_sample(self, node):
         m = _meta(node)
@@ -216,7 +217,8 @@ class _Exporter:
         self.op_of[node] = handler(self, node, mod, name, params)
 
     def _call_function(self, node):
-        if node.target is operator.getitem and self.op_of.get(node.args[0], 0) is None:
+        if node.target is operator.getitem and node.args[0] not in self.pieces and \
+                self.op_of.get(node.args[0], 0) is None:
             return self._shape_value(node)
         handler = _FUNCTIONS.get(node.target)
         if handler is None:
@@ -489,6 +491,95 @@ def _matmul(ex, node, name):
                     act=4 * (_elements(sa) + _elements(sb)))
 
 
+def _batch_norm(ex, node, mod, name, params):
+    if not mod.affine:
+        _unsupported(node, "BatchNorm with affine=False is not supported")
+    shape, _ = ex.per_sample(node)
+    n = _elements(shape)
+    return ex.g.add(name, "batch_norm", [_one_input(ex, node)], shape,
+                    attrs={"features": mod.num_features, "eps": float(mod.eps)}, params=params,
+                    fwd=8 * n, bwd=16 * n, act=4 * n)
+
+
+def _multihead_attention(ex, node, mod, name, params):
+    args = list(node.args) + [node.kwargs.get(k) for k in ("query", "key", "value") if k in node.kwargs]
+    if len(args) != 3 or not (args[0] is args[1] is args[2]):
+        _unsupported(node, "MultiheadAttention is supported as self-attention only: attn(x, x, x)")
+    extra = {k: v for k, v in node.kwargs.items() if k not in ("query", "key", "value", "need_weights")}
+    if any(v is not None for v in extra.values()) or not mod.batch_first or mod.dropout or \
+            not mod._qkv_same_embed_dim or mod.in_proj_bias is None or mod.bias_k is not None:
+        _unsupported(node, "MultiheadAttention is supported with batch_first=True, dropout=0, biases, "
+                     "no masks and no add_bias_kv/kdim/vdim")
+    for u in node.users:
+        if not (u.op == "call_function" and u.target is operator.getitem and (u.args[1] == 0 or not u.users)):
+            _unsupported(node, "only the attention output (result[0]) of MultiheadAttention is supported")
+    shape, _ = ex.per_sample(node.args[0])
+    seq, h = shape
+    params = [(name + "." + n, p.shape) for n, p in mod.named_parameters()]
+    fwd = 2.0 * seq * h * 4 * h + 4.0 * seq * seq * h
+    return ex.g.add(name, "multihead_attention", [_one_input(ex, node)], shape,
+                    attrs={"hidden": h, "heads": mod.num_heads}, params=params, fwd=fwd, bwd=2 * fwd,
+                    act=4 * (5 * seq * h + mod.num_heads * seq * seq))
+
+
+def _conv1d(ex, node, mod, name, params):
+    if mod.groups != 1 or mod.dilation[0] != 1 or mod.padding_mode != "zeros" or isinstance(mod.padding, str):
+        _unsupported(node, "Conv1d with groups, dilation, a padding mode or 'same' padding is not supported")
+    shape, _ = ex.per_sample(node)
+    fwd = 2.0 * mod.in_channels * mod.kernel_size[0] * _elements(shape)
+    return ex.g.add(name, "conv1d", [_one_input(ex, node)], shape,
+                    attrs={"in": mod.in_channels, "out": mod.out_channels, "kernel": mod.kernel_size[0],
+                           "stride": mod.stride[0], "padding": mod.padding[0], "bias": mod.bias is not None},
+                    params=params, fwd=fwd, bwd=2 * fwd, act=4 * _elements(ex.per_sample(node.args[0])[0]))
+
+
+def _stack(ex, node, name):
+    xs = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    rank = len(ex.per_sample(node)[0]) + 1
+    dim = dim + rank if dim < 0 else dim
+    if dim == 0:
+        _unsupported(node, "stack along the batch axis is not supported")
+    shape, dtype = ex.per_sample(node)
+    return ex.g.add(name, "stack", [ex.arg(node, x) for x in xs], shape, dtype, attrs={"axis": dim - 1})
+
+
+def _pieces(ex, node, name):
+    """split/chunk: a tuple whose items (getitem nodes) become slices."""
+    x = node.args[0]
+    rank = len(ex.per_sample(x)[0]) + 1
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    dim = dim + rank if dim < 0 else dim
+    if dim == 0:
+        _unsupported(node, "split/chunk along the batch axis is not supported")
+    size = ex.per_sample(x)[0][dim - 1]
+    arg = node.args[1] if len(node.args) > 1 else node.kwargs.get("split_size_or_sections", node.kwargs.get("chunks"))
+    chunk = node.target in (torch.chunk, "chunk")
+    if chunk:
+        step = -(-size // arg)
+        bounds = [(s, min(s + step, size)) for s in range(0, size, step)]
+    elif isinstance(arg, int):
+        bounds = [(s, min(s + arg, size)) for s in range(0, size, arg)]
+    else:
+        starts = [sum(arg[:i]) for i in range(len(arg))]
+        bounds = [(s, s + n) for s, n in zip(starts, arg)]
+    ex.pieces[node] = (ex.arg(node, x), dim - 1, bounds)
+    return None
+
+
+def _getitem(ex, node, name):
+    src, index = node.args
+    if src in ex.pieces:
+        x, axis, bounds = ex.pieces[src]
+        start, end = bounds[index]
+        shape, dtype = ex.per_sample(node)
+        return ex.g.add(name, "slice", [x], shape, dtype, attrs={"axis": axis, "start": start, "end": end})
+    if ex.op_of.get(src) is not None and ex.g.ops and src.op == "call_module" and \
+            isinstance(ex.modules.get(src.target), torch.nn.MultiheadAttention):
+        return ex.op_of[src] if index == 0 else None  # result[0]; the unused weights are dropped
+    _unsupported(node, "indexing a tensor is not supported")
+
+
 _MODULES = {
     torch.nn.Linear: _linear,
     torch.nn.Conv2d: _conv2d,
@@ -507,6 +598,10 @@ _MODULES = {
     torch.nn.EmbeddingBag: _embedding_bag,
     torch.nn.Embedding: _embedding,
     torch.nn.Softmax: _softmax_module,
+    torch.nn.BatchNorm1d: _batch_norm,
+    torch.nn.BatchNorm2d: _batch_norm,
+    torch.nn.MultiheadAttention: _multihead_attention,
+    torch.nn.Conv1d: _conv1d,
 }
 
 _FUNCTIONS = {
@@ -525,6 +620,8 @@ _FUNCTIONS = {
     torch.mean: _reduce("mean"), torch.sum: _reduce("sum"),
     torch.permute: _permute, torch.transpose: _transpose,
     torch.matmul: _matmul, torch.bmm: _matmul,
+    torch.stack: _stack, torch.split: _pieces, torch.chunk: _pieces,
+    operator.getitem: _getitem,
 }
 
 _METHODS = {
@@ -532,6 +629,7 @@ _METHODS = {
     "relu": _elementwise("relu", 1), "sigmoid": _elementwise("sigmoid", 8), "tanh": _elementwise("tanh", 8),
     "softmax": _softmax_function, "mean": _reduce("mean"), "sum": _reduce("sum"),
     "permute": _permute, "transpose": _transpose, "matmul": _matmul,
+    "split": _pieces, "chunk": _pieces,
 }
 
 

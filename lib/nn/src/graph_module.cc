@@ -57,6 +57,51 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear in_proj_, out_proj_;
 };
 
+// Note [Batch norm]: normalises each micro-batch by its own statistics, as
+// PyTorch's BatchNorm does on every forward call in training mode; running
+// statistics are not kept, so evaluation normalises by the evaluated batch.
+class BatchNormImpl : public torch::nn::Module {
+ public:
+  BatchNormImpl(std::int64_t features, double eps)
+      : eps_(eps),
+        weight_(register_parameter("weight", torch::ones({features}))),
+        bias_(register_parameter("bias", torch::zeros({features}))) {}
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    return torch::batch_norm(x, weight_, bias_, {}, {}, /*training=*/true, /*momentum=*/0.0, eps_,
+                             /*cudnn_enabled=*/false);
+  }
+
+ private:
+  double eps_;
+  torch::Tensor weight_, bias_;
+};
+
+// torch.nn.MultiheadAttention as self-attention (query = key = value,
+// batch first), with its parameter names: in_proj_weight, in_proj_bias,
+// out_proj.weight, out_proj.bias.
+class MultiheadAttentionImpl : public torch::nn::Module {
+ public:
+  MultiheadAttentionImpl(std::int64_t hidden, std::int64_t heads)
+      : heads_(heads),
+        in_w_(register_parameter("in_proj_weight", torch::empty({3 * hidden, hidden}))),
+        in_b_(register_parameter("in_proj_bias", torch::zeros({3 * hidden}))),
+        out_proj_(register_module("out_proj", torch::nn::Linear(hidden, hidden))) {}
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto b = x.size(0), s = x.size(1), h = x.size(2), dh = h / heads_;
+    auto qkv = torch::linear(x, in_w_, in_b_).view({b, s, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
+    auto q = qkv[0], k = qkv[1], v = qkv[2];
+    auto att = torch::softmax(torch::matmul(q / std::sqrt(static_cast<double>(dh)), k.transpose(-2, -1)), -1);
+    return out_proj_->forward(torch::matmul(att, v).transpose(1, 2).reshape({b, s, h}));
+  }
+
+ private:
+  std::int64_t heads_;
+  torch::Tensor in_w_, in_b_;
+  torch::nn::Linear out_proj_;
+};
+
 }  // namespace
 
 void GraphModule::place(const std::string& dotted_name, std::shared_ptr<torch::nn::Module> module) {
@@ -118,6 +163,27 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
       fn = [](const std::vector<torch::Tensor>& in) { return in[0] * in[1]; };
     } else if (k == "div") {
       fn = [](const std::vector<torch::Tensor>& in) { return in[0] / in[1]; };
+    } else if (k == "batch_norm") {
+      auto m = std::make_shared<BatchNormImpl>(attr(op, "features"), op.attrs.value("eps", 1e-5));
+      place(op.name, m);
+      fn = [m](const std::vector<torch::Tensor>& in) { return m->forward(in[0]); };
+    } else if (k == "multihead_attention") {
+      auto m = std::make_shared<MultiheadAttentionImpl>(attr(op, "hidden"), attr(op, "heads"));
+      place(op.name, m);
+      fn = [m](const std::vector<torch::Tensor>& in) { return m->forward(in[0]); };
+    } else if (k == "conv1d") {
+      auto m = torch::nn::Conv1d(torch::nn::Conv1dOptions(attr(op, "in"), attr(op, "out"), attr(op, "kernel"))
+                                     .stride(attr(op, "stride"))
+                                     .padding(attr(op, "padding"))
+                                     .bias(has_bias(op)));
+      place(op.name, m.ptr());
+      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
+    } else if (k == "slice") {
+      const auto axis = attr(op, "axis") + 1, start = attr(op, "start"), end = attr(op, "end");
+      fn = [axis, start, end](const std::vector<torch::Tensor>& in) { return in[0].slice(axis, start, end); };
+    } else if (k == "stack") {
+      const auto axis = attr(op, "axis") + 1;
+      fn = [axis](const std::vector<torch::Tensor>& in) { return torch::stack(in, axis); };
     } else if (k == "embedding") {
       auto m = torch::nn::Embedding(attr(op, "rows"), attr(op, "dim"));
       place(op.name, m.ptr());
@@ -229,10 +295,12 @@ void GraphModule::initialise(std::uint64_t seed) {
                          graph::to_string(graph::TensorSpec{p.shape, p.dtype}) + " but the op's module holds " +
                          c10::str(t->sizes()));
       auto gen = at::detail::createCPUGenerator(parameter_seed(seed, p.name));
-      if (op.kind == "layer_norm") {
+      if (op.kind == "layer_norm" || op.kind == "batch_norm") {
         t->fill_(p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0 ? 0.0 : 1.0);
       } else if (op.kind == "embedding_bag" || op.kind == "embedding") {
         t->normal_(0.0, 1.0, gen);
+      } else if (op.kind == "multihead_attention" && t->dim() == 1) {
+        t->zero_();  // as torch.nn.MultiheadAttention starts its biases
       } else {
         // A bias takes the fan-in of its layer's weight (same prefix).
         const auto dot = p.name.rfind('.');
