@@ -327,10 +327,46 @@ def _flatten_function(ex, node, name):
 
 
 def _identity_module(ex, node, mod, name, params):
-    if isinstance(mod, torch.nn.Dropout) and mod.p > 0:
-        _unsupported(node, "Dropout with p > 0 is not supported yet: trident cannot draw PyTorch's masks; "
-                     "export with p=0 (or model.eval()-free code)")
     return _one_input(ex, node)
+
+
+def _dropout_common(ex, node, name, p):
+    if not p:
+        return _one_input(ex, node)
+    shape, dtype = ex.per_sample(node)
+    n = _elements(shape)
+    return ex.g.add(name, "dropout", [_one_input(ex, node)], shape, dtype, attrs={"p": float(p)}, fwd=n, bwd=n,
+                    act=n)
+
+
+def _dropout_module(ex, node, mod, name, params):
+    return _dropout_common(ex, node, name, mod.p)
+
+
+def _dropout_function(ex, node, name):
+    p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
+    training = node.args[2] if len(node.args) > 2 else node.kwargs.get("training", True)
+    return _dropout_common(ex, node, name, p if training else 0)
+
+
+def _pool_function(kind):
+    def handler(ex, node, name):
+        names = ["kernel_size", "stride", "padding"]
+        vals = dict(zip(names, node.args[1:4]))
+        vals.update({k: v for k, v in node.kwargs.items() if k in names})
+        rest = {k: v for k, v in node.kwargs.items() if k not in names}
+        if len(node.args) > 4 or _pair(rest.get("dilation", 1)) != [1, 1] or \
+                any(rest.get(k) for k in ("ceil_mode", "return_indices", "divisor_override")) or \
+                rest.get("count_include_pad", True) is False:
+            _unsupported(node, "%s is supported with kernel_size, stride and padding only" % kind)
+        k = _pair(vals["kernel_size"])
+        stride = vals.get("stride") or vals["kernel_size"]
+        shape, _ = ex.per_sample(node)
+        return ex.g.add(name, kind, [_one_input(ex, node)], shape,
+                        attrs={"kernel": k, "stride": _pair(stride), "padding": _pair(vals.get("padding", 0))},
+                        fwd=_elements(shape) * k[0] * k[1], bwd=_elements(shape),
+                        act=4 * (_elements(ex.per_sample(node.args[0])[0]) + _elements(shape)))
+    return handler
 
 
 def _binary(kind):
@@ -593,7 +629,7 @@ _MODULES = {
     torch.nn.SiLU: _module_act("silu", 8),
     torch.nn.Flatten: _flatten_module,
     torch.nn.Identity: _identity_module,
-    torch.nn.Dropout: _identity_module,
+    torch.nn.Dropout: _dropout_module,
     torch.nn.LayerNorm: _layer_norm,
     torch.nn.EmbeddingBag: _embedding_bag,
     torch.nn.Embedding: _embedding,
@@ -621,6 +657,10 @@ _FUNCTIONS = {
     torch.permute: _permute, torch.transpose: _transpose,
     torch.matmul: _matmul, torch.bmm: _matmul,
     torch.stack: _stack, torch.split: _pieces, torch.chunk: _pieces,
+    torch.nn.functional.dropout: _dropout_function, torch.nn.functional.tanh: _elementwise("tanh", 8),
+    torch.nn.functional.sigmoid: _elementwise("sigmoid", 8),
+    torch.nn.functional.max_pool2d: _pool_function("max_pool2d"),
+    torch.nn.functional.avg_pool2d: _pool_function("avg_pool2d"),
     operator.getitem: _getitem,
 }
 

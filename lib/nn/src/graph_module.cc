@@ -178,6 +178,15 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
                                      .bias(has_bias(op)));
       place(op.name, m.ptr());
       fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
+    } else if (k == "dropout") {
+      // Note [Dropout]: active in training passes (gradients on), off in
+      // evaluation; each process draws its own masks, so runs with dropout
+      // equal PyTorch's, or each other across plans, in distribution only.
+      const double p = op.attrs.value("p", 0.5);
+      if (!(p >= 0 && p < 1)) throw GraphError("op '" + op.name + "' (dropout): attr 'p' must be in [0, 1)");
+      fn = [p](const std::vector<torch::Tensor>& in) {
+        return torch::dropout(in[0], p, torch::GradMode::is_enabled());
+      };
     } else if (k == "slice") {
       const auto axis = attr(op, "axis") + 1, start = attr(op, "start"), end = attr(op, "end");
       fn = [axis, start, end](const std::vector<torch::Tensor>& in) { return in[0].slice(axis, start, end); };
