@@ -51,7 +51,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
     throw ConfigError("parallel.cluster = '" + par.cluster + "': " + e.what());
   }
   plan::PlanRequest r;
-  r.model = config.model.name, r.preset = config.model.preset;
+  r.model = config.model.name, r.preset = config.model.preset, r.model_file = config.model.file;
   r.devices = static_cast<int>(par.devices);
   r.mini_batch = static_cast<int>(config.train.mini_batch);
   if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
@@ -89,6 +89,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
       if (p.mini_batch != config.train.mini_batch)
         bad("train.mini_batch = " + std::to_string(config.train.mini_batch),
             "the plan " + par.partitioner + " is for mini-batch " + std::to_string(p.mini_batch));
+      out.plan.model_file = config.model.file;
       planner.fill_sync(out.plan);  // methods the plan leaves out: parallel.grad_sync's rule
       planner.predict(out.plan);    // predictions for parallel.cluster, shown beside the measurements
     } else if (dp) {

@@ -177,7 +177,9 @@ std::string Trainer::banner() const {
     layout = ", " + std::to_string(size_) + " processes, " + plan_.partitioner + " plan of " +
              std::to_string(plan_.stages.size()) + " stages, " + std::to_string(plan_.micro_batches()) +
              " micro-batches, " + plan_.schedule;
-  return "trident: training " + config_.model.name + "/" + config_.model.preset + " on " + config_.data.name + " (" +
+  const auto model = config_.model.file.empty() ? config_.model.name + "/" + config_.model.preset
+                                                 : config_.model.name + " (" + config_.model.file + ")";
+  return "trident: training " + model + " on " + config_.data.name + " (" +
          std::to_string(data_.train.size()) + " samples), " + std::to_string(total_steps_) + " steps of " +
          std::to_string(config_.train.mini_batch) + ", " + config_.optimizer.name + " lr " +
          fixed(config_.optimizer.lr, 4) + ", " + std::to_string(threads_.threads) +
