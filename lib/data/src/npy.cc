@@ -12,8 +12,12 @@ namespace {
 std::string header_value(const std::string& header, const std::string& key, const std::string& pattern,
                          const std::string& origin) {
   std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'" + key + "'\\s*:\\s*" + pattern)))
-    throw DataError(origin + ": the .npy header has no readable '" + key + "' (header: " + header + ")");
+  if (!std::regex_search(header, m, std::regex("'" + key + "'\\s*:\\s*" + pattern))) {
+    std::string shown = header.substr(0, header.find_last_not_of(" \n") + 1).substr(0, 200);
+    for (auto& c : shown)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    throw DataError(origin + ": the .npy header has no readable '" + key + "' (header: " + shown + ")");
+  }
   return m[1].str();
 }
 

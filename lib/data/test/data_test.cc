@@ -1,14 +1,90 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <random>
 #include <fstream>
 
 #include "trident/data/dataset.h"
+#include "trident/data/npy.h"
 #include "trident/data/sampler.h"
 #include "trident/zoo/zoo.h"
 
 namespace trident::data {
 namespace {
+
+// A .npy file as numpy.save writes it (format 1.0): magic, header length,
+// a dict literal padded with spaces to 64 bytes, then the data.
+std::string npy(const std::string& descr, const std::string& shape, const std::string& data, bool fortran = false) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+                       ", 'shape': (" + shape + "), }";
+  if (header.size() < 63) header.resize(63, ' ');
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + data;
+}
+
+template <class T>
+std::string bytes_of(std::vector<T> v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+TEST(Npy, ReadsFloat32AndInt64InCOrder) {
+  auto f = parse_npy(npy("<f4", "2, 3", bytes_of<float>({0, 1, 2, 3, 4, 5})), "x.npy");
+  EXPECT_EQ(f.sizes(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(f.scalar_type(), torch::kFloat32);
+  EXPECT_FLOAT_EQ(f[1][2].item<float>(), 5);
+  auto i = parse_npy(npy("<i8", "2,", bytes_of<int64_t>({3, -1})), "l.npy");
+  EXPECT_EQ(i.sizes(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(i[1].item<int64_t>(), -1);
+}
+
+TEST(Npy, BadFilesNameTheFileAndTheProblem) {
+  auto expect = [](const std::string& bytes, const std::string& needle) {
+    try {
+      parse_npy(bytes, "f.npy");
+      FAIL() << "expected DataError: " << needle;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("f.npy"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect("PK\x03\x04 not numpy", "not a .npy file");
+  expect(npy("<f8", "1,", bytes_of<double>({1})), "dtype '<f8' is not supported");
+  expect(npy("<f4", "2, 2", bytes_of<float>({1, 2, 3, 4}), true), "Fortran order");
+  expect(npy("<f4", "2, 3", bytes_of<float>({1, 2})), "needs 24 bytes of data but the file has 8");
+  expect(npy("<f4", "", ""), "0-d array");
+  expect(npy("<f4", "99999999999999, 99999999", ""), "too large");
+  expect(npy("<f4", "2,", bytes_of<float>({1, 2})).substr(0, 20), "cut short");
+}
+
+// Mutated files never crash the reader: each one parses or is a DataError.
+TEST(Npy, MutatedFilesParseOrAreRefused) {
+  const auto good = npy("<f4", "4, 2", bytes_of<float>({1, 2, 3, 4, 5, 6, 7, 8}));
+  std::mt19937 rng(11);
+  int refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    auto bytes = good;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const auto at = rng() % bytes.size();
+      switch (rng() % 3) {
+        case 0: bytes[at] = static_cast<char>(rng()); break;
+        case 1: bytes.erase(at, 1 + rng() % 8); break;
+        default: bytes.insert(at, 1, static_cast<char>("0123456789,() '<>fi"[rng() % 19])); break;
+      }
+      if (bytes.empty()) bytes = "x";
+    }
+    try {
+      auto t = parse_npy(bytes, "m.npy");
+      EXPECT_EQ(static_cast<std::size_t>(t.numel()) * t.element_size() + 10 <= bytes.size(), true);
+    } catch (const DataError&) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 100);
+}
 
 TEST(FashionMnist, ReadsBothSplitsWithLabelsInRange) {
   auto s = load_fashion_mnist(kFashionMnistDir);

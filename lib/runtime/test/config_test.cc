@@ -1,7 +1,9 @@
 #include "trident/runtime/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -39,6 +41,40 @@ TEST(Config, GoodConfigFillsDefaults) {
   // The resolved YAML parses back to the same config.
   auto again = parse_config(c.to_yaml());
   EXPECT_EQ(again.to_yaml(), c.to_yaml());
+}
+
+// A user's model (docs/own-model.md): model.file names the model; the
+// config round-trips without model.name; each misuse is one line.
+TEST(Config, ModelFileNamesTheModelAndNpyDataIsChecked) {
+  const auto dir = std::filesystem::temp_directory_path() / ("trident-config-model-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "train");
+  const auto model = (dir / "model.json").string();
+  {
+    std::ofstream(model) << R"({"format": "trident-graph/1", "name": "Mine", "ops": [
+      {"name": "x", "kind": "input", "attrs": {"field": "x", "dtype": "float32"}, "inputs": [],
+       "output": {"shape": [4], "dtype": "float32"}},
+      {"name": "fc", "kind": "linear", "attrs": {"in": 4, "out": 3}, "inputs": [{"op": "x", "expected": {"shape": [4], "dtype": "float32"}}],
+       "output": {"shape": [3], "dtype": "float32"},
+       "params": [{"name": "fc.weight", "shape": [3, 4], "dtype": "float32"}, {"name": "fc.bias", "shape": [3], "dtype": "float32"}]},
+      {"name": "label", "kind": "input", "attrs": {"field": "label", "dtype": "int64"}, "inputs": [],
+       "output": {"shape": [], "dtype": "int64"}},
+      {"name": "loss", "kind": "cross_entropy", "inputs": [{"op": "fc", "expected": {"shape": [3], "dtype": "float32"}},
+       {"op": "label", "expected": {"shape": [], "dtype": "int64"}}], "output": {"shape": [], "dtype": "float32"}}]})";
+  }
+  const std::string yaml = "model: {file: " + model + "}\ntrain: {mini_batch: 8}\n";
+  auto c = parse_config(yaml);
+  EXPECT_EQ(c.model.name, "Mine");
+  EXPECT_EQ(c.name, "Mine");
+  EXPECT_EQ(c.data.name, "synthetic");  // it reads x, which Fashion-MNIST lacks
+  EXPECT_EQ(parse_config(c.to_yaml()).to_yaml(), c.to_yaml());
+  expect_error(yaml, {"model.name=mlp"}, {"model.file", "give model.name or model.file, not both"});
+  expect_error("model: {name: mlp, weights: w.pt}\n", {}, {"model.weights", "needs model.file"});
+  expect_error("model: {file: " + (dir / "none.json").string() + "}\n", {}, {"model.file", "none.json"});
+  expect_error("train: {epochs: 1}\n", {}, {"model.name", "model.file"});
+  expect_error(yaml, {"data.name=npy"}, {"data.name = npy needs data.train"});
+  expect_error(yaml, {"data.name=npy", "data.train=" + (dir / "train").string(), "data.test=" + (dir / "train").string()},
+               {"data.train", "missing x.npy", "input 'x'", "[4] float32"});
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Config, OverridesApplyInOrderAndCreateSections) {
