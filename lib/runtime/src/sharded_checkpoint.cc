@@ -11,6 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+
 #include "trident/base/files.h"
 #include "trident/runtime/checkpoint.h"
 
@@ -206,11 +210,36 @@ torch::Tensor CheckpointReader::read(const std::string& key) const {
   return t;
 }
 
+namespace {
+
+// Note [Weights PyTorch loads]: the file torch.save would write for a dict of
+// tensors. torch::pickle_save tags the dict with its type
+// (torch.jit._pickle.restore_type_tag), which PyTorch 2.6 and later refuse to
+// load by default (torch.load(weights_only=True)); written without the tag,
+// python3-torch 1.13, PyTorch 2.x and LibTorch all read it.
+std::vector<char> pickle_for_pytorch(const c10::IValue& value) {
+  std::vector<char> pickled, out;
+  torch::jit::Pickler pickler([&](const char* bytes, std::size_t n) { pickled.insert(pickled.end(), bytes, bytes + n); },
+                              nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, std::size_t n) {
+    out.insert(out.end(), static_cast<const char*>(bytes), static_cast<const char*>(bytes) + n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return out;
+}
+
+}  // namespace
+
 std::size_t export_weights(const CheckpointReader& checkpoint, const std::string& path) {
   c10::Dict<std::string, at::Tensor> weights;
   const std::string prefix = "param/";
   for (const auto& key : checkpoint.keys(prefix)) weights.insert(key.substr(prefix.size()), checkpoint.read(key));
-  const auto bytes = torch::pickle_save(c10::IValue(weights));
+  const auto bytes = pickle_for_pytorch(c10::IValue(weights));
   try {
     write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
   } catch (const std::exception& e) {

@@ -78,7 +78,7 @@ def train(binary, work, name, steps, extra=()):
     weights = os.path.join(work, name + ".pt")
     trident(binary, "export", run, "--out", weights)
     losses = [json.loads(l)["loss"] for l in open(os.path.join(run, "metrics.jsonl")) if '"loss"' in l]
-    return losses, torch.load(weights)
+    return losses, torch.load(weights, weights_only=True)  # as PyTorch 2.6+ loads by default
 
 
 def reference(module, data, steps):
