@@ -399,15 +399,17 @@ def _reshape(ex, node, name):
     return ex.g.add(name, "reshape", [x], shape, dtype, attrs={"shape": shape})
 
 
-def _cat(ex, node, name):
-    xs = node.args[0]
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    rank = len(ex.per_sample(node)[0]) + 1
-    dim = dim + rank if dim < 0 else dim
-    if dim == 0:
-        _unsupported(node, "cat along the batch axis is not supported")
-    shape, dtype = ex.per_sample(node)
-    return ex.g.add(name, "concat", [ex.arg(node, x) for x in xs], shape, dtype, attrs={"axis": dim - 1})
+def _join(kind, word):
+    """torch.cat / torch.stack: several tensors along one per-sample axis (counted in the output)."""
+    def handler(ex, node, name):
+        xs = node.args[0]
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        shape, dtype = ex.per_sample(node)
+        dim = dim + len(shape) + 1 if dim < 0 else dim
+        if dim == 0:
+            _unsupported(node, "%s along the batch axis is not supported" % word)
+        return ex.g.add(name, kind, [ex.arg(node, x) for x in xs], shape, dtype, attrs={"axis": dim - 1})
+    return handler
 
 
 def _adaptive_module(ex, node, mod, name, params):
@@ -569,17 +571,6 @@ def _conv1d(ex, node, mod, name, params):
                     params=params, fwd=fwd, bwd=2 * fwd, act=4 * _elements(ex.per_sample(node.args[0])[0]))
 
 
-def _stack(ex, node, name):
-    xs = node.args[0]
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    rank = len(ex.per_sample(node)[0]) + 1
-    dim = dim + rank if dim < 0 else dim
-    if dim == 0:
-        _unsupported(node, "stack along the batch axis is not supported")
-    shape, dtype = ex.per_sample(node)
-    return ex.g.add(name, "stack", [ex.arg(node, x) for x in xs], shape, dtype, attrs={"axis": dim - 1})
-
-
 def _pieces(ex, node, name):
     """split/chunk: a tuple whose items (getitem nodes) become slices."""
     x = node.args[0]
@@ -650,13 +641,13 @@ _FUNCTIONS = {
     torch.nn.functional.silu: _elementwise("silu", 8), torch.nn.functional.gelu: _elementwise("gelu", 8),
     torch.flatten: _flatten_function,
     torch.reshape: _reshape,
-    torch.cat: _cat,
+    torch.cat: _join("concat", "cat"),
     torch.nn.functional.adaptive_avg_pool2d: _adaptive_function,
     torch.softmax: _softmax_function, torch.nn.functional.softmax: _softmax_function,
     torch.mean: _reduce("mean"), torch.sum: _reduce("sum"),
     torch.permute: _permute, torch.transpose: _transpose,
     torch.matmul: _matmul, torch.bmm: _matmul,
-    torch.stack: _stack, torch.split: _pieces, torch.chunk: _pieces,
+    torch.stack: _join("stack", "stack"), torch.split: _pieces, torch.chunk: _pieces,
     torch.nn.functional.dropout: _dropout_function, torch.nn.functional.tanh: _elementwise("tanh", 8),
     torch.nn.functional.sigmoid: _elementwise("sigmoid", 8),
     torch.nn.functional.max_pool2d: _pool_function("max_pool2d"),
