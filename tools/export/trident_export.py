@@ -12,7 +12,8 @@ of positional or an object of keyword arguments) to build the module.
 --input gives, in the order of the module's forward arguments, each input's
 name, shape per sample (empty for a scalar) and dtype (float32 | int64).
 --label names the target input, which the loss compares with the module's
-output (cross_entropy: an int64 class index per sample).
+output (cross_entropy: an int64 class index per sample; mse: float targets
+of the output's shape).
 
 From Python:
   from trident_export import export
@@ -40,7 +41,7 @@ import torch.fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 FORMAT = "trident-graph/1"
-LOSSES = ("cross_entropy",)
+LOSSES = ("cross_entropy", "mse")
 DTYPES = {"float32": torch.float32, "int64": torch.int64}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
@@ -181,9 +182,15 @@ class _Exporter:
     def _output(self, node):
         out = node.args[0]
         if not isinstance(out, torch.fx.Node):
-            _unsupported(node, "the module must return one tensor (the logits)")
+            _unsupported(node, "the module must return one tensor (the logits, or the prediction for mse)")
         logits = self.arg(node, out)
-        shape, _ = self.per_sample(out)
+        shape, dtype = self.per_sample(out)
+        if self.loss == "mse":  # a float target of the output's shape
+            n = _elements(shape)
+            label = self.g.add(self.input_name(self.label), "input", [], shape, dtype,
+                               attrs={"field": self.label, "dtype": dtype})
+            self.g.add("loss", "mse", [logits, label], [], fwd=3 * n, bwd=3 * n, act=8 * n)
+            return
         if len(shape) != 1:
             _unsupported(node, "cross_entropy needs logits of one axis per sample, got %s" % shape)
         label = self.g.add(self.input_name(self.label), "input", [], [], "int64",
@@ -779,7 +786,8 @@ def main(argv=None):
     ap.add_argument("--args", default="[]", help="JSON list or object of arguments for NAME")
     ap.add_argument("--input", action="append", default=[], help="NAME:SHAPE:DTYPE, once per forward argument")
     ap.add_argument("--label", default="label", help="the target's input name (default: label)")
-    ap.add_argument("--loss", default="cross_entropy", help="cross_entropy")
+    ap.add_argument("--loss", default="cross_entropy",
+                    help="cross_entropy (int64 class ids) or mse (float targets of the output's shape)")
     ap.add_argument("--name", help="the model's name (default: the module's class name)")
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before building the module")
     ap.add_argument("--out", required=True, help="directory for model.json and init.pt")

@@ -31,7 +31,9 @@ void Dataset::check_fits(const graph::OpGraph& graph, const std::set<std::string
                       " but model '" + graph.name() + "' expects per sample " + graph::to_string(op.output));
     }
   }
-  const auto classes = graph.op(graph.loss()).inputs[0].expected.shape.at(0);
+  const auto& loss = graph.op(graph.loss());
+  if (loss.kind != "cross_entropy") return;
+  const auto classes = loss.inputs[0].expected.shape.at(0);
   if (num_classes > classes) {
     throw DataError("data.name = " + name + " has " + std::to_string(num_classes) + " classes but model '" +
                     graph.name() + "' predicts " + std::to_string(classes));

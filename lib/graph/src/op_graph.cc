@@ -94,7 +94,7 @@ std::vector<OpId> OpGraph::topo_order() const {
 }
 
 const std::set<std::string>& OpGraph::loss_kinds() {
-  static const std::set<std::string> kinds = {"cross_entropy"};
+  static const std::set<std::string> kinds = {"cross_entropy", "mse"};
   return kinds;
 }
 
@@ -108,7 +108,7 @@ OpId OpGraph::loss() const {
     }
     found = id;
   }
-  if (!found) throw GraphError("graph '" + name_ + "' has no loss op (cross_entropy)");
+  if (!found) throw GraphError("graph '" + name_ + "' has no loss op (cross_entropy or mse)");
   return *found;
 }
 

@@ -267,6 +267,12 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
       auto m = torch::nn::EmbeddingBag(options);
       place(op.name, m.ptr());
       fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
+    } else if (k == "mse") {
+      // Each sample's mean squared error over its elements, summed over the
+      // batch (Note [Loss scale]): divided by the rows, PyTorch's mse_loss.
+      fn = [](const std::vector<torch::Tensor>& in) {
+        return (in[0] - in[1]).pow(2).reshape({in[0].size(0), -1}).mean(1).sum();
+      };
     } else if (k == "cross_entropy") {
       fn = [](const std::vector<torch::Tensor>& in) {
         return torch::nn::functional::cross_entropy(

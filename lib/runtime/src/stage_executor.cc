@@ -206,6 +206,7 @@ void StageExecutor::build() {
     // The loss stage also reports accuracy: it needs the logits and labels,
     // as stage inputs or as extra outputs of its own ops.
     const auto& loss = g.op(g.loss());
+    classifies_ = loss.kind == "cross_entropy";
     logits_ = loss.inputs.at(0).producer;
     labels_ = loss.inputs.at(1).producer;
     for (auto id : {logits_, labels_})
@@ -436,7 +437,8 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
     torch::NoGradGuard no_grad;
     p.result.loss_sum += saved.outputs.at(s_.graph_.loss()).item<double>();
     auto value = [&](graph::OpId id) { return saved.outputs.count(id) ? saved.outputs.at(id) : saved.inputs.at(id); };
-    p.result.correct += value(s_.logits_).argmax(1).eq(value(s_.labels_)).sum().item<double>();
+    if (s_.classifies_)
+      p.result.correct += value(s_.logits_).argmax(1).eq(value(s_.labels_)).sum().item<double>();
   }
   if (!torch::GradMode::is_enabled()) saved_.erase(m);  // evaluation keeps nothing
   if (p.trace) p.trace->add(action, "forward", kComputeLane, t1, now_us());

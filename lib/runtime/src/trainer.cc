@@ -60,6 +60,7 @@ Trainer::~Trainer() = default;
 Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::optional<comm::Group> world)
     : config_(std::move(config)), out_(out) {
   const auto graph = zoo::build_graph(config_.model);
+  classifies_ = graph.op(graph.loss()).kind == "cross_entropy";
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
   join(std::move(world));
   threads_ = choose_threads(static_cast<int>(config_.train.threads), usable_cores(), local_processes_);
@@ -220,10 +221,10 @@ void Trainer::log_window(Window& w, double lr, double steps_per_s, double wall_s
   nlohmann::json line{{"step", step_},
                       {"epoch", sampler_->epoch_of(step_ - 1)},
                       {"loss", w.loss / w.steps},
-                      {"accuracy", w.correct / static_cast<double>(w.steps * batch)},
                       {"lr", lr},
                       {"samples_per_s", steps_per_s * batch},
                       {"wall_s", wall_s}};
+  if (classifies_) line["accuracy"] = w.correct / static_cast<double>(w.steps * batch);
   if (sync_) {
     if (!comm_bytes_logged_) {
       nlohmann::json per;
@@ -274,13 +275,14 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   TrainResult result;
   auto eval_line = [&](std::int64_t epoch) {
     auto ev = evaluate(data_.test);
-    result.test_accuracy = ev.accuracy;
+    if (classifies_) result.test_accuracy = ev.accuracy;
     result.test_loss = ev.loss;
-    append_metrics(nlohmann::json{{"step", step_}, {"epoch", epoch}, {"test_loss", ev.loss},
-                                  {"test_accuracy", ev.accuracy}, {"wall_s", wall()}}
-                       .dump());
-    progress.line("epoch " + std::to_string(epoch) + " step " + std::to_string(step_) + ": test accuracy " +
-                  fixed(100 * ev.accuracy, 2) + "%, test loss " + fixed(ev.loss, 4));
+    nlohmann::json line{{"step", step_}, {"epoch", epoch}, {"test_loss", ev.loss}, {"wall_s", wall()}};
+    if (classifies_) line["test_accuracy"] = ev.accuracy;
+    append_metrics(line.dump());
+    progress.line("epoch " + std::to_string(epoch) + " step " + std::to_string(step_) + ": " +
+                  (classifies_ ? "test accuracy " + fixed(100 * ev.accuracy, 2) + "%, " : std::string()) +
+                  "test loss " + fixed(ev.loss, 4));
   };
   // The last checkpoint, the trace and the memory record, at the end or on a stop.
   auto finish = [&] {
@@ -307,9 +309,13 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
     const double steps_per_s = window_s > 0 ? window.steps / window_s : 0;
     progress.update(step_, total_steps_, steps_per_s,
                     "epoch " + std::to_string(sampler_->epoch_of(step_ - 1) + 1) + " loss " +
-                        fixed(window.loss / window.steps, 4) + " acc " +
-                        fixed(100 * window.correct / static_cast<double>(window.steps * config_.train.mini_batch), 1) +
-                        "%",
+                        fixed(window.loss / window.steps, 4) +
+                        (classifies_ ? " acc " +
+                                           fixed(100 * window.correct /
+                                                     static_cast<double>(window.steps * config_.train.mini_batch),
+                                                 1) +
+                                           "%"
+                                     : std::string()),
                     log_now);
     if (log_now) {
       result.last_loss = window.loss / window.steps;

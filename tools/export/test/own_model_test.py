@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 import trident_export  # noqa: E402
 from multimodal import MultiModal  # noqa: E402
+from regressor import Regressor  # noqa: E402
 from residual_cnn import ResidualCNN  # noqa: E402
 from sequence_bn import SequenceBN  # noqa: E402
 from two_tower import TwoTower  # noqa: E402
@@ -32,7 +33,8 @@ from unet_like import UNetLike  # noqa: E402
 LR = 0.5
 SAMPLES = 64
 
-# name -> (build the module, inputs {name: (per-sample shape, dtype)}, classes, id ranges of int64 inputs,
+# name -> (build the module, inputs {name: (per-sample shape, dtype)}, classes (cross_entropy) or the
+#          target's per-sample shape (mse), id ranges of int64 inputs,
 #          the micro-batch: BatchNorm normalises each micro-batch by its own statistics (Note [Batch norm]),
 #          so it equals PyTorch's full-batch step only with one micro-batch)
 MODELS = {
@@ -43,6 +45,7 @@ MODELS = {
                                 "picture": ((3, 16, 16), torch.float32)}, 5, {"tokens": 200}, 16),
     "unet_like": (UNetLike, {"image": ((1, 28, 28), torch.float32)}, 10, {}, 16),
     "sequence_bn": (SequenceBN, {"tokens": ((12,), torch.int64)}, 4, {"tokens": 50}, SAMPLES),
+    "regressor": (Regressor, {"x": ((10,), torch.float32)}, (3,), {}, 16),
 }
 
 
@@ -54,8 +57,15 @@ def arrays(inputs, classes, ranges, rows, seed):
             out[name] = torch.randint(0, ranges[name], (rows,) + tuple(shape), generator=g)
         else:
             out[name] = torch.randn((rows,) + tuple(shape), generator=g)
-    out["label"] = torch.randint(0, classes, (rows,), generator=g)
+    if isinstance(classes, tuple):
+        out["label"] = torch.randn((rows,) + classes, generator=g)
+    else:
+        out["label"] = torch.randint(0, classes, (rows,), generator=g)
     return out
+
+
+def loss_of(classes):
+    return "mse" if isinstance(classes, tuple) else "cross_entropy"
 
 
 def save_npy(d, data):
@@ -81,13 +91,14 @@ def train(binary, work, name, steps, extra=()):
     return losses, torch.load(weights, weights_only=True)  # as PyTorch 2.6+ loads by default
 
 
-def reference(module, data, steps):
+def reference(module, data, steps, loss_name):
     opt = torch.optim.SGD(module.parameters(), lr=LR)
     inputs = [data[k] for k in data if k != "label"]  # in forward's order
     losses, grads = [], None
     for _ in range(steps):
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(module(*inputs), data["label"])
+        loss = getattr(torch.nn.functional, "mse_loss" if loss_name == "mse" else loss_name)(module(*inputs),
+                                                                                          data["label"])
         loss.backward()
         if grads is None:
             grads = {k: p.grad.clone() for k, p in module.named_parameters()}
@@ -101,7 +112,7 @@ def check(name, binary):
     work = tempfile.mkdtemp(prefix="own-model-")
     torch.manual_seed(0)
     module = build()
-    trident_export.export(module, inputs, "label", "cross_entropy", os.path.join(work, "model"), name)
+    trident_export.export(module, inputs, "label", loss_of(classes), os.path.join(work, "model"), name)
     init = torch.load(os.path.join(work, "model", "init.pt"))
     init.pop("__format__")
     data = arrays(inputs, classes, ranges, SAMPLES, 1)
@@ -121,7 +132,7 @@ def check(name, binary):
 
     # One step: loss and every gradient.
     losses, after = train(binary, work, "one", 1)
-    ref_losses, ref_grads, _ = reference(build_from(build, init), data, 1)
+    ref_losses, ref_grads, _ = reference(build_from(build, init), data, 1, loss_of(classes))
     expect(abs(losses[0] - ref_losses[0]) <= 1e-5, "step-1 loss %.7f, PyTorch %.7f" % (losses[0], ref_losses[0]))
     expect(set(after) == set(ref_grads), "parameters %s, PyTorch %s" % (sorted(after), sorted(ref_grads)))
     for k, g in ref_grads.items():
@@ -130,7 +141,7 @@ def check(name, binary):
                "gradient of %s differs by %.2e" % (k, (ours - g).abs().max().item()))
     # 20 steps: every loss.
     losses, single = train(binary, work, "twenty", 20)
-    ref_losses, _, _ = reference(build_from(build, init), data, 20)
+    ref_losses, _, _ = reference(build_from(build, init), data, 20, loss_of(classes))
     expect(len(losses) == 20 and np.allclose(losses, ref_losses, rtol=1e-4, atol=1e-4),
            "20-step losses %s, PyTorch %s" % (np.round(losses, 5), np.round(ref_losses, 5)))
     expect(losses[-1] < losses[0], "the loss did not fall in 20 steps: %s" % np.round(losses, 4))

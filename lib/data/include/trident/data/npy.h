@@ -20,7 +20,8 @@ torch::Tensor parse_npy(const std::string& bytes, const std::string& origin);
 torch::Tensor read_npy(const std::string& path);
 
 // DIR/FIELD.npy for each field in `fields` ("label" included: int64 class
-// ids), for both splits. Every field of a split has the same length.
+// ids, or float32 targets for an mse loss), for both splits. Every field of
+// a split has the same length.
 Splits load_npy(const std::string& train_dir, const std::string& test_dir, const std::set<std::string>& fields);
 
 }  // namespace trident::data

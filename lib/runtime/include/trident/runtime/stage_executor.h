@@ -181,6 +181,7 @@ class StageExecutor {
   std::int64_t micro_batch_ = 0;
   bool has_loss_ = false;
   graph::OpId logits_ = -1, labels_ = -1;
+  bool classifies_ = true;  // cross_entropy: accuracy is counted; mse: it is not
   std::unique_ptr<nn::GraphExecutor> executor_;
   comm::NamedParams params_;
   std::set<std::string> fields_;

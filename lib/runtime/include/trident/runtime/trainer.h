@@ -18,7 +18,8 @@
 //   plan.json       the plan that ran
 //   metrics.jsonl   one JSON object per line: training windows
 //                   {step, epoch, loss, accuracy, lr, samples_per_s, wall_s},
-//                   evaluations {step, epoch, test_loss, test_accuracy, wall_s},
+//                   evaluations {step, epoch, test_loss, test_accuracy, wall_s}
+//                   (accuracy only for a cross_entropy loss; mse has none),
 //                   and at the end {step, memory: [per rank: rank, stage,
 //                   replica, peak_rss_bytes, planned_bytes]}
 //   checkpoints/step-<N>/  the last checkpoint.keep checkpoints (manifest + shards)
@@ -176,6 +177,7 @@ class Trainer {
   plan::Plan plan_;
   std::shared_ptr<nn::GraphModule> module_;  // this stage's ops only
   std::unique_ptr<StageExecutor> stage_;
+  bool classifies_ = true;  // the loss is cross_entropy: accuracy is reported (mse: it is not)
   std::unique_ptr<comm::GradSync> sync_;
   data::Splits data_;
   std::unique_ptr<data::EpochSampler> sampler_;
