@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch (Debian python3-torch 1.13) side of the step benchmark: the zoo's
+"""PyTorch side of the step benchmark (Debian python3-torch 1.13, or the peer
+environment's current torch, scripts/install-peers.sh): the zoo's
 tiny models written as a PyTorch user would, trained with the same batch,
 threads and optimizer (SGD, momentum 0.9, lr 0.01) on one fixed random batch.
 Prints one JSON line.   pytorch_step.py MODEL BATCH THREADS STEPS"""

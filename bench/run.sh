@@ -6,27 +6,33 @@
 #
 # trident applies its process settings itself (Note [CPU process settings]
 # in lib/runtime/include/trident/runtime/process.h: OpenBLAS threads = THREADS,
-# glibc malloc thresholds). "PyTorch" gets the same settings through the
-# environment, so the ratio compares the step like for like; "PyTorch
-# defaults" is what a PyTorch user gets out of the box (OpenBLAS threads
-# pinned, malloc untouched).
+# glibc malloc thresholds). "PyTorch 1.13" (Debian's python3-torch) gets the
+# same settings through the environment, so the ratio compares the step like
+# for like; "1.13 defaults" is what a PyTorch user gets out of the box
+# (OpenBLAS threads pinned, malloc untouched). "PyTorch 2.x" is the current
+# torch from the Python package index (scripts/install-peers.sh, installed on
+# first use), out of the box: its own kernels (oneDNN, MKL), no trident
+# settings; the script sets only its thread count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-1}; rounds=${2:-3}
 bin=${BUILD:-build}/bench/bench_step
+peer=$(bash scripts/install-peers.sh | tail -1)
+peer_version=$("$peer" -c 'import torch; print(torch.__version__)')
 same_malloc="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["steps_per_s"])'; }
 best() { python3 -c "print(max($1, $2))"; }
-echo "| model | batch | threads | trident steps/s | PyTorch steps/s | ratio | PyTorch defaults steps/s |"
-echo "|---|---|---|---|---|---|---|"
+echo "| model | batch | threads | trident steps/s | PyTorch 1.13 steps/s | ratio | 1.13 defaults steps/s | PyTorch $peer_version steps/s | trident / $peer_version |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for spec in mlp:128:400 cnn:128:40 inception:128:40 mmt:64:200; do
   IFS=: read -r model batch steps <<<"$spec"
-  bt=0; bp=0; bd=0
+  bt=0; bp=0; bd=0; bn=0
   for _ in $(seq "$rounds"); do
     bt=$(best "$bt" "$("$bin" "$model" "$batch" "$threads" "$steps" | rate)")
     bp=$(best "$bp" "$(GLIBC_TUNABLES=$same_malloc OPENBLAS_NUM_THREADS=$threads \
       /usr/bin/python3 bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
     bd=$(best "$bd" "$(OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
+    bn=$(best "$bn" "$("$peer" bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
   done
-  python3 -c "print(f'| $model | $batch | $threads | {$bt:.2f} | {$bp:.2f} | {$bt/$bp:.3f} | {$bd:.2f} |')"
+  python3 -c "print(f'| $model | $batch | $threads | {$bt:.2f} | {$bp:.2f} | {$bt/$bp:.3f} | {$bd:.2f} | {$bn:.2f} | {$bt/$bn:.3f} |')"
 done
