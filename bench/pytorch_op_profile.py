@@ -16,15 +16,7 @@ import pytorch_step as ps  # noqa: E402
 def main():
     model, batch, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     top = int(sys.argv[5]) if len(sys.argv) > 5 else 12
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    net = {"mlp": ps.Mlp, "cnn": ps.Cnn, "inception": ps.Inception, "mmt": ps.Mmt}[model]()
-    if model == "mmt":
-        b = {f"modality{m}": torch.randn(batch, 8, 16) for m in range(2)}
-        b["label"] = torch.randint(8, (batch,))
-    else:
-        b = {"image": torch.randn(batch, 1, 28, 28), "label": torch.randint(10, (batch,))}
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    net, b, opt = ps.setup(model, batch, threads)
     ps.timed_steps(net, opt, b, batch, 5)  # warm up
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         ps.timed_steps(net, opt, b, batch, steps)

@@ -15,34 +15,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-
-class SelfAttention(nn.Module):
-    def __init__(self, hidden, heads):
-        super().__init__()
-        self.heads, self.in_proj, self.out_proj = heads, nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
-
-    def forward(self, x):
-        b, s, h = x.shape
-        qkv = self.in_proj(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        att = torch.softmax(qkv[0] @ qkv[1].transpose(-2, -1) / (h // self.heads) ** 0.5, -1)
-        return self.out_proj((att @ qkv[2]).transpose(1, 2).reshape(b, s, h))
-
-
-class Layer(nn.Module):
-    def __init__(self, hidden=64, heads=4):
-        super().__init__()
-        self.ln1, self.attn = nn.LayerNorm(hidden), SelfAttention(hidden, heads)
-        self.ln2, self.fc1, self.fc2 = nn.LayerNorm(hidden), nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_step import Layer  # noqa: E402  (the zoo's pre-norm encoder layer)
 
 
 class First(nn.Module):
     def __init__(self):
         super().__init__()
-        self.embed, self.layer0 = nn.Linear(28, 64), Layer()
+        self.embed, self.layer0 = nn.Linear(28, 64), Layer(64, 4, 256)
 
     def forward(self, image):
         return self.layer0(self.embed(image.reshape(-1, 28, 28)))
@@ -51,7 +31,7 @@ class First(nn.Module):
 class Second(nn.Module):
     def __init__(self):
         super().__init__()
-        self.layer1, self.ln_f, self.head = Layer(), nn.LayerNorm(64), nn.Linear(64, 10)
+        self.layer1, self.ln_f, self.head = Layer(64, 4, 256), nn.LayerNorm(64), nn.Linear(64, 10)
 
     def forward(self, x):
         return self.head(self.ln_f(self.layer1(x)).mean(1))

@@ -120,8 +120,8 @@ def timed_steps(net, opt, b, batch, steps):
     return last, time.perf_counter() - t0
 
 
-def main():
-    model, batch, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def setup(model, batch, threads):
+    """The model, its fixed random batch and its optimizer, on `threads` threads."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt}[model]()
@@ -130,7 +130,12 @@ def main():
         b["label"] = torch.randint(8, (batch,))
     else:
         b = {"image": torch.randn(batch, 1, 28, 28), "label": torch.randint(10, (batch,))}
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    return net, b, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+
+
+def main():
+    model, batch, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    net, b, opt = setup(model, batch, threads)
     last, s = timed_steps(net, opt, b, batch, steps)
     print(json.dumps({"system": "pytorch", "model": model, "batch": batch, "threads": threads, "steps": steps,
                       "steps_per_s": steps / s, "last_loss": last}))

@@ -1,11 +1,9 @@
 #include "trident/nn/graph_module.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
+
+#include "trident/base/files.h"
 
 namespace trident::nn {
 
@@ -102,6 +100,134 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::nn::Linear out_proj_;
 };
 
+using Inputs = std::vector<torch::Tensor>;
+
+// The module of an op that holds parameters, to be placed in the module tree
+// under the op's name; nullptr for a parameter-free op.
+std::shared_ptr<torch::nn::AnyModule> make_layer(const Op& op) {
+  const std::string& k = op.kind;
+  auto any = [](auto module) { return std::make_shared<torch::nn::AnyModule>(module); };
+  if (k == "linear")
+    return any(torch::nn::Linear(torch::nn::LinearOptions(attr(op, "in"), attr(op, "out")).bias(has_bias(op))));
+  if (k == "conv2d")
+    return any(torch::nn::Conv2d(torch::nn::Conv2dOptions(attr(op, "in"), attr(op, "out"), pair(op, "kernel"))
+                                     .stride(pair(op, "stride"))
+                                     .padding(pair(op, "padding"))
+                                     .bias(has_bias(op))));
+  if (k == "conv1d")
+    return any(torch::nn::Conv1d(torch::nn::Conv1dOptions(attr(op, "in"), attr(op, "out"), attr(op, "kernel"))
+                                     .stride(attr(op, "stride"))
+                                     .padding(attr(op, "padding"))
+                                     .bias(has_bias(op))));
+  if (k == "layer_norm")
+    return any(torch::nn::LayerNorm(torch::nn::LayerNormOptions({attr(op, "dim")}).eps(op.attrs.value("eps", 1e-5))));
+  if (k == "batch_norm") return any(std::make_shared<BatchNormImpl>(attr(op, "features"), op.attrs.value("eps", 1e-5)));
+  if (k == "self_attention") return any(std::make_shared<SelfAttentionImpl>(attr(op, "hidden"), attr(op, "heads")));
+  if (k == "multihead_attention")
+    return any(std::make_shared<MultiheadAttentionImpl>(attr(op, "hidden"), attr(op, "heads")));
+  if (k == "embedding") return any(torch::nn::Embedding(attr(op, "rows"), attr(op, "dim")));
+  if (k == "embedding_bag") {
+    const auto mode = op.attrs.value("mode", std::string("mean"));
+    if (mode != "mean" && mode != "sum")
+      throw GraphError("op '" + op.name + "' (embedding_bag): attr 'mode' is '" + mode + "'; allowed: mean, sum");
+    auto options = torch::nn::EmbeddingBagOptions(attr(op, "rows"), attr(op, "dim"));
+    if (mode == "sum") options.mode(torch::kSum); else options.mode(torch::kMean);
+    return any(torch::nn::EmbeddingBag(options));
+  }
+  return nullptr;
+}
+
+// A tensor and a Python number (`scalar` op): the arithmetic chosen once.
+OpFn scalar_of(const Op& op) {
+  const auto how = op.attrs.value("op", std::string());
+  const double c = op.attrs.value("value", 0.0);
+  if (how == "add" || how == "radd") return [c](const Inputs& in) { return in[0] + c; };
+  if (how == "sub") return [c](const Inputs& in) { return in[0] - c; };
+  if (how == "rsub") return [c](const Inputs& in) { return c - in[0]; };
+  if (how == "mul" || how == "rmul") return [c](const Inputs& in) { return in[0] * c; };
+  if (how == "div") return [c](const Inputs& in) { return in[0] / c; };
+  if (how == "rdiv") return [c](const Inputs& in) { return c / in[0]; };
+  throw GraphError("op '" + op.name + "' (scalar): attr 'op' is '" + how +
+                   "'; allowed: add, sub, mul, div, radd, rsub, rmul, rdiv");
+}
+
+// Note [Dropout]: active in training passes (gradients on), off in
+// evaluation; each process draws its own masks, so runs with dropout equal
+// PyTorch's, or each other across plans, in distribution only.
+OpFn dropout_of(const Op& op) {
+  const double p = op.attrs.value("p", 0.5);
+  if (!(p >= 0 && p < 1)) throw GraphError("op '" + op.name + "' (dropout): attr 'p' must be in [0, 1)");
+  return [p](const Inputs& in) { return torch::dropout(in[0], p, torch::GradMode::is_enabled()); };
+}
+
+OpFn permute_of(const Op& op) {
+  std::vector<std::int64_t> dims{0};
+  for (auto d : op.attrs.value("dims", std::vector<std::int64_t>{})) dims.push_back(d + 1);
+  if (dims.size() != op.output.shape.size() + 1)
+    throw GraphError("op '" + op.name + "' (permute): attr 'dims' must order all " +
+                     std::to_string(op.output.shape.size()) + " per-sample axes");
+  return [dims](const Inputs& in) { return in[0].permute(dims); };
+}
+
+// The function of a parameter-free op (axes in attrs are per sample, so the
+// batch axis shifts them by one); throws GraphError for an unknown kind.
+OpFn function_of(const Op& op) {
+  const std::string& k = op.kind;
+  // Elementwise, and arithmetic between tensors of one shape.
+  if (k == "relu") return [](const Inputs& in) { return torch::relu(in[0]); };
+  if (k == "gelu") return [](const Inputs& in) { return torch::gelu(in[0]); };
+  if (k == "tanh") return [](const Inputs& in) { return torch::tanh(in[0]); };
+  if (k == "sigmoid") return [](const Inputs& in) { return torch::sigmoid(in[0]); };
+  if (k == "silu") return [](const Inputs& in) { return torch::silu(in[0]); };
+  if (k == "dropout") return dropout_of(op);
+  if (k == "add") return [](const Inputs& in) { return in[0] + in[1]; };
+  if (k == "sub") return [](const Inputs& in) { return in[0] - in[1]; };
+  if (k == "mul") return [](const Inputs& in) { return in[0] * in[1]; };
+  if (k == "div") return [](const Inputs& in) { return in[0] / in[1]; };
+  if (k == "scalar") return scalar_of(op);
+  if (k == "matmul") return [](const Inputs& in) { return torch::matmul(in[0], in[1]); };
+  // Pooling and reductions.
+  if (k == "max_pool2d" || k == "avg_pool2d") {
+    const auto kk = pair(op, "kernel"), s = pair(op, "stride"), p = pair(op, "padding");
+    if (k == "max_pool2d") return [kk, s, p](const Inputs& in) { return torch::max_pool2d(in[0], kk, s, p); };
+    return [kk, s, p](const Inputs& in) { return torch::avg_pool2d(in[0], kk, s, p); };
+  }
+  if (k == "adaptive_avg_pool2d") {
+    const auto size = pair(op, "size");
+    return [size](const Inputs& in) { return torch::adaptive_avg_pool2d(in[0], size); };
+  }
+  if (k == "global_avg_pool") return [](const Inputs& in) { return in[0].mean({2, 3}); };
+  if (k == "mean_seq") return [](const Inputs& in) { return in[0].mean(1); };
+  if (k == "mean") return [axis = attr(op, "axis") + 1](const Inputs& in) { return in[0].mean(axis); };
+  if (k == "sum") return [axis = attr(op, "axis") + 1](const Inputs& in) { return in[0].sum(axis); };
+  if (k == "softmax") return [axis = attr(op, "axis") + 1](const Inputs& in) { return torch::softmax(in[0], axis); };
+  // Shapes.
+  if (k == "flatten") return [](const Inputs& in) { return in[0].flatten(1); };
+  if (k == "reshape") {
+    std::vector<std::int64_t> shape = {-1};
+    for (auto d : op.output.shape) shape.push_back(d);
+    return [shape](const Inputs& in) { return in[0].reshape(shape); };
+  }
+  if (k == "permute") return permute_of(op);
+  if (k == "concat") return [axis = attr(op, "axis") + 1](const Inputs& in) { return torch::cat(in, axis); };
+  if (k == "stack") return [axis = attr(op, "axis") + 1](const Inputs& in) { return torch::stack(in, axis); };
+  if (k == "slice") {
+    const auto axis = attr(op, "axis") + 1, start = attr(op, "start"), end = attr(op, "end");
+    return [axis, start, end](const Inputs& in) { return in[0].slice(axis, start, end); };
+  }
+  // Losses: the sum over the batch of each sample's loss (Note [Loss scale]).
+  if (k == "cross_entropy")
+    return [](const Inputs& in) {
+      return torch::nn::functional::cross_entropy(
+          in[0], in[1], torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    };
+  // Each sample's mean squared error over its elements: divided by the rows,
+  // PyTorch's mse_loss.
+  if (k == "mse")
+    return [](const Inputs& in) { return (in[0] - in[1]).pow(2).reshape({in[0].size(0), -1}).mean(1).sum(); };
+  throw GraphError("op '" + op.name + "' has kind '" + k + "', which the executor does not implement");
+}
+
 }  // namespace
 
 void GraphModule::place(const std::string& dotted_name, std::shared_ptr<torch::nn::Module> module) {
@@ -127,161 +253,16 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
   for (graph::OpId id = 0; id < graph_.size(); ++id) {
     if (only && !only->count(id)) continue;
     const Op& op = graph_.op(id);
-    const std::string& k = op.kind;
-    OpFn fn;
-    if (k == "input") {
-      fn = [name = op.name](const std::vector<torch::Tensor>&) -> torch::Tensor {
+    if (op.is_input()) {
+      fns_[id] = [name = op.name](const std::vector<torch::Tensor>&) -> torch::Tensor {
         throw GraphError("input op '" + name + "' is fed from the dataset, not computed");
       };
-    } else if (k == "linear") {
-      auto m = torch::nn::Linear(torch::nn::LinearOptions(attr(op, "in"), attr(op, "out")).bias(has_bias(op)));
-      place(op.name, m.ptr());
-      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
-    } else if (k == "conv2d") {
-      auto m = torch::nn::Conv2d(torch::nn::Conv2dOptions(attr(op, "in"), attr(op, "out"), pair(op, "kernel"))
-                                     .stride(pair(op, "stride"))
-                                     .padding(pair(op, "padding"))
-                                     .bias(has_bias(op)));
-      place(op.name, m.ptr());
-      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
-    } else if (k == "max_pool2d") {
-      const auto kk = pair(op, "kernel"), s = pair(op, "stride"), p = pair(op, "padding");
-      fn = [kk, s, p](const std::vector<torch::Tensor>& in) { return torch::max_pool2d(in[0], kk, s, p); };
-    } else if (k == "avg_pool2d") {
-      const auto kk = pair(op, "kernel"), s = pair(op, "stride"), p = pair(op, "padding");
-      fn = [kk, s, p](const std::vector<torch::Tensor>& in) { return torch::avg_pool2d(in[0], kk, s, p); };
-    } else if (k == "adaptive_avg_pool2d") {
-      const auto size = pair(op, "size");
-      fn = [size](const std::vector<torch::Tensor>& in) { return torch::adaptive_avg_pool2d(in[0], size); };
-    } else if (k == "sigmoid") {
-      fn = [](const std::vector<torch::Tensor>& in) { return torch::sigmoid(in[0]); };
-    } else if (k == "silu") {
-      fn = [](const std::vector<torch::Tensor>& in) { return torch::silu(in[0]); };
-    } else if (k == "sub") {
-      fn = [](const std::vector<torch::Tensor>& in) { return in[0] - in[1]; };
-    } else if (k == "mul") {
-      fn = [](const std::vector<torch::Tensor>& in) { return in[0] * in[1]; };
-    } else if (k == "div") {
-      fn = [](const std::vector<torch::Tensor>& in) { return in[0] / in[1]; };
-    } else if (k == "batch_norm") {
-      auto m = std::make_shared<BatchNormImpl>(attr(op, "features"), op.attrs.value("eps", 1e-5));
-      place(op.name, m);
-      fn = [m](const std::vector<torch::Tensor>& in) { return m->forward(in[0]); };
-    } else if (k == "multihead_attention") {
-      auto m = std::make_shared<MultiheadAttentionImpl>(attr(op, "hidden"), attr(op, "heads"));
-      place(op.name, m);
-      fn = [m](const std::vector<torch::Tensor>& in) { return m->forward(in[0]); };
-    } else if (k == "conv1d") {
-      auto m = torch::nn::Conv1d(torch::nn::Conv1dOptions(attr(op, "in"), attr(op, "out"), attr(op, "kernel"))
-                                     .stride(attr(op, "stride"))
-                                     .padding(attr(op, "padding"))
-                                     .bias(has_bias(op)));
-      place(op.name, m.ptr());
-      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
-    } else if (k == "dropout") {
-      // Note [Dropout]: active in training passes (gradients on), off in
-      // evaluation; each process draws its own masks, so runs with dropout
-      // equal PyTorch's, or each other across plans, in distribution only.
-      const double p = op.attrs.value("p", 0.5);
-      if (!(p >= 0 && p < 1)) throw GraphError("op '" + op.name + "' (dropout): attr 'p' must be in [0, 1)");
-      fn = [p](const std::vector<torch::Tensor>& in) {
-        return torch::dropout(in[0], p, torch::GradMode::is_enabled());
-      };
-    } else if (k == "slice") {
-      const auto axis = attr(op, "axis") + 1, start = attr(op, "start"), end = attr(op, "end");
-      fn = [axis, start, end](const std::vector<torch::Tensor>& in) { return in[0].slice(axis, start, end); };
-    } else if (k == "stack") {
-      const auto axis = attr(op, "axis") + 1;
-      fn = [axis](const std::vector<torch::Tensor>& in) { return torch::stack(in, axis); };
-    } else if (k == "embedding") {
-      auto m = torch::nn::Embedding(attr(op, "rows"), attr(op, "dim"));
-      place(op.name, m.ptr());
-      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
-    } else if (k == "softmax") {
-      const auto axis = attr(op, "axis") + 1;
-      fn = [axis](const std::vector<torch::Tensor>& in) { return torch::softmax(in[0], axis); };
-    } else if (k == "mean" || k == "sum") {
-      const auto axis = attr(op, "axis") + 1;
-      const bool mean = k == "mean";
-      fn = [axis, mean](const std::vector<torch::Tensor>& in) { return mean ? in[0].mean(axis) : in[0].sum(axis); };
-    } else if (k == "permute") {
-      std::vector<std::int64_t> dims{0};
-      for (auto d : op.attrs.value("dims", std::vector<std::int64_t>{})) dims.push_back(d + 1);
-      if (dims.size() != op.output.shape.size() + 1)
-        throw GraphError("op '" + op.name + "' (permute): attr 'dims' must order all " +
-                         std::to_string(op.output.shape.size()) + " per-sample axes");
-      fn = [dims](const std::vector<torch::Tensor>& in) { return in[0].permute(dims); };
-    } else if (k == "scalar") {
-      const auto how = op.attrs.value("op", std::string());
-      const double c = op.attrs.value("value", 0.0);
-      static const std::set<std::string> kOps{"add", "sub", "mul", "div", "radd", "rsub", "rmul", "rdiv"};
-      if (!kOps.count(how))
-        throw GraphError("op '" + op.name + "' (scalar): attr 'op' is '" + how +
-                         "'; allowed: add, sub, mul, div, radd, rsub, rmul, rdiv");
-      fn = [how, c](const std::vector<torch::Tensor>& in) -> torch::Tensor {
-        const auto& x = in[0];
-        if (how == "add" || how == "radd") return x + c;
-        if (how == "sub") return x - c;
-        if (how == "rsub") return c - x;
-        if (how == "mul" || how == "rmul") return x * c;
-        if (how == "div") return x / c;
-        return c / x;
-      };
-    } else if (k == "matmul") {
-      fn = [](const std::vector<torch::Tensor>& in) { return torch::matmul(in[0], in[1]); };
-    } else if (k == "global_avg_pool") {
-      fn = [](const std::vector<torch::Tensor>& in) { return in[0].mean({2, 3}); };
-    } else if (k == "relu") {
-      fn = [](const std::vector<torch::Tensor>& in) { return torch::relu(in[0]); };
-    } else if (k == "gelu") {
-      fn = [](const std::vector<torch::Tensor>& in) { return torch::gelu(in[0]); };
-    } else if (k == "tanh") {
-      fn = [](const std::vector<torch::Tensor>& in) { return torch::tanh(in[0]); };
-    } else if (k == "flatten") {
-      fn = [](const std::vector<torch::Tensor>& in) { return in[0].flatten(1); };
-    } else if (k == "reshape") {
-      std::vector<std::int64_t> shape = {-1};
-      for (auto d : op.output.shape) shape.push_back(d);
-      fn = [shape](const std::vector<torch::Tensor>& in) { return in[0].reshape(shape); };
-    } else if (k == "concat") {
-      const auto axis = attr(op, "axis") + 1;
-      fn = [axis](const std::vector<torch::Tensor>& in) { return torch::cat(in, axis); };
-    } else if (k == "add") {
-      fn = [](const std::vector<torch::Tensor>& in) { return in[0] + in[1]; };
-    } else if (k == "layer_norm") {
-      auto m = torch::nn::LayerNorm(torch::nn::LayerNormOptions({attr(op, "dim")}).eps(op.attrs.value("eps", 1e-5)));
-      place(op.name, m.ptr());
-      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
-    } else if (k == "self_attention") {
-      auto m = std::make_shared<SelfAttentionImpl>(attr(op, "hidden"), attr(op, "heads"));
-      place(op.name, m);
-      fn = [m](const std::vector<torch::Tensor>& in) { return m->forward(in[0]); };
-    } else if (k == "mean_seq") {
-      fn = [](const std::vector<torch::Tensor>& in) { return in[0].mean(1); };
-    } else if (k == "embedding_bag") {
-      const auto mode = op.attrs.value("mode", std::string("mean"));
-      if (mode != "mean" && mode != "sum")
-        throw GraphError("op '" + op.name + "' (embedding_bag): attr 'mode' is '" + mode + "'; allowed: mean, sum");
-      auto options = torch::nn::EmbeddingBagOptions(attr(op, "rows"), attr(op, "dim"));
-      if (mode == "sum") options.mode(torch::kSum); else options.mode(torch::kMean);
-      auto m = torch::nn::EmbeddingBag(options);
-      place(op.name, m.ptr());
-      fn = [p = m.ptr()](const std::vector<torch::Tensor>& in) { return p->forward(in[0]); };
-    } else if (k == "mse") {
-      // Each sample's mean squared error over its elements, summed over the
-      // batch (Note [Loss scale]): divided by the rows, PyTorch's mse_loss.
-      fn = [](const std::vector<torch::Tensor>& in) {
-        return (in[0] - in[1]).pow(2).reshape({in[0].size(0), -1}).mean(1).sum();
-      };
-    } else if (k == "cross_entropy") {
-      fn = [](const std::vector<torch::Tensor>& in) {
-        return torch::nn::functional::cross_entropy(
-            in[0], in[1], torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-      };
+    } else if (auto layer = make_layer(op)) {
+      place(op.name, layer->ptr());
+      fns_[id] = [layer](const std::vector<torch::Tensor>& in) { return layer->forward(in[0]); };
     } else {
-      throw GraphError("op '" + op.name + "' has kind '" + k + "', which the executor does not implement");
+      fns_[id] = function_of(op);
     }
-    fns_[id] = std::move(fn);
   }
   initialise(seed);
 }
@@ -353,9 +334,8 @@ std::vector<std::pair<std::string, torch::Tensor>> GraphModule::parameters_of(
 
 void load_weights(GraphModule& module, const std::string& path) {
   auto fail = [&](const std::string& what) { throw GraphError("model.weights " + path + ": " + what); };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot be read (" + std::string(std::strerror(errno)) + ")");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto text = read_text_file<GraphError>(path, "model.weights (tools/export writes it)");
+  const std::vector<char> bytes(text.begin(), text.end());
   c10::IValue doc;
   try {
     doc = torch::pickle_load(bytes);
