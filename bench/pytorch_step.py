@@ -101,6 +101,20 @@ class Mmt(nn.Module):
         return self.out(F.relu(self.fc(torch.cat(parts, 1))))
 
 
+class Transformer(nn.Module):
+    """The zoo's tiny transformer: an image read as 28 rows of 28 pixels."""
+    def __init__(self):
+        super().__init__()
+        self.embed, self.layers = nn.Linear(28, 64), nn.ModuleList([Layer(64, 4, 256) for _ in range(2)])
+        self.ln_f, self.head = nn.LayerNorm(64), nn.Linear(64, 10)
+
+    def forward(self, b):
+        x = self.embed(b["image"].reshape(-1, 28, 28))
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.ln_f(x).mean(1))
+
+
 def timed_steps(net, opt, b, batch, steps):
     """5 warm-up steps, then `steps` timed ones: (last loss, seconds). The
     loss is the sum over the rows divided by the global batch `batch`, as in
@@ -124,7 +138,7 @@ def setup(model, batch, threads):
     """The model, its fixed random batch and its optimizer, on `threads` threads."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt}[model]()
+    net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt, "transformer": Transformer}[model]()
     if model == "mmt":
         b = {f"modality{m}": torch.randn(batch, 8, 16) for m in range(2)}
         b["label"] = torch.randint(8, (batch,))

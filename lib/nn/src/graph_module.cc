@@ -4,6 +4,7 @@
 #include <map>
 
 #include "trident/base/files.h"
+#include "trident/nn/small_matmul.h"
 
 namespace trident::nn {
 
@@ -45,8 +46,8 @@ class SelfAttentionImpl : public torch::nn::Module {
     const auto b = x.size(0), s = x.size(1), h = x.size(2), dh = h / heads_;
     auto qkv = in_proj_->forward(x).view({b, s, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
     auto q = qkv[0], k = qkv[1], v = qkv[2];  // [b, heads, s, dh]
-    auto att = torch::softmax(torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh)), -1);
-    auto y = torch::matmul(att, v).transpose(1, 2).reshape({b, s, h});
+    auto att = torch::softmax(nn::batched_matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh)), -1);
+    auto y = nn::batched_matmul(att, v).transpose(1, 2).reshape({b, s, h});
     return out_proj_->forward(y);
   }
 
@@ -90,8 +91,8 @@ class MultiheadAttentionImpl : public torch::nn::Module {
     const auto b = x.size(0), s = x.size(1), h = x.size(2), dh = h / heads_;
     auto qkv = torch::linear(x, in_w_, in_b_).view({b, s, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
     auto q = qkv[0], k = qkv[1], v = qkv[2];
-    auto att = torch::softmax(torch::matmul(q / std::sqrt(static_cast<double>(dh)), k.transpose(-2, -1)), -1);
-    return out_proj_->forward(torch::matmul(att, v).transpose(1, 2).reshape({b, s, h}));
+    auto att = torch::softmax(nn::batched_matmul(q / std::sqrt(static_cast<double>(dh)), k.transpose(-2, -1)), -1);
+    return out_proj_->forward(nn::batched_matmul(att, v).transpose(1, 2).reshape({b, s, h}));
   }
 
  private:
@@ -185,7 +186,7 @@ OpFn function_of(const Op& op) {
   if (k == "mul") return [](const Inputs& in) { return in[0] * in[1]; };
   if (k == "div") return [](const Inputs& in) { return in[0] / in[1]; };
   if (k == "scalar") return scalar_of(op);
-  if (k == "matmul") return [](const Inputs& in) { return torch::matmul(in[0], in[1]); };
+  if (k == "matmul") return [](const Inputs& in) { return nn::batched_matmul(in[0], in[1]); };
   // Pooling and reductions.
   if (k == "max_pool2d" || k == "avg_pool2d") {
     const auto kk = pair(op, "kernel"), s = pair(op, "stride"), p = pair(op, "padding");
