@@ -71,7 +71,7 @@ std::string describe(int status) {
 
 // Forks rank r of `o` with the launcher's environment (RANK, WORLD_SIZE, ...)
 // and its stdout and stderr on pipes.
-Worker start_worker(const LaunchOptions& o, int r, int port) {
+Worker start_worker(const LaunchOptions& o, int r, int port, int restart) {
   int out[2], err[2];
   if (pipe(out) != 0 || pipe(err) != 0) throw Failure("launch: pipe failed");
   const pid_t pid = fork();
@@ -86,6 +86,7 @@ Worker start_worker(const LaunchOptions& o, int r, int port) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 0);  // Note [CPU process settings]; the user's own setting wins
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    setenv("TRIDENT_RESTART_COUNT", std::to_string(restart).c_str(), 1);
     std::vector<char*> argv{const_cast<char*>("trident")};
     for (const auto& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -148,20 +149,19 @@ void signal_all(std::vector<Worker>& workers, int sig) {
     if (!w.exited) kill(w.pid, sig);
 }
 
-}  // namespace
+// How one start of the workers ended.
+struct Outcome {
+  int failed = -1;          // the first failed rank, or -1
+  std::string why;          // "rank R was killed by signal 9 (Killed); its last message: ..."
+  bool bad_input = false;   // that rank exited 2
+  bool interrupted = false;  // Ctrl-C (or SIGTERM) reached the launcher
+};
 
-int launch(const LaunchOptions& o) {
-  if (o.nproc < 1) throw InputError("launch --nproc " + std::to_string(o.nproc) + ": must be >= 1");
-  if (o.args.empty())
-    throw InputError("launch: give the subcommand after --, e.g. trident launch --nproc 2 -- train --config f.yaml");
-  const int port = o.master_port ? o.master_port : free_port();
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { g_interrupted = 1; };
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+// Starts every worker and relays their output until all have ended; when
+// one fails the others get SIGTERM, then SIGKILL after grace_s.
+Outcome run_workers(const LaunchOptions& o, int port, int restart) {
   std::vector<Worker> workers;
-  for (int r = 0; r < o.nproc; ++r) workers.push_back(start_worker(o, r, port));
-  // When a worker fails the others get SIGTERM, then SIGKILL after grace_s.
+  for (int r = 0; r < o.nproc; ++r) workers.push_back(start_worker(o, r, port, restart));
   int failed = -1;
   bool forwarded = false, killed = false;
   auto stop_start = std::chrono::steady_clock::time_point{};
@@ -187,15 +187,52 @@ int launch(const LaunchOptions& o) {
       signal_all(workers, SIGKILL);
     }
   }
+  Outcome out;
+  out.interrupted = forwarded;
   if (failed >= 0) {
     const auto& w = workers[failed];
-    std::cerr << "trident: launch: rank " << failed << " " << describe(w.status)
-              << (w.last.empty() ? "" : "; its last message: " + w.last) << "\n";
-    // A worker that found bad input (exit 2) makes the job's exit 2 too.
-    return WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2 ? 2 : 1;
+    out.failed = failed;
+    out.why = "rank " + std::to_string(failed) + " " + describe(w.status) +
+              (w.last.empty() ? "" : "; its last message: " + w.last);
+    out.bad_input = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2;
   }
-  if (forwarded) return 130;
-  return 0;
+  return out;
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& o) {
+  if (o.nproc < 1) throw InputError("launch --nproc " + std::to_string(o.nproc) + ": must be >= 1");
+  if (o.args.empty())
+    throw InputError("launch: give the subcommand after --, e.g. trident launch --nproc 2 -- train --config f.yaml");
+  if (o.max_restarts < 0)
+    throw InputError("launch --max-restarts " + std::to_string(o.max_restarts) + ": must be >= 0");
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupted = 1; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::vector<std::string> failures;
+  for (int restart = 0;; ++restart) {
+    // A fresh port each start: the old rendezvous may still hold its own.
+    const int port = o.master_port ? o.master_port : free_port();
+    const auto out = run_workers(o, port, restart);
+    if (out.failed < 0) return out.interrupted ? 130 : 0;
+    std::cerr << "trident: launch: " << out.why << "\n";
+    // A worker that found bad input (exit 2) makes the job's exit 2 too.
+    if (out.bad_input) return 2;
+    failures.push_back(out.why);
+    if (out.interrupted || g_interrupted) return 130;
+    if (restart == o.max_restarts) break;
+    std::cerr << "trident: launch: restart " << restart + 1 << " of " << o.max_restarts << ": starting all "
+              << o.nproc << " workers again\n";
+  }
+  if (o.max_restarts > 0) {
+    std::cerr << "trident: launch: gave up after " << o.max_restarts << " restart"
+              << (o.max_restarts == 1 ? "" : "s") << "; failures:";
+    for (std::size_t i = 0; i < failures.size(); ++i) std::cerr << (i ? ";" : "") << " start " << i + 1 << ": " << failures[i];
+    std::cerr << "\n";
+  }
+  return 1;
 }
 
 }  // namespace trident::cli

@@ -4,6 +4,12 @@
 // their output with "[rank r] ", forwards Ctrl-C, and — torchrun's semantics
 // — when one worker fails stops the others (SIGTERM, then SIGKILL after a
 // grace period) and exits 1 naming the failed rank and its last message.
+// With max_restarts N (torchrun's --max-restarts), a failure instead starts
+// all workers again, up to N times, each time printing why and which restart
+// it is; workers see TRIDENT_RESTART_COUNT (0 on the first start), and
+// `trident train` resumes from its newest complete checkpoint when it is > 0.
+// A worker's bad input (exit 2) and Ctrl-C are not retried. After N restarts
+// the launcher exits 1 naming every failure.
 // Multi-machine runs use mpirun or srun directly (see README).
 #pragma once
 
@@ -17,10 +23,12 @@ struct LaunchOptions {
   int master_port = 0;          // 0: pick a free port
   std::vector<std::string> args;  // the subcommand and its flags
   double grace_s = 10;          // after a failure, how long the others get to exit
+  int max_restarts = 0;         // start all workers again after a failure, at most this often
 };
 
-// Returns the exit code for `trident launch`: 0 when every worker exited 0,
-// 130 after Ctrl-C, the first failed worker's 2 (bad input) or else 1.
+// Returns the exit code for `trident launch`: 0 when every worker of the
+// last start exited 0, 130 after Ctrl-C, the first failed worker's 2 (bad
+// input) or else 1.
 // Throws InputError for bad options.
 int launch(const LaunchOptions& options);
 

@@ -38,6 +38,7 @@ struct TrainArgs {
   std::vector<std::string> sets;
   int nproc = 0;
   double dilation = 1;
+  int max_restarts = 0;
 };
 
 CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
@@ -48,23 +49,46 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   c->add_option("--dilation", a.dilation, "with --emulate: stretch every modelled time by this factor (1-1000); results are divided by it");
   c->add_option("--emulate", a.emulate, "run the pipeline planned for CLUSTER (e.g. summit-v100) with modelled compute and transfer times instead of training");
   c->add_option("--nproc", a.nproc, "data parallel on N local processes (sets parallel.devices=N and launches them)");
+  c->add_option("--max-restarts", a.max_restarts,
+                "when a worker fails, start all again from the newest complete checkpoint, at most N times");
   return c;
 }
 
+// A worker the launcher started again (TRIDENT_RESTART_COUNT > 0, see
+// launch.h) continues its run from the newest complete checkpoint, or starts
+// it over when there is none yet; returns the run directory to resume, or "".
+std::string restart_resume_dir(const runtime::TrainConfig& config) {
+  const char* count = std::getenv("TRIDENT_RESTART_COUNT");
+  if (!count || std::string(count) == "0") return "";
+  const auto run_dir = (std::filesystem::path(config.runs_dir) / config.name).string();
+  const bool leader = comm::world_from_env().rank == 0;
+  try {
+    const auto ck = runtime::CheckpointReader::latest(run_dir);
+    if (leader) std::cout << "restart " << count << ": continuing from the checkpoint of step " << ck.step() << "\n";
+    return run_dir;
+  } catch (const runtime::CheckpointError&) {
+    if (leader) std::cout << "restart " << count << ": " << run_dir << " has no complete checkpoint yet; starting over\n";
+    return "";
+  }
+}
+
 int train(const TrainArgs& a) {
-  const auto& [config_path, resume_dir, emulate, given_sets, nproc, dilation] = a;
+  const auto& [config_path, given_resume_dir, emulate, given_sets, nproc, dilation, max_restarts] = a;
   auto sets = given_sets;
-  std::string path = config_path;
+  std::string path = config_path, resume_dir = given_resume_dir;
   if (!resume_dir.empty() && path.empty()) path = resume_dir + "/config.yaml";
   if (path.empty()) throw runtime::ConfigError("train: give --config FILE, or --resume RUN_DIR");
   if (nproc < 0) throw runtime::ConfigError("train: --nproc " + std::to_string(nproc) + " must be >= 1");
+  if (max_restarts < 0)
+    throw runtime::ConfigError("train: --max-restarts " + std::to_string(max_restarts) + " must be >= 0");
+  if (max_restarts > 0 && !emulate.empty()) throw runtime::ConfigError("train: --max-restarts does not apply to --emulate");
   if (nproc > 0) sets.push_back("parallel.devices=" + std::to_string(nproc));
   if (emulate.empty() && dilation != 1) throw runtime::ConfigError("train: --dilation applies only with --emulate CLUSTER");
   auto config = runtime::load_config(path, sets);
   if (!resume_dir.empty() && !std::filesystem::is_directory(resume_dir))
     throw runtime::ConfigError("--resume " + resume_dir + ": no such run directory");
-  // Several processes without a launcher around us: check, then become the launcher.
-  if (config.parallel.devices > 1 && comm::world_from_env().launcher == "none") {
+  // Several processes (or restarts) without a launcher around us: check, then become the launcher.
+  if ((config.parallel.devices > 1 || max_restarts > 0) && comm::world_from_env().launcher == "none") {
     if (!emulate.empty()) {
       const auto checked = runtime::emulated_config(config, emulate, dilation);
       runtime::plan_for(checked, zoo::build_graph(checked.model));
@@ -73,6 +97,7 @@ int train(const TrainArgs& a) {
     }
     cli::LaunchOptions lo;
     lo.nproc = static_cast<int>(config.parallel.devices);
+    lo.max_restarts = max_restarts;
     lo.args = {"train", "--config", path};
     for (const auto& s : sets) lo.args.push_back("--set"), lo.args.push_back(s);
     if (!resume_dir.empty()) lo.args.push_back("--resume"), lo.args.push_back(resume_dir);
@@ -84,6 +109,7 @@ int train(const TrainArgs& a) {
     runtime::run_emulation(config, emulate, dilation, std::cout);
     return 0;
   }
+  if (resume_dir.empty()) resume_dir = restart_resume_dir(config);
   if (!resume_dir.empty()) {
     // The run directory decides where the checkpoint is, whatever the config says.
     std::filesystem::path dir(resume_dir);
@@ -275,6 +301,8 @@ CLI::App* add_launch_command(CLI::App& app, cli::LaunchOptions& o) {
   c->add_option("--nproc", o.nproc, "number of worker processes")->required();
   c->add_option("--master-port", o.master_port, "rendezvous port on 127.0.0.1 (default: a free one)");
   c->add_option("--grace-s", o.grace_s, "after a worker fails, seconds the others get to exit before SIGKILL");
+  c->add_option("--max-restarts", o.max_restarts,
+                "when a worker fails, start all again (TRIDENT_RESTART_COUNT=k), at most N times");
   c->add_option("args", o.args, "the subcommand and its flags, after --");
   return c;
 }

@@ -1,5 +1,6 @@
 #include "trident/runtime/trainer.h"
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -46,6 +47,18 @@ data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<s
     for (auto it = split->fields.begin(); it != split->fields.end();)
       it = fields.count(it->first) ? std::next(it) : split->fields.erase(it);
   return s;
+}
+
+// Fault injection for the restart tests: TRIDENT_TEST_KILL_AT=R:N makes
+// rank R kill itself (SIGKILL) once step N is done, on the launcher's first
+// start only (TRIDENT_RESTART_COUNT unset or 0); R:N:every on every start.
+bool kill_after_step(int rank, std::int64_t step) {
+  const char* v = std::getenv("TRIDENT_TEST_KILL_AT");
+  if (!v) return false;
+  const std::string at = std::to_string(rank) + ":" + std::to_string(step), given(v);
+  if (given == at + ":every") return true;
+  const char* restart = std::getenv("TRIDENT_RESTART_COUNT");
+  return given == at && (!restart || std::string(restart) == "0");
 }
 
 }  // namespace
@@ -302,6 +315,7 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
     trace_.push_back(std::move(trace));
     if (trace_.size() > static_cast<std::size_t>(kTracedSteps)) trace_.pop_front();
     ++step_;
+    if (kill_after_step(rank_, step_)) ::kill(::getpid(), SIGKILL);
     window.loss += t.loss, window.correct += t.correct, window.exposed += t.exposed_s, ++window.steps;
 
     const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;

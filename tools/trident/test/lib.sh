@@ -1,0 +1,20 @@
+# Helpers of the command-line tests, sourced after setting bin (the trident
+# binary), work (a scratch directory) and fails=0 passes=0.
+check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...
+  local name=$1 want=$2 needle=$3; shift 4
+  local err rc
+  err=$("$bin" "$@" 2>&1 >/dev/null); rc=$?
+  if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, want $want: $err"; fails=$((fails+1)); return; fi
+  if [ "$want" -ne 0 ]; then
+    lines=$(printf '%s\n' "$err" | grep -c .)
+    if [ "$lines" -ne 1 ]; then echo "FAIL $name: want one line, got: $err"; fails=$((fails+1)); return; fi
+  fi
+  if ! printf '%s' "$err" | grep -qF -- "$needle"; then echo "FAIL $name: '$needle' not in: $err"; fails=$((fails+1)); return; fi
+  passes=$((passes+1))
+}
+# same_weights NAME A B [DIFF FLAGS]: `trident diff` finds the newest checkpoints of runs A and B equal.
+same_weights() {
+  local name=$1 a=$2 b=$3 out rc; shift 3
+  out=$("$bin" diff "$a" "$b" "$@" 2>&1); rc=$?
+  if [ $rc -ne 0 ]; then echo "FAIL $name: weights differ (exit $rc): $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+}
