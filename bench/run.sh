@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # trident vs PyTorch, single-process training step, same model sizes, batch,
 # threads and optimizer. Runs each side ROUNDS times alternately and keeps
-# the best steps/s of each (the machine is noisy). Prints a Markdown table.
+# the median steps/s of each (the machine is noisy); prints a Markdown table
+# with every run under each model's row.
 #   bash bench/run.sh [THREADS] [ROUNDS]     (make bench)
 #
 # trident applies its process settings itself (Note [CPU process settings]
@@ -21,18 +22,24 @@ peer=$(bash scripts/install-peers.sh | tail -1)
 peer_version=$("$peer" -c 'import torch; print(torch.__version__)')
 same_malloc="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["steps_per_s"])'; }
-best() { python3 -c "print(max($1, $2))"; }
 echo "| model | batch | threads | trident steps/s | PyTorch 1.13 steps/s | ratio | 1.13 defaults steps/s | PyTorch $peer_version steps/s | trident / $peer_version |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for spec in mlp:128:400 cnn:128:40 inception:128:40 mmt:64:200; do
+for spec in mlp:128:400 cnn:128:40 inception:128:40 mmt:64:200 transformer:64:60; do
   IFS=: read -r model batch steps <<<"$spec"
-  bt=0; bp=0; bd=0; bn=0
+  t=(); p=(); d=(); n=()
   for _ in $(seq "$rounds"); do
-    bt=$(best "$bt" "$("$bin" "$model" "$batch" "$threads" "$steps" | rate)")
-    bp=$(best "$bp" "$(GLIBC_TUNABLES=$same_malloc OPENBLAS_NUM_THREADS=$threads \
+    t+=("$("$bin" "$model" "$batch" "$threads" "$steps" | rate)")
+    p+=("$(GLIBC_TUNABLES=$same_malloc OPENBLAS_NUM_THREADS=$threads \
       /usr/bin/python3 bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
-    bd=$(best "$bd" "$(OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
-    bn=$(best "$bn" "$("$peer" bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
+    d+=("$(OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
+    n+=("$("$peer" bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
   done
-  python3 -c "print(f'| $model | $batch | $threads | {$bt:.2f} | {$bp:.2f} | {$bt/$bp:.3f} | {$bd:.2f} | {$bn:.2f} | {$bt/$bn:.3f} |')"
+  python3 - "$model" "$batch" "$threads" "${t[*]}" "${p[*]}" "${d[*]}" "${n[*]}" <<'PY'
+import statistics, sys
+model, batch, threads = sys.argv[1:4]
+runs = [[float(x) for x in arg.split()] for arg in sys.argv[4:8]]
+t, p, d, n = (statistics.median(r) for r in runs)
+print("| %s | %s | %s | %.2f | %.2f | %.3f | %.2f | %.2f | %.3f |" % (model, batch, threads, t, p, t / p, d, n, t / n))
+print("|  |  | runs | %s | %s |  | %s | %s |  |" % tuple(" ".join("%.1f" % x for x in r) for r in runs))
+PY
 done
