@@ -10,7 +10,10 @@ models written in PyTorch and split as trident's plans split them:
   when stage 0 has finished it. trident's graph pipeline feeds each stage
   its own input, so the branches run at the same time.
 Run by torchrun-style environment (RANK, WORLD_SIZE, MASTER_ADDR/PORT).
-Prints rank 1's JSON line {"samples_per_s", ...}.
+Prints rank 1's JSON line {"samples_per_s", ...}. With PROFILE=1 in the
+environment each rank also prints where its step goes (torch.profiler: self
+time of its aten ops per step, and the rest of the step), to set beside
+trident's per-stage trace.
    pytorch_pipelining.py MODEL(transformer|mmt) SCHEDULE(gpipe|1f1b) MINI_BATCH MICRO_BATCH STEPS"""
 import json, os, sys, time
 
@@ -82,6 +85,20 @@ def inputs(model, mini):
     return (torch.randn(mini, 1, 28, 28, generator=g),), torch.randint(10, (mini,), generator=g)
 
 
+def profile(rank, step, steps):
+    """Prints this rank's op self time per step, its top ops, and the step's wall time."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        wall = (time.perf_counter() - t0) / steps
+    rows = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+    total = sum(e.self_cpu_time_total for e in rows) / 1e3 / steps
+    top = sorted(rows, key=lambda e: -e.self_cpu_time_total)[:8]
+    print(json.dumps({"rank": rank, "step_ms": 1e3 * wall, "aten_self_ms_per_step": total,
+                      "top": {e.key: round(e.self_cpu_time_total / 1e3 / steps, 2) for e in top}}), flush=True)
+
+
 def main():
     model_name, schedule_name = sys.argv[1], sys.argv[2]
     mini, micro, steps = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -107,6 +124,8 @@ def main():
     for _ in range(3):
         step()
     dist.barrier()
+    if os.environ.get("PROFILE") == "1":
+        profile(rank, step, steps)
     t0 = time.perf_counter()
     for _ in range(steps):
         step()

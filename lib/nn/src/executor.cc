@@ -1,5 +1,6 @@
 #include "trident/nn/executor.h"
 
+#include <set>
 #include <stdexcept>
 
 #include "trident/base/error.h"
@@ -52,7 +53,21 @@ Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator
 }
 
 GraphExecutor::GraphExecutor(const GraphModule& module, graph::Subgraph subgraph)
-    : module_(module), subgraph_(std::move(subgraph)) {}
+    : module_(module), subgraph_(std::move(subgraph)) {
+  // Note [Inputs on demand]: an op waits on a stage input when one of its
+  // producers is a stage input or waits on one. Both groups keep their
+  // topological order, and no op that does not wait reads one that does.
+  const auto& g = module_.graph();
+  std::set<graph::OpId> waits(subgraph_.inputs.begin(), subgraph_.inputs.end());
+  std::vector<graph::OpId> later;
+  for (graph::OpId id : subgraph_.ops) {
+    bool reads = false;
+    for (const auto& in : g.op(id).inputs) reads = reads || waits.count(in.producer);
+    if (reads) waits.insert(id), later.push_back(id);
+    else order_.push_back(id);
+  }
+  order_.insert(order_.end(), later.begin(), later.end());
+}
 
 void GraphExecutor::check(graph::OpId producer, const torch::Tensor& t, int64_t rows) const {
   const auto& op = module_.graph().op(producer);
@@ -65,17 +80,15 @@ void GraphExecutor::check(graph::OpId producer, const torch::Tensor& t, int64_t 
 
 TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) const {
   const auto& g = module_.graph();
+  for (graph::OpId p : subgraph_.inputs)
+    if (!inputs.count(p)) throw Failure("stage input from op '" + g.op(p).name + "' was not given");
+  return forward_on_demand([&](graph::OpId p) { return inputs.at(p); }, fields);
+}
+
+TensorMap GraphExecutor::forward_on_demand(const InputSource& input, const Batch& fields) const {
+  const auto& g = module_.graph();
   std::vector<torch::Tensor> values(g.size());
   int64_t rows = -1;
-  for (graph::OpId p : subgraph_.inputs) {
-    auto it = inputs.find(p);
-    if (it == inputs.end()) {
-      throw Failure("stage input from op '" + g.op(p).name + "' was not given");
-    }
-    check(p, it->second, rows);
-    rows = it->second.size(0);
-    values[p] = it->second;
-  }
   for (graph::OpId s : subgraph_.sources) {
     const auto field = g.op(s).attrs.value("field", g.op(s).name);
     auto it = fields.find(field);
@@ -84,15 +97,27 @@ TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) c
     rows = it->second.size(0);
     values[s] = it->second;
   }
+  std::set<graph::OpId> stage_inputs(subgraph_.inputs.begin(), subgraph_.inputs.end());
+  auto fetch = [&](graph::OpId p) {
+    if (values[p].defined() || !stage_inputs.count(p)) return;
+    auto t = input(p);
+    check(p, t, rows);
+    rows = t.size(0);
+    values[p] = std::move(t);
+  };
   std::vector<torch::Tensor> args;
-  for (graph::OpId id : subgraph_.ops) {
+  for (graph::OpId id : order_) {
     const auto& op = g.op(id);
     if (op.is_input()) continue;
     args.clear();
-    for (const auto& in : op.inputs) args.push_back(values[in.producer]);
+    for (const auto& in : op.inputs) {
+      fetch(in.producer);
+      args.push_back(values[in.producer]);
+    }
     values[id] = module_.op_fn(id)(args);
     if (observer_) observer_(id, args, values[id]);
   }
+  for (graph::OpId p : subgraph_.inputs) fetch(p);
   TensorMap out;
   for (graph::OpId id : subgraph_.outputs) out.emplace(id, values[id]);
   return out;

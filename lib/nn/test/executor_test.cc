@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "reference_models.h"
 #include "trident/zoo/zoo.h"
 
@@ -109,6 +111,49 @@ TEST(GraphExecutor, TwoStagesEqualTheWholeGraph) {
   for (const auto& p : gm.named_parameters()) {
     EXPECT_TRUE(torch::allclose(p.value().grad(), expected.at(p.key()), 1e-6, 1e-6)) << p.key();
   }
+}
+
+// Note [Inputs on demand]: a stage holding mmt's branch 0 and the head runs
+// all of branch 0 before it asks for branch 1's pooled output, and computes
+// what the eager forward computes.
+TEST(GraphExecutor, StageInputsAreAskedForWhenFirstRead) {
+  torch::manual_seed(5);
+  auto g = zoo::build_graph({"mmt", "tiny"});
+  GraphModule gm(g);
+  std::set<graph::OpId> stage;
+  for (graph::OpId id = 0; id < g.size(); ++id)
+    if (g.op(id).name.rfind("branch1", 0) != 0 && g.op(id).name != "modality1") stage.insert(id);
+  GraphExecutor ex(gm, graph::make_subgraph(g, stage));
+  ASSERT_EQ(ex.subgraph().inputs.size(), 1u);
+  const auto pooled1 = ex.subgraph().inputs[0];
+  ASSERT_EQ(g.op(pooled1).name, "branch1.pool");
+  auto batch = random_batch(g, 4);
+  GraphExecutor producer(gm, graph::make_subgraph(g, [&] {
+    std::set<graph::OpId> rest;
+    for (graph::OpId id = 0; id < g.size(); ++id)
+      if (!stage.count(id)) rest.insert(id);
+    return rest;
+  }()));
+  const auto sent = producer.forward({}, batch).at(pooled1);
+
+  std::vector<std::string> ran;
+  ex.set_observer([&](graph::OpId id, const std::vector<torch::Tensor>&, const torch::Tensor&) {
+    ran.push_back(g.op(id).name);
+  });
+  int asked = 0;
+  auto lazy = ex.forward_on_demand([&](graph::OpId p) {
+    ++asked;
+    EXPECT_EQ(p, pooled1);
+    ran.push_back("<asked>");
+    return sent;
+  }, batch);
+  EXPECT_EQ(asked, 1);
+  const auto at = std::find(ran.begin(), ran.end(), "<asked>") - ran.begin();
+  for (std::size_t i = 0; i < ran.size(); ++i)
+    if (ran[i].rfind("branch0", 0) == 0) EXPECT_LT(static_cast<long>(i), at) << ran[i] << " ran after the wait";
+  ex.set_observer({});
+  auto eager = ex.forward({{pooled1, sent}}, batch);
+  EXPECT_TRUE(torch::equal(lazy.at(g.loss()), eager.at(g.loss())));
 }
 
 TEST(GraphExecutor, WrongEdgeShapeNamesTheEdge) {

@@ -419,19 +419,33 @@ void StageExecutor::fail(const std::string& what, int peer, const std::exception
 void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const std::string& action) {
   const auto& l = *x.layout;
   auto& saved = saved_[m];
-  const auto t0 = now_us();
-  for (int k : l.input_ks) {
+  // Each received input is taken when the first op that reads it runs
+  // (Note [Inputs on demand] in nn/executor.h); the forward's trace splits
+  // into compute segments around the waits.
+  auto segment_start = now_us();
+  auto receive = [&](int k) {
+    const auto t0 = now_us();
     auto t = s_.gather(x, 0, k, m);
+    const auto t1 = now_us();
+    if (p.trace && t1 - t0 >= kShortestTracedWaitUs) {
+      if (t0 > segment_start) p.trace->add(action, "forward", kComputeLane, segment_start, t0);
+      p.trace->add_wait("wait " + action, t0, t1);
+      segment_start = t1;
+    }
     if (s_.crossings_[k].differentiable && torch::GradMode::is_enabled()) t.requires_grad_(true);
     saved.inputs[s_.crossings_[k].op] = t;
+    return t;
+  };
+  if (l.row_end <= l.row_begin) {  // a short evaluation chunk may leave a replica no rows
+    for (int k : l.input_ks) receive(k);
+    return;
   }
-  const auto t1 = now_us();
-  if (p.trace) p.trace->add_wait("wait " + action, t0, t1);
-  if (l.row_end <= l.row_begin) return;  // a short evaluation chunk may leave a replica no rows
+  std::map<graph::OpId, int> crossing_of;
+  for (int k : l.input_ks) crossing_of[s_.crossings_[k].op] = k;
   nn::Batch fields;
   const auto base = p.first_row + m * l.micro_batch;
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
-  saved.outputs = s_.executor_->forward(saved.inputs, fields);
+  saved.outputs = s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(crossing_of.at(producer)); }, fields);
   for (const auto& piece : l.out) s_.send(x, piece, saved.outputs.at(s_.crossings_[piece.k].op), m, 0);
   if (s_.has_loss_) {
     torch::NoGradGuard no_grad;
@@ -441,7 +455,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
       p.result.correct += value(s_.logits_).argmax(1).eq(value(s_.labels_)).sum().item<double>();
   }
   if (!torch::GradMode::is_enabled()) saved_.erase(m);  // evaluation keeps nothing
-  if (p.trace) p.trace->add(action, "forward", kComputeLane, t1, now_us());
+  if (p.trace) p.trace->add(action, "forward", kComputeLane, segment_start, now_us());
 }
 
 void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) {

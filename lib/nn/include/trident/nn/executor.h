@@ -37,6 +37,16 @@ class GraphExecutor {
   // and that all rows agree; throws Failure naming the edge.
   TensorMap forward(const TensorMap& inputs, const Batch& fields) const;
 
+  // Note [Inputs on demand]: as above, but each stage input is asked of
+  // `input` (by its producer) only when the first op that reads it runs, and
+  // the ops that read no stage input, directly or not, run first. So a stage
+  // holding a branch of its own and the join with another stage's branch
+  // computes its branch while the other stage's tensor is still on its way —
+  // the two branches of one micro-batch run at the same time. Every input is
+  // asked for exactly once by the end; values do not depend on the order.
+  using InputSource = std::function<torch::Tensor(graph::OpId producer)>;
+  TensorMap forward_on_demand(const InputSource& input, const Batch& fields) const;
+
   // Called after every op with its inputs and output (e.g. to capture the
   // sufficient factors of Linear layers for SFB gradient sync).
   using Observer = std::function<void(graph::OpId, const std::vector<torch::Tensor>&, const torch::Tensor&)>;
@@ -47,6 +57,7 @@ class GraphExecutor {
 
   const GraphModule& module_;
   graph::Subgraph subgraph_;
+  std::vector<graph::OpId> order_;  // subgraph_.ops, those that read no stage input first
   Observer observer_;
 };
 
