@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -15,13 +16,16 @@ namespace {
 
 // Heartbeats: a beat every kBeatPeriod; diagnose() samples the beats twice,
 // kDiagnoseGap apart (three periods: a live rank beats at least twice in
-// between), each store read waiting at most kStoreReadTimeout. Rank 0, which
-// hosts the store, stays kStoreLinger after a failure so that the others can
-// still read the beats.
+// between), each store read waiting at most kStoreReadTimeout.
+// Note [Rank 0 stays for the diagnosis]: rank 0 hosts the store, so when it
+// has diagnosed a failure it does not leave until every rank it found alive
+// has written that it diagnosed too (at most kStoreLinger): a survivor that
+// starts its diagnosis late, e.g. on a loaded machine, still reads the beats
+// and names the rank that stopped, instead of finding the store gone.
 constexpr auto kBeatPeriod = std::chrono::milliseconds(500);
 constexpr auto kDiagnoseGap = 3 * kBeatPeriod;
 constexpr auto kStoreReadTimeout = std::chrono::seconds(2);
-constexpr auto kStoreLinger = std::chrono::seconds(3);
+constexpr auto kStoreLinger = std::chrono::seconds(8);
 
 }  // namespace
 
@@ -53,16 +57,16 @@ class Heartbeat {
     });
   }
   ~Heartbeat() {
-    // Rank 0 hosts the store: after a failure it stays, still beating, so
-    // that the ranks still diagnosing read live beats and name only the
-    // ranks that really stopped (Group destroys its process group first).
-    if (rank_ == 0 && diagnosed_) std::this_thread::sleep_for(kStoreLinger);
+    // Note [Rank 0 stays for the diagnosis] (Group destroys its process
+    // group first, so the others' collectives have failed by now).
+    if (rank_ == 0 && diagnosed_) wait_for_diagnoses();
     stop_ = true;
     thread_.join();
   }
 
   std::string diagnose() {
     diagnosed_ = true;
+    delay_for_test();
     auto sample = [&]() -> std::vector<std::string> {
       std::vector<std::string> beats(size_);
       std::lock_guard<std::mutex> lock(mu_);
@@ -80,8 +84,14 @@ class Heartbeat {
       std::this_thread::sleep_for(kDiagnoseGap);
       auto after = sample();
       std::string lost;
-      for (int r = 0; r < size_; ++r)
-        if (r != rank_ && before[r] == after[r]) lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+      for (int r = 0; r < size_; ++r) {
+        stopped_[r] = r != rank_ && before[r] == after[r];
+        if (stopped_[r]) lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        store_->set("diagnosed/" + std::to_string(rank_), std::vector<std::uint8_t>{'1'});
+      }
       if (lost.empty()) return "";
       return (lost.find(',') == std::string::npos ? "rank " : "ranks ") + lost + " stopped responding";
     } catch (const std::exception&) {
@@ -90,10 +100,39 @@ class Heartbeat {
   }
 
  private:
+  // Fault injection for the late-diagnosis test: TRIDENT_TEST_DIAGNOSE_DELAY=R:MS
+  // makes rank R wait MS milliseconds before it diagnoses.
+  void delay_for_test() const {
+    const char* v = std::getenv("TRIDENT_TEST_DIAGNOSE_DELAY");
+    const std::string prefix = std::to_string(rank_) + ":";
+    if (v && std::string(v).rfind(prefix, 0) == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(std::string(v).substr(prefix.size()))));
+  }
+
+  // Rank 0: until every rank that was alive at its diagnosis has diagnosed
+  // too, or kStoreLinger has passed.
+  void wait_for_diagnoses() {
+    const auto until = std::chrono::steady_clock::now() + kStoreLinger;
+    for (int r = 1; r < size_; ++r) {
+      if (stopped_[r]) continue;
+      const std::string key = "diagnosed/" + std::to_string(r);
+      while (std::chrono::steady_clock::now() < until) {
+        try {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (store_->check({key})) break;
+        } catch (const std::exception&) {
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+
   int rank_, size_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::mutex mu_;
   std::atomic<bool> stop_{false}, diagnosed_{false};
+  std::vector<char> stopped_ = std::vector<char>(static_cast<std::size_t>(size_), 0);  // by rank, at the diagnosis
   std::thread thread_;
 };
 
