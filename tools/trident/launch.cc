@@ -1,19 +1,20 @@
 #include "launch.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <random>
 #include <stdexcept>
 
 #include "trident/base/error.h"
+#include "trident/comm/world.h"
 
 namespace trident::cli {
 namespace {
@@ -21,19 +22,20 @@ namespace {
 volatile sig_atomic_t g_interrupted = 0;
 
 int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    throw Failure("launch: cannot find a free TCP port on 127.0.0.1; pass --master-port");
+  try {
+    return comm::free_local_port();
+  } catch (const std::exception& e) {
+    throw Failure(std::string("launch: ") + e.what() + "; pass --master-port");
   }
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+}
+
+// A job id unlikely to repeat: the launcher's pid and 64 random bits.
+std::string fresh_job_id() {
+  std::random_device rd;
+  const std::uint64_t bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char text[40];
+  std::snprintf(text, sizeof text, "%d-%016llx", static_cast<int>(getpid()), static_cast<unsigned long long>(bits));
+  return text;
 }
 
 struct Worker {
@@ -71,7 +73,7 @@ std::string describe(int status) {
 
 // Forks rank r of `o` with the launcher's environment (RANK, WORLD_SIZE, ...)
 // and its stdout and stderr on pipes.
-Worker start_worker(const LaunchOptions& o, int r, int port, int restart) {
+Worker start_worker(const LaunchOptions& o, int r, int port, int restart, const std::string& job_id) {
   int out[2], err[2];
   if (pipe(out) != 0 || pipe(err) != 0) throw Failure("launch: pipe failed");
   const pid_t pid = fork();
@@ -87,6 +89,7 @@ Worker start_worker(const LaunchOptions& o, int r, int port, int restart) {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
     setenv("TRIDENT_RESTART_COUNT", std::to_string(restart).c_str(), 1);
+    setenv("TRIDENT_JOB_ID", job_id.c_str(), 1);  // Note [Job ids] in comm/group.cc
     std::vector<char*> argv{const_cast<char*>("trident")};
     for (const auto& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -159,9 +162,9 @@ struct Outcome {
 
 // Starts every worker and relays their output until all have ended; when
 // one fails the others get SIGTERM, then SIGKILL after grace_s.
-Outcome run_workers(const LaunchOptions& o, int port, int restart) {
+Outcome run_workers(const LaunchOptions& o, int port, int restart, const std::string& job_id) {
   std::vector<Worker> workers;
-  for (int r = 0; r < o.nproc; ++r) workers.push_back(start_worker(o, r, port, restart));
+  for (int r = 0; r < o.nproc; ++r) workers.push_back(start_worker(o, r, port, restart, job_id));
   int failed = -1;
   bool forwarded = false, killed = false;
   auto stop_start = std::chrono::steady_clock::time_point{};
@@ -211,11 +214,14 @@ int launch(const LaunchOptions& o) {
   sa.sa_handler = [](int) { g_interrupted = 1; };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // The job's id (Note [Job ids] in comm/group.cc): the user's TRIDENT_JOB_ID, or a fresh one.
+  const char* given = std::getenv("TRIDENT_JOB_ID");
+  const std::string job_id = given && *given ? given : fresh_job_id();
   std::vector<std::string> failures;
   for (int restart = 0;; ++restart) {
     // A fresh port each start: the old rendezvous may still hold its own.
     const int port = o.master_port ? o.master_port : free_port();
-    const auto out = run_workers(o, port, restart);
+    const auto out = run_workers(o, port, restart, job_id);
     if (out.failed < 0) return out.interrupted ? 130 : 0;
     std::cerr << "trident: launch: " << out.why << "\n";
     // A worker that found bad input (exit 2) makes the job's exit 2 too.

@@ -10,6 +10,9 @@
 // `trident train` resumes from its newest complete checkpoint when it is > 0.
 // A worker's bad input (exit 2) and Ctrl-C are not retried. After N restarts
 // the launcher exits 1 naming every failure.
+// Workers get TRIDENT_JOB_ID (the caller's, or a fresh one per launch, kept
+// across restarts); a worker of another job that reaches this job's
+// rendezvous is refused (Note [Job ids] in comm/group.cc).
 // Multi-machine runs use mpirun or srun directly (see README).
 #pragma once
 

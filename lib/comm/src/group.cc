@@ -169,6 +169,33 @@ std::string Group::member(int r) const {
   return name_ == "world" ? world : world + " (member " + std::to_string(r) + " of '" + name_ + "')";
 }
 
+namespace {
+
+// Note [Job ids]: two jobs on one host that were given the same
+// MASTER_PORT would meet at one rendezvous store, and a worker of the second
+// would take a rank of the first. Before any rank joins the process group,
+// rank 0 publishes its job id in the store and every other rank compares its
+// own: a worker of another job is refused, naming both ids, before it has
+// written anything the job reads. Ranks with no id (a launcher that sets
+// none) are not checked.
+void check_job(c10d::Store& store, const WorldInfo& world, std::chrono::milliseconds timeout) {
+  const std::string key = "trident/job";
+  if (world.rank == 0) {
+    store.set(key, std::vector<std::uint8_t>(world.job_id.begin(), world.job_id.end()));
+    return;
+  }
+  store.wait({key}, timeout);
+  const auto v = store.get(key);
+  const std::string theirs(v.begin(), v.end());
+  if (world.job_id.empty() || theirs.empty() || theirs == world.job_id) return;
+  throw CommError("rank " + std::to_string(world.rank) + " of job '" + world.job_id + "' reached the rendezvous of job '" +
+                      theirs + "' at " + world.master_addr + ":" + std::to_string(world.master_port) +
+                      "; give each job its own MASTER_PORT",
+                  ErrorKind::kBadInput);
+}
+
+}  // namespace
+
 Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(world.master_port);
@@ -183,6 +210,14 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
     throw CommError("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
                     world.master_addr + ":" + std::to_string(world.master_port) + " within " +
                     std::to_string(timeout.count()) + " ms (" + first_line(e) + ")");
+  }
+  try {
+    check_job(*store, world, timeout);
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError("rank " + std::to_string(world.rank) + ": reading the job id from the rendezvous store at " +
+                    world.master_addr + ":" + std::to_string(world.master_port) + " failed: " + first_line(e));
   }
   try {
     const std::string host = is_local(world.master_addr) ? "127.0.0.1" : "";

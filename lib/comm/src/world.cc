@@ -1,5 +1,10 @@
 #include "trident/comm/world.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -95,6 +100,13 @@ WorldInfo world_from_env(const std::map<std::string, std::string>& env) {
     if (!first) first = here, first_vars = vars;
   }
   if (first) w = *first;
+  for (const char* var : {"TRIDENT_JOB_ID", "SLURM_JOB_ID"}) {
+    auto it = env.find(var);
+    if (it != env.end() && !it->second.empty()) {
+      w.job_id = it->second;
+      break;
+    }
+  }
   if (w.world_size > 1) {
     auto addr = env.find("MASTER_ADDR");
     if (addr == env.end() || addr->second.empty())
@@ -118,6 +130,19 @@ WorldInfo world_from_env() {
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return world_from_env(env);
+}
+
+int free_local_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (fd >= 0) close(fd);
+  if (!ok) throw CommError("cannot find a free TCP port on 127.0.0.1");
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace trident::comm

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "trident/comm/grad_sync.h"
+#include "trident/comm/group.h"
 #include "trident/comm/world.h"
 #include "trident/cost/comm.h"
 #include "trident/nn/executor.h"
@@ -55,6 +56,37 @@ TEST(World, ReadsEachLauncherAndRejectsDisagreement) {
   expect_error({{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "RANK='x' is not a non-negative integer");
   expect_error({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK=2 must be below WORLD_SIZE=2");
   expect_error({{"RANK", "0"}}, "WORLD_SIZE is missing but RANK is set");
+}
+
+TEST(World, ReadsTheJobId) {
+  EXPECT_EQ(world_from_env({{"TRIDENT_JOB_ID", "a"}, {"SLURM_JOB_ID", "7"}}).job_id, "a");
+  EXPECT_EQ(world_from_env({{"SLURM_JOB_ID", "7"}}).job_id, "7");
+  EXPECT_EQ(world_from_env({}).job_id, "");
+}
+
+// Note [Job ids]: a worker of another job that reaches this job's
+// rendezvous is refused, naming both jobs, as bad input.
+TEST(Group, AWorkerOfAnotherJobIsRefused) {
+  WorldInfo a;
+  a.rank = 0, a.world_size = 2, a.master_port = free_local_port(), a.job_id = "job-a";
+  WorldInfo b = a;
+  b.rank = 1, b.job_id = "job-b";
+  std::thread host([&] {
+    try {
+      Group::connect(a, std::chrono::seconds(3));  // waits for a rank 1 that never joins
+    } catch (const std::exception&) {
+    }
+  });
+  try {
+    Group::connect(b, std::chrono::seconds(3));
+    ADD_FAILURE() << "a worker of job-b joined job-a";
+  } catch (const CommError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("rank 1 of job 'job-b' reached the rendezvous of job 'job-a' at 127.0.0.1:"),
+              std::string::npos)
+        << e.what();
+  }
+  host.join();
 }
 
 // The processes on this host, which share its cores (Note [Thread defaults]).

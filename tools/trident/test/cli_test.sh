@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `trident`: bad input exits 2 with one line naming the
 # field and value; a short run trains, checkpoints and resumes.
-set -u
-bin=$1; src=$2
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-fails=0; passes=0
-. "$(dirname "$0")/lib.sh"  # check, same_weights
+. "$(dirname "$0")/lib.sh" "$@"  # bin, src, work, counters; check, same_weights
 cfg=$src/examples/fmnist-mlp.yaml
 check missing-config 2 "cannot read" -- train --config "$work/nope.yaml"
 check unknown-key 2 "unknown key 'train.epoch'" -- train --config "$cfg" --set train.epoch=1
@@ -156,6 +152,16 @@ out=$(timeout 120 "$bin" train --resume "$work/crash/fmnist-mlp" --set parallel.
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 5" || [ ! -s "$ck/step-15/manifest.json" ]; then
   echo "FAIL crash-resume: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 check dp-indivisible 2 "must divide train.mini_batch = 128" -- train --config "$cfg" --nproc 3
+# A worker of another job at this job's rendezvous (same MASTER_PORT) is refused, naming both jobs.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TRIDENT_JOB_ID=job-a timeout 60 "$bin" train --config "$cfg" \
+  --set parallel.devices=2 --set parallel.timeout_s=5 --set runs_dir=$work/job-a >/dev/null 2>&1 &
+job_a=$!
+export RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TRIDENT_JOB_ID=job-b
+check other-job 2 "rank 1 of job 'job-b' reached the rendezvous of job 'job-a' at 127.0.0.1:$port" -- \
+  train --config "$cfg" --set parallel.devices=2 --set parallel.timeout_s=5 --set runs_dir=$work/job-b
+unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT TRIDENT_JOB_ID
+kill $job_a 2>/dev/null; wait $job_a 2>/dev/null
 check launch-nothing 2 "give the subcommand after --" -- launch --nproc 2
 check launch-zero 2 "must be >= 1" -- launch --nproc 0 -- train --config "$cfg"
 # kill_rank NAME RANKS STEP MIN -- TRAIN ARGS: starts a run on RANKS processes and kills rank 1 once

@@ -1,5 +1,10 @@
-# Helpers of the command-line tests, sourced after setting bin (the trident
-# binary), work (a scratch directory) and fails=0 passes=0.
+# Sourced as `. lib.sh "$@"` by the command-line tests, which run as
+# SCRIPT TRIDENT_BINARY SOURCE_DIR: sets bin and src, a scratch directory
+# work removed at exit, the counters fails and passes, and the helpers below.
+set -u
+bin=$1; src=$2
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+fails=0; passes=0
 check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...
   local name=$1 want=$2 needle=$3; shift 4
   local err rc

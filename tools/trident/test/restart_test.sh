@@ -4,11 +4,7 @@
 # complete checkpoint, and the run ends with the weights of a run that was
 # never interrupted; after N restarts it gives up naming every failure.
 # Workers kill themselves through TRIDENT_TEST_KILL_AT=RANK:STEP[:every].
-set -u
-bin=$1; src=$2
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-fails=0; passes=0
-. "$(dirname "$0")/lib.sh"  # check, same_weights
+. "$(dirname "$0")/lib.sh" "$@"  # bin, src, work, counters; check, same_weights
 cfg=$src/examples/fmnist-mlp.yaml
 common=(--config "$cfg" --set train.steps=24 --set train.epochs=null --set train.threads=1 --set data.train_size=2048
         --set data.test_size=200 --set train.eval=false --set checkpoint.every=5 --set parallel.timeout_s=10)

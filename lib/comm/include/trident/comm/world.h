@@ -33,6 +33,11 @@ struct WorldInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string launcher = "none";  // torchrun | mpirun | srun | none
+  // The job this process belongs to: TRIDENT_JOB_ID (trident launch sets a
+  // fresh one per job), else SLURM_JOB_ID; empty when neither is set. A
+  // worker whose job differs from rank 0's is refused at the rendezvous
+  // (Note [Job ids]).
+  std::string job_id;
 };
 
 // Throws CommError naming the variable: not an integer, out of range,
@@ -40,5 +45,9 @@ struct WorldInfo {
 // world_size > 1.
 WorldInfo world_from_env(const std::map<std::string, std::string>& env);
 WorldInfo world_from_env();  // the process environment
+
+// A TCP port on 127.0.0.1 that is free now (the kernel picks it); throws
+// CommError when there is none.
+int free_local_port();
 
 }  // namespace trident::comm
