@@ -157,7 +157,6 @@ struct Outcome {
   int failed = -1;          // the first failed rank, or -1
   std::string why;          // "rank R was killed by signal 9 (Killed); its last message: ..."
   bool bad_input = false;   // that rank exited 2
-  bool interrupted = false;  // Ctrl-C (or SIGTERM) reached the launcher
 };
 
 // Starts every worker and relays their output until all have ended; when
@@ -191,7 +190,6 @@ Outcome run_workers(const LaunchOptions& o, int port, int restart, const std::st
     }
   }
   Outcome out;
-  out.interrupted = forwarded;
   if (failed >= 0) {
     const auto& w = workers[failed];
     out.failed = failed;
@@ -222,12 +220,12 @@ int launch(const LaunchOptions& o) {
     // A fresh port each start: the old rendezvous may still hold its own.
     const int port = o.master_port ? o.master_port : free_port();
     const auto out = run_workers(o, port, restart, job_id);
-    if (out.failed < 0) return out.interrupted ? 130 : 0;
+    if (out.failed < 0) return g_interrupted ? 130 : 0;
     std::cerr << "trident: launch: " << out.why << "\n";
     // A worker that found bad input (exit 2) makes the job's exit 2 too.
     if (out.bad_input) return 2;
     failures.push_back(out.why);
-    if (out.interrupted || g_interrupted) return 130;
+    if (g_interrupted) return 130;
     if (restart == o.max_restarts) break;
     std::cerr << "trident: launch: restart " << restart + 1 << " of " << o.max_restarts << ": starting all "
               << o.nproc << " workers again\n";

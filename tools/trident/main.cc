@@ -58,10 +58,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
 // launch.h) continues its run from the newest complete checkpoint, or starts
 // it over when there is none yet; returns the run directory to resume, or "".
 std::string restart_resume_dir(const runtime::TrainConfig& config) {
-  const char* count = std::getenv("TRIDENT_RESTART_COUNT");
-  if (!count || std::string(count) == "0") return "";
+  const auto world = comm::world_from_env();
+  const int count = world.restart_count;
+  if (count == 0) return "";
   const auto run_dir = (std::filesystem::path(config.runs_dir) / config.name).string();
-  const bool leader = comm::world_from_env().rank == 0;
+  const bool leader = world.rank == 0;
   try {
     const auto ck = runtime::CheckpointReader::latest(run_dir);
     if (leader) std::cout << "restart " << count << ": continuing from the checkpoint of step " << ck.step() << "\n";

@@ -107,6 +107,7 @@ WorldInfo world_from_env(const std::map<std::string, std::string>& env) {
       break;
     }
   }
+  w.restart_count = integer(env, "TRIDENT_RESTART_COUNT").value_or(0);
   if (w.world_size > 1) {
     auto addr = env.find("MASTER_ADDR");
     if (addr == env.end() || addr->second.empty())

@@ -1,6 +1,5 @@
 #include "trident/nn/executor.h"
 
-#include <set>
 #include <stdexcept>
 
 #include "trident/base/error.h"
@@ -58,12 +57,14 @@ GraphExecutor::GraphExecutor(const GraphModule& module, graph::Subgraph subgraph
   // producers is a stage input or waits on one. Both groups keep their
   // topological order, and no op that does not wait reads one that does.
   const auto& g = module_.graph();
-  std::set<graph::OpId> waits(subgraph_.inputs.begin(), subgraph_.inputs.end());
+  is_input_.assign(g.size(), 0);
+  for (graph::OpId p : subgraph_.inputs) is_input_[p] = 1;
+  std::vector<char> waits = is_input_;
   std::vector<graph::OpId> later;
   for (graph::OpId id : subgraph_.ops) {
     bool reads = false;
-    for (const auto& in : g.op(id).inputs) reads = reads || waits.count(in.producer);
-    if (reads) waits.insert(id), later.push_back(id);
+    for (const auto& in : g.op(id).inputs) reads = reads || waits[in.producer];
+    if (reads) waits[id] = 1, later.push_back(id);
     else order_.push_back(id);
   }
   order_.insert(order_.end(), later.begin(), later.end());
@@ -97,9 +98,8 @@ TensorMap GraphExecutor::forward_on_demand(const InputSource& input, const Batch
     rows = it->second.size(0);
     values[s] = it->second;
   }
-  std::set<graph::OpId> stage_inputs(subgraph_.inputs.begin(), subgraph_.inputs.end());
   auto fetch = [&](graph::OpId p) {
-    if (values[p].defined() || !stage_inputs.count(p)) return;
+    if (!is_input_[p] || values[p].defined()) return;
     auto t = input(p);
     check(p, t, rows);
     rows = t.size(0);

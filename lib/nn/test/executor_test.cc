@@ -149,8 +149,11 @@ TEST(GraphExecutor, StageInputsAreAskedForWhenFirstRead) {
   }, batch);
   EXPECT_EQ(asked, 1);
   const auto at = std::find(ran.begin(), ran.end(), "<asked>") - ran.begin();
-  for (std::size_t i = 0; i < ran.size(); ++i)
-    if (ran[i].rfind("branch0", 0) == 0) EXPECT_LT(static_cast<long>(i), at) << ran[i] << " ran after the wait";
+  for (std::size_t i = 0; i < ran.size(); ++i) {
+    if (ran[i].rfind("branch0", 0) == 0) {
+      EXPECT_LT(static_cast<long>(i), at) << ran[i] << " ran after the wait";
+    }
+  }
   ex.set_observer({});
   auto eager = ex.forward({{pooled1, sent}}, batch);
   EXPECT_TRUE(torch::equal(lazy.at(g.loss()), eager.at(g.loss())));

@@ -52,6 +52,7 @@ struct StageExecutor::Layout {
   std::int64_t micro_batch = 0, row_begin = 0, row_end = 0;
   std::vector<Piece> in, out;      // this rank's pieces, receive and send
   std::set<int> input_ks, output_ks;  // the crossings k that in / out cover
+  std::map<graph::OpId, int> input_k_of;  // the producer op of each received crossing -> its k
 };
 
 // The p2p state of one pass: receives posted ahead (Note [Tags]), sends in flight.
@@ -246,7 +247,7 @@ const StageExecutor::Layout& StageExecutor::layout(std::int64_t micro_batch) {
     if (c.to == stage_) overlaps(c.from, true);
     if (c.from == stage_) overlaps(c.to, false);
   }
-  for (const auto& p : l.in) l.input_ks.insert(p.k);
+  for (const auto& p : l.in) l.input_ks.insert(p.k), l.input_k_of[crossings_[p.k].op] = p.k;
   for (const auto& p : l.out) l.output_ks.insert(p.k);
   return l;
 }
@@ -440,12 +441,11 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
     for (int k : l.input_ks) receive(k);
     return;
   }
-  std::map<graph::OpId, int> crossing_of;
-  for (int k : l.input_ks) crossing_of[s_.crossings_[k].op] = k;
   nn::Batch fields;
   const auto base = p.first_row + m * l.micro_batch;
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
-  saved.outputs = s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(crossing_of.at(producer)); }, fields);
+  saved.outputs =
+      s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(l.input_k_of.at(producer)); }, fields);
   for (const auto& piece : l.out) s_.send(x, piece, saved.outputs.at(s_.crossings_[piece.k].op), m, 0);
   if (s_.has_loss_) {
     torch::NoGradGuard no_grad;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -52,13 +53,18 @@ data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<s
 // Fault injection for the restart tests: TRIDENT_TEST_KILL_AT=R:N makes
 // rank R kill itself (SIGKILL) once step N is done, on the launcher's first
 // start only (TRIDENT_RESTART_COUNT unset or 0); R:N:every on every start.
-bool kill_after_step(int rank, std::int64_t step) {
-  const char* v = std::getenv("TRIDENT_TEST_KILL_AT");
-  if (!v) return false;
-  const std::string at = std::to_string(rank) + ":" + std::to_string(step), given(v);
-  if (given == at + ":every") return true;
-  const char* restart = std::getenv("TRIDENT_RESTART_COUNT");
-  return given == at && (!restart || std::string(restart) == "0");
+// The variable is read once; -1 when unset or not for this start.
+std::int64_t kill_after_step_of(int rank) {
+  static const std::int64_t step = [&]() -> std::int64_t {
+    const char* v = std::getenv("TRIDENT_TEST_KILL_AT");
+    int r = -1;
+    long long n = -1;
+    char every[8] = "";
+    if (!v || std::sscanf(v, "%d:%lld:%7s", &r, &n, every) < 2 || r != rank) return -1;
+    const bool first_start = comm::world_from_env().restart_count == 0;
+    return std::string(every) == "every" || first_start ? n : -1;
+  }();
+  return step;
 }
 
 }  // namespace
@@ -315,7 +321,7 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
     trace_.push_back(std::move(trace));
     if (trace_.size() > static_cast<std::size_t>(kTracedSteps)) trace_.pop_front();
     ++step_;
-    if (kill_after_step(rank_, step_)) ::kill(::getpid(), SIGKILL);
+    if (step_ == kill_after_step_of(rank_)) ::kill(::getpid(), SIGKILL);
     window.loss += t.loss, window.correct += t.correct, window.exposed += t.exposed_s, ++window.steps;
 
     const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;

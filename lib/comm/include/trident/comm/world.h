@@ -38,6 +38,9 @@ struct WorldInfo {
   // worker whose job differs from rank 0's is refused at the rendezvous
   // (Note [Job ids]).
   std::string job_id;
+  // How many times the launcher has started this job's workers again
+  // (TRIDENT_RESTART_COUNT, see `trident launch --max-restarts`); 0 at first.
+  int restart_count = 0;
 };
 
 // Throws CommError naming the variable: not an integer, out of range,

@@ -58,6 +58,7 @@ class GraphExecutor {
   const GraphModule& module_;
   graph::Subgraph subgraph_;
   std::vector<graph::OpId> order_;  // subgraph_.ops, those that read no stage input first
+  std::vector<char> is_input_;      // by op id: a producer outside the subgraph that it reads
   Observer observer_;
 };
 
