@@ -94,9 +94,9 @@ def profile(rank, step, steps):
         wall = (time.perf_counter() - t0) / steps
     rows = [e for e in prof.key_averages() if e.key.startswith("aten::")]
     total = sum(e.self_cpu_time_total for e in rows) / 1e3 / steps
-    top = sorted(rows, key=lambda e: -e.self_cpu_time_total)[:8]
+    top = sorted(rows, key=lambda e: -e.self_cpu_time_total)[:20]
     print(json.dumps({"rank": rank, "step_ms": 1e3 * wall, "aten_self_ms_per_step": total,
-                      "top": {e.key: round(e.self_cpu_time_total / 1e3 / steps, 2) for e in top}}), flush=True)
+                      "top": {e.key: [round(e.self_cpu_time_total / 1e3 / steps, 2), e.count // steps] for e in top}}), flush=True)
 
 
 def main():

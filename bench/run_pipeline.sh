@@ -16,6 +16,7 @@
 # ROUNDS rounds alternate all four; each keeps its median; every run is
 # printed under its row.
 #   bash bench/run_pipeline.sh [ROUNDS] [MICRO_BATCH] [MINI_BATCH]
+# MODELS="transformer" (or "mmt") runs one of the two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}; micro=${2:-64}; mini=${3:-512}
@@ -45,8 +46,10 @@ print(statistics.median(x['samples_per_s'] for x in w))" "$work/$name/metrics.js
 version=$("$peer" -c 'import torch; print(torch.__version__)')
 echo "| model | trident plan | mini-batch | micro-batch | 1 process samples/s | 2-stage pipeline samples/s | ratio | pipelining $version GPipe | pipelining 1F1B | trident / best of pipelining |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
+models=${MODELS:-transformer mmt}
 for spec in transformer:examples/fmnist-transformer.yaml:pipedream mmt:examples/synthetic-mmt.yaml:graphpipe; do
   IFS=: read -r model config partitioner <<<"$spec"
+  [[ " $models " == *" $model "* ]] || continue
   one=(); two=(); gp=(); fb=()
   for round in $(seq "$rounds"); do
     one+=("$(trident_rate "$config" "$model-one-$round")")
@@ -66,6 +69,6 @@ print("| %s | %s | %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |" % (
 print("|  |  |  | runs | %s | %s |  | %s | %s |  |" % tuple(" ".join("%.0f" % x for x in r) for r in runs))
 PY
 done
-for model in transformer mmt; do
+for model in $models; do
   echo; echo "trident report of the last $model pipeline run:"; cat "$work/$model.report"
 done

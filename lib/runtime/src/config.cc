@@ -170,6 +170,8 @@ std::vector<Key> train_keys() {
                       bound(kNoLimit), "≥ 1 steps between metrics lines"));
   k.push_back(bool_key("train.eval", [](TrainConfig& c) -> auto& { return c.train.eval; },
                        "evaluate on the test split each epoch and at the end"));
+  k.push_back(bool_key("train.profile_ops", [](TrainConfig& c) -> auto& { return c.train.profile_ops; },
+                       "write `ops.json`: each rank's time per op, after the first step"));
   return k;
 }
 

@@ -307,6 +307,7 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   auto finish = [&] {
     save(wall());
     write_trace();
+    write_op_profile();
     record_memory();
     result.steps = step_;
   };
@@ -321,6 +322,10 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
     trace_.push_back(std::move(trace));
     if (trace_.size() > static_cast<std::size_t>(kTracedSteps)) trace_.pop_front();
     ++step_;
+    if (config_.train.profile_ops && !op_profile_ && step_ < total_steps_) {  // the first step warms up
+      op_profile_ = std::make_unique<nn::OpProfile>();
+      profiled_from_ = step_;
+    }
     if (step_ == kill_after_step_of(rank_)) ::kill(::getpid(), SIGKILL);
     window.loss += t.loss, window.correct += t.correct, window.exposed += t.exposed_s, ++window.steps;
 

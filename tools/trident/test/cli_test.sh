@@ -204,7 +204,8 @@ unset TRIDENT_TEST_DIAGNOSE_DELAY
 # processes train to the same test accuracy as one process; the report reads a run.
 icfg=$src/examples/fmnist-inception.yaml
 pcommon=(--config "$icfg" --set train.steps=12 --set train.epochs=null --set train.mini_batch=64 --set parallel.micro_batch=16
-         --set data.train_size=2048 --set data.test_size=500 --set train.log_every=4 --set checkpoint.every=0)
+         --set data.train_size=2048 --set data.test_size=500 --set train.log_every=4 --set checkpoint.every=0
+         --set train.profile_ops=true)
 "$bin" train "${pcommon[@]}" --set parallel.devices=1 --set runs_dir=$work/pp1 >/dev/null 2>&1
 for variant in "graphpipe 2 auto" "pipedream 1 gpipe"; do
   set -- $variant
@@ -221,6 +222,19 @@ out=$("$bin" report "$run" 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "bubble" || [ ! -s "$run/timeline.svg" ] || [ ! -s "$run/report.html" ] ||
    [ "$(grep -o '"pid":[0-9]*' "$run/trace.json" | sort -u | wc -l)" -ne 4 ]; then
   echo "FAIL report: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# train.profile_ops: ops.json holds every rank's op self times over steps 2-12; every rank ran
+# convolutions, and no rank's ops add up to more than its steps took.
+if ! python3 - "$run/ops.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["steps"] == 11 and [r["rank"] for r in d["ranks"]] == [0, 1, 2, 3], (d["steps"], d["ranks"])
+for r in d["ranks"]:
+    ops = {o["op"]: o for o in r["ops"]}
+    assert ops["aten::convolution"]["calls_per_step"] > 0, r["rank"]
+    assert 0 < r["op_self_ms_per_step"] <= r["step_ms"], r
+    assert abs(sum(o["self_ms_per_step"] for o in r["ops"]) - r["op_self_ms_per_step"]) < 1e-6, r["rank"]
+PY
+then echo "FAIL profile-ops: $(head -c 300 "$run/ops.json")"; fails=$((fails+1)); else passes=$((passes+1)); fi
 # Checkpoints are keyed by parameter name: the pipeline run resumes as one process.
 out=$("$bin" train --resume "$work/pp-graphpipe/fmnist-inception" --set parallel.devices=1 --set train.steps=14 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 12"; then

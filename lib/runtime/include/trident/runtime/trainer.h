@@ -24,6 +24,8 @@
 //                   replica, peak_rss_bytes, planned_bytes]}
 //   checkpoints/step-<N>/  the last checkpoint.keep checkpoints (manifest + shards)
 //   trace.json      Chrome trace of the last steps, every rank (Perfetto)
+//   ops.json        with train.profile_ops: each rank's self time per op
+//                   and step from its second step on (Note [Op self time])
 // A fresh run starts a new metrics file; a resumed run (resume = true) loads
 // the newest complete checkpoint — under any plan — and appends. With one
 // thread and a fixed seed a resumed run ends with the same weights as an
@@ -44,6 +46,7 @@
 #include "trident/data/dataset.h"
 #include "trident/data/sampler.h"
 #include "trident/nn/executor.h"
+#include "trident/nn/op_profile.h"
 #include "trident/runtime/config.h"
 #include "trident/runtime/optimizer.h"
 #include "trident/runtime/process.h"
@@ -143,6 +146,9 @@ class Trainer {
   std::vector<std::string> gather_strings(const std::string& mine) const;
   // Rank 0 writes trace.json: every rank's events of the last traced steps.
   void write_trace() const;
+  // With train.profile_ops, rank 0 writes ops.json: every rank's op self time
+  // per step, the step's wall time and the rest (outside any op).
+  void write_op_profile();
   // Whether this rank writes / loads the optimizer state of `name`: the one
   // replica that updates it (PS owner), else replica 0 writes and all load.
   bool writes_state(const std::string& name) const;
@@ -187,6 +193,8 @@ class Trainer {
   std::deque<TraceLog> trace_;              // the last few steps' events
   std::int64_t sync_armed_us_ = 0;          // when the gradient sync of this step was armed
   bool comm_bytes_logged_ = false;          // the per-parameter bytes line is written once
+  std::unique_ptr<nn::OpProfile> op_profile_;  // train.profile_ops, from the run's second step
+  std::int64_t profiled_from_ = 0;             // the step it started after
 };
 
 }  // namespace trident::runtime
