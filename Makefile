@@ -7,7 +7,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build test demo bench bench-plan clean
+.PHONY: deps configure build test demo bench bench-plan fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -32,6 +32,10 @@ bench: build
 bench-plan: build
 	@$(BUILD)/bench/plan_bench summit-v100 16
 	@$(BUILD)/bench/plan_optimality 200 1
+
+# Each libFuzzer target for 5 minutes (make test runs them for 20 s each).
+fuzz: deps
+	@FUZZ_BUILD=$(BUILD)/fuzz bash scripts/fuzz.sh 300
 
 clean:
 	@rm -rf $(BUILD)

@@ -15,6 +15,8 @@ packages=(
   libblas-dev
   # configs, plans, CLI, checkpoint checksums
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
+  # fuzzing (scripts/fuzz.sh): clang with libFuzzer, AddressSanitizer and UBSan runtimes
+  clang libclang-rt-14-dev
   # tests (the benchmarks in bench/ are plain programs that print JSON beside their PyTorch peers)
   libgtest-dev libgmock-dev
   # data

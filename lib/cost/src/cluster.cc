@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -77,6 +78,9 @@ ClusterSpec preset(const std::string& name) {
   return c;
 }
 
+// The most devices per node, nodes or cores a cluster file may give.
+constexpr int kMostCount = 1 << 20;
+
 class Reader {
  public:
   Reader(YAML::Node node, std::string where, std::string origin)
@@ -105,6 +109,14 @@ class Reader {
     }
     if (!(v > 0)) throw ClusterError(origin_ + ": '" + where_ + key + "' must be > 0, got " + node_[key].Scalar());
     return v;
+  }
+  // A whole number from 1 to kMostCount.
+  int count(const std::string& key) const {
+    const double v = positive(key);
+    if (v != std::floor(v) || v > kMostCount)
+      throw ClusterError(origin_ + ": '" + where_ + key + "' must be a whole number from 1 to " +
+                         std::to_string(kMostCount) + ", got " + node_[key].Scalar());
+    return static_cast<int>(v);
   }
   std::string text(const std::string& key, const std::string& fallback) const {
     return node_[key] ? node_[key].as<std::string>() : fallback;
@@ -301,13 +313,9 @@ const std::vector<std::string>& cluster_presets() {
   return names;
 }
 
-ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw ClusterError(origin + ": not valid YAML/JSON: " + e.msg);
-  }
+namespace {
+
+ClusterSpec read_cluster(const YAML::Node& root, const std::string& origin) {
   if (!root.IsMap()) throw ClusterError(origin + ": expected a mapping with name, device, devices_per_node, ...");
   Reader r(root, "", origin);
   r.allow({"name", "device", "devices_per_node", "nodes", "intra_node", "inter_node", "cores_per_node", "core_throughput",
@@ -322,14 +330,27 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
                     d.positive("memory_bandwidth_gbs"), d.positive("half_efficiency_gflop"), d.positive("launch_us"));
   c.device.peak_flops[graph::DType::kBFloat16] =
       d.positive("bfloat16_tflops", c.device.peak_flops[graph::DType::kFloat16] / 1e12) * 1e12;
-  c.devices_per_node = static_cast<int>(r.positive("devices_per_node"));
-  c.nodes = static_cast<int>(r.positive("nodes"));
+  c.devices_per_node = r.count("devices_per_node");
+  c.nodes = r.count("nodes");
   c.intra_node = read_link(r.child("intra_node"), root["intra_node"], origin + ": intra_node");
   c.inter_node = read_link(r.child("inter_node"), root["inter_node"], origin + ": inter_node");
-  if (root["cores_per_node"]) c.cores_per_node = static_cast<int>(r.positive("cores_per_node"));
+  if (root["cores_per_node"]) c.cores_per_node = r.count("cores_per_node");
   c.core_throughput = read_core_throughput(root["core_throughput"], origin);
   read_calibration(root, origin, c);
   return c;
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
+  try {
+    return read_cluster(YAML::Load(text), origin);
+  } catch (const YAML::Exception& e) {  // not YAML, or a value of the wrong kind where one is read
+    const auto at = "line " + std::to_string(e.mark.line + 1) + ", column " + std::to_string(e.mark.column + 1);
+    if (dynamic_cast<const YAML::ParserException*>(&e))
+      throw ClusterError(origin + ": not valid YAML/JSON: " + at + ": " + e.msg);
+    throw ClusterError(origin + ": " + at + ": " + e.msg + " (a value of the wrong kind)");
+  }
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path) {

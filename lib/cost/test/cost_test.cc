@@ -70,6 +70,16 @@ TEST(Cluster, FileRoundTripsAndBadFieldsAreNamed) {
   doc["device"]["launch_us"] = "x";
   expect_error(doc.dump(), "'device.launch_us' must be a number");
   doc = v100.to_json();
+  doc["nodes"] = 1e30;  // once cast to int unchecked (undefined behaviour)
+  expect_error(doc.dump(), "'nodes' must be a whole number from 1 to 1048576, got 1e+30");
+  doc["nodes"] = 2.5;
+  expect_error(doc.dump(), "'nodes' must be a whole number");
+  doc = v100.to_json();
+  doc["name"] = {1, 2};  // fuzz_cluster: a value of the wrong kind escaped as a yaml-cpp exception
+  expect_error(doc.dump(), "c.yaml: line 1, column");
+  expect_error("{[1]: 2}", "c.yaml: line 1, column");
+  expect_error("name: [", "not valid YAML/JSON: line 1");
+  doc = v100.to_json();
   doc["core_throughput"] = {1.0, 2.5};
   expect_error(doc.dump(), "core_throughput[1] = 2.5");
   doc["core_throughput"] = {1.0, "many"};

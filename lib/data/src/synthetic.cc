@@ -5,13 +5,6 @@
 
 namespace trident::data {
 
-std::int64_t synthetic_bytes(const graph::OpGraph& graph, std::int64_t samples) {
-  std::int64_t per_sample = 0;
-  for (const auto& op : graph.ops())
-    if (op.is_input()) per_sample += op.output.bytes();
-  return per_sample * samples;
-}
-
 Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std::int64_t test_size,
                       std::uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);

@@ -22,6 +22,7 @@ T field(const json& j, const char* key, const std::string& where) {
 TensorSpec spec_from(const json& j, const std::string& where) {
   TensorSpec s;
   s.shape = field<std::vector<std::int64_t>>(j, "shape", where);
+  check_shape(s.shape, where);
   s.dtype = dtype_from_string(field<std::string>(j, "dtype", where));
   return s;
 }
@@ -74,6 +75,7 @@ OpGraph OpGraph::from_json(const json& doc) {
       ParamSpec p;
       p.name = field<std::string>(jp, "name", where);
       p.shape = field<std::vector<std::int64_t>>(jp, "shape", where);
+      check_shape(p.shape, where + " parameter '" + p.name + "'");
       p.dtype = dtype_from_string(field<std::string>(jp, "dtype", where));
       o.params.push_back(std::move(p));
     }

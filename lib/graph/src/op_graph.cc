@@ -184,6 +184,13 @@ std::int64_t OpGraph::param_bytes() const {
   return n;
 }
 
+std::int64_t OpGraph::input_bytes() const {
+  std::int64_t n = 0;
+  for (const auto& o : ops_)
+    if (o.is_input()) n += o.output.bytes();
+  return n;
+}
+
 double OpGraph::forward_flops() const {
   double n = 0;
   for (const auto& o : ops_) n += o.forward_flops;

@@ -38,6 +38,16 @@ std::int64_t TensorSpec::elements() const {
   return n;
 }
 
+void check_shape(const std::vector<std::int64_t>& shape, const std::string& where) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) throw GraphError(where + ": shape " + to_string(TensorSpec{shape}) + " has a negative dimension");
+    if (d > 0 && n > kMostElements / d)
+      throw GraphError(where + ": shape " + to_string(TensorSpec{shape}) + " has more than 2^36 elements");
+    n *= d;
+  }
+}
+
 std::string to_string(const TensorSpec& spec) {
   std::string s = "[";
   for (size_t i = 0; i < spec.shape.size(); ++i) {

@@ -139,5 +139,24 @@ TEST(OpGraph, JsonErrorsNameTheField) {
   EXPECT_THROW(OpGraph::from_json(bad_format), GraphError);
 }
 
+// Found by fuzz_model: sizes whose product overflows int64 were read, and
+// the planner's byte counts then overflowed (undefined behaviour).
+TEST(OpGraph, JsonShapesMustFitInt64) {
+  Diamond m;
+  auto huge = m.g.to_json();
+  huge["ops"][0]["output"]["shape"] = {4000000000, 4000000000, 4000000000};
+  EXPECT_THROW(OpGraph::from_json(huge), GraphError);
+  auto negative = m.g.to_json();
+  negative["ops"][0]["output"]["shape"] = {-1, 4};
+  EXPECT_THROW(OpGraph::from_json(negative), GraphError);
+  auto big_param = m.g.to_json();
+  big_param["ops"][2]["params"] = {
+      {{"name", "a.weight"}, {"shape", {std::int64_t{1} << 20, std::int64_t{1} << 17}}, {"dtype", "float32"}}};
+  EXPECT_THROW(OpGraph::from_json(big_param), GraphError);
+  EXPECT_NO_THROW(check_shape({std::int64_t{1} << 18, std::int64_t{1} << 18}, "x"));
+  EXPECT_THROW(check_shape({std::int64_t{1} << 18, (std::int64_t{1} << 18) + 1}, "x"), GraphError);
+  EXPECT_NO_THROW(check_shape({0, std::int64_t{1} << 62}, "x"));  // empty: no elements
+}
+
 }  // namespace
 }  // namespace trident::graph

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -13,9 +14,8 @@
 
 #include "trident/base/files.h"
 #include "trident/base/text.h"
-#include "trident/comm/grad_sync.h"
 #include "trident/cost/comm.h"
-#include "trident/data/dataset.h"
+#include "trident/data/sources.h"
 #include "trident/plan/planner.h"
 #include "config_keys.h"
 
@@ -252,7 +252,6 @@ std::vector<Key> checkpoint_keys() {
 }
 
 // In dependency order: a key's default and range may use keys above it.
-static_assert(comm::kDefaultBucketBytes == std::int64_t{25} << 20, "parallel.bucket_mb's default in config.h");
 
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = [] {
@@ -367,10 +366,11 @@ void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
   }
   if (c.data.name == "npy") return check_npy_files(r, root, c, graph);
   constexpr std::int64_t kMaxBytes = std::int64_t{4} << 30;
-  const auto bytes = data::synthetic_bytes(graph, c.data.train_size + c.data.test_size);
-  if (bytes > kMaxBytes)
+  const auto per_sample = graph.input_bytes(), samples = c.data.train_size + c.data.test_size;
+  if (per_sample > 0 && samples > kMaxBytes / per_sample)  // no product that could overflow
     r.fail("data.train_size", YAML::Node(c.data.train_size),
-           "synthetic data for " + c.model.name + "/" + c.model.preset + " would take " + std::to_string(bytes >> 20) +
+           "synthetic data for " + c.model.name + "/" + c.model.preset + " would take " +
+               std::to_string(std::llround(static_cast<double>(per_sample) * static_cast<double>(samples) / (1 << 20))) +
                " MiB; lower data.train_size/test_size to fit " + std::to_string(kMaxBytes >> 20) + " MiB");
 }
 
@@ -400,6 +400,8 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
            "applies to the parameter server; use parallel.grad_sync=ps (or hybrid), or staleness 0");
 }
 
+TrainConfig read_config(YAML::Node& root, const std::vector<std::string>& overrides, const std::string& source);
+
 }  // namespace
 
 TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
@@ -411,6 +413,20 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
     throw ConfigError(source + ": not valid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap())  // found by fuzz_config: --set then indexed a scalar
+    throw ConfigError(source + ": must be a mapping of sections (model:, data:, train:, ...), not " +
+                      (root.IsSequence() ? "a list" : "'" + root.Scalar() + "'"));
+  try {
+    return read_config(root, overrides, source);
+  } catch (const YAML::Exception& e) {  // a value of a kind no check foresaw: still one line naming the place
+    throw ConfigError(source + ": line " + std::to_string(e.mark.line + 1) + ", column " +
+                      std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+}
+
+namespace {
+
+TrainConfig read_config(YAML::Node& root, const std::vector<std::string>& overrides, const std::string& source) {
   for (const auto& o : overrides) apply_override(root, o);
   Reader r(source, root);
   std::map<std::string, YAML::Node> section;
@@ -426,6 +442,8 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
   check_relations(r, root, c);
   return c;
 }
+
+}  // namespace
 
 std::string config_key_table() {
   std::string s = "| key | default | allowed |\n|---|---|---|\n";

@@ -17,6 +17,7 @@
 
 #include "trident/base/files.h"
 #include "trident/base/text.h"
+#include "trident/comm/grad_sync.h"
 #include "trident/plan/report.h"
 #include "trident/runtime/process.h"
 #include "trident/data/npy.h"
@@ -25,6 +26,10 @@
 #include "trident/runtime/progress.h"
 
 namespace trident::runtime {
+
+// The config parser is torch-free (it is fuzzed on its own), so the link
+// between its default and comm's is checked here.
+static_assert(comm::kDefaultBucketBytes == std::int64_t{25} << 20, "parallel.bucket_mb's default in config.h");
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -96,6 +96,9 @@ TEST(Config, WrongTypeNamesFieldAndValue) {
   expect_error(kGood, {"train.mini_batch=2.5"}, {"train.mini_batch = '2.5'", "integer"});
   expect_error(kGood, {"optimizer.lr=fast"}, {"optimizer.lr = 'fast'", "number"});
   expect_error(kGood, {"train.eval=maybe"}, {"train.eval = 'maybe'", "true or false"});
+  // Found by fuzz_config: a file that is not a mapping, with a --set, escaped as a yaml-cpp error.
+  expect_error("just text", {"parallel.devices=4"}, {"cfg.yaml: must be a mapping of sections", "'just text'"});
+  expect_error("- a\n- b", {}, {"cfg.yaml: must be a mapping of sections", "a list"});
   expect_error(kGood, {"train=[1,2]"}, {"train", "mapping"});
   expect_error("model: [mlp]\n", {}, {"model", "mapping"});
 }

@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "trident/base/error.h"
+#include "trident/data/sources.h"
 #include "trident/graph/op_graph.h"
 
 namespace trident::data {
@@ -52,7 +53,6 @@ struct Splits {
 // Images become float [1,28,28] normalised by the training set's mean and
 // std; labels int64. `limit` > 0 keeps only the first `limit` samples of each
 // split (for quick tests).
-inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 Splits load_fashion_mnist(const std::string& dir = kFashionMnistDir, std::int64_t limit = 0);
 // The same with a limit per split (0: all) and only the named fields
 // ("image", "label"; empty: both): a pipeline stage that reads no images
@@ -67,8 +67,5 @@ Splits load_fashion_mnist(const std::string& dir, std::int64_t train_limit, std:
 // given the seed; the test split continues the same stream.
 Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std::int64_t test_size,
                       std::uint64_t seed);
-
-// Bytes the synthetic data of `graph` would take (to refuse absurd sizes early).
-std::int64_t synthetic_bytes(const graph::OpGraph& graph, std::int64_t samples);
 
 }  // namespace trident::data

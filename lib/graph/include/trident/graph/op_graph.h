@@ -112,6 +112,7 @@ class OpGraph {
 
   // Totals over the whole graph.
   std::int64_t param_bytes() const;
+  std::int64_t input_bytes() const;  // one sample of every input field
   double forward_flops() const;
 
   nlohmann::json to_json() const;

@@ -29,6 +29,15 @@ struct TensorSpec {
   bool operator!=(const TensorSpec& other) const { return !(*this == other); }
 };
 
+// The most elements one sample's tensor (or one parameter) may have: 2^36,
+// 256 GiB of float32, so that sizes summed over a graph and multiplied by a
+// batch stay far inside int64.
+inline constexpr std::int64_t kMostElements = std::int64_t{1} << 36;
+
+// Throws GraphError ("<where>: shape [..] ...") unless every dimension is
+// ≥ 0 and the product is at most kMostElements; for shapes read from files.
+void check_shape(const std::vector<std::int64_t>& shape, const std::string& where);
+
 // "[1,28,28] float32"
 std::string to_string(const TensorSpec& spec);
 

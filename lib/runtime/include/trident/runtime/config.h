@@ -66,7 +66,7 @@ struct ParallelConfig {
   std::string grad_sync = "allreduce";  // allreduce | ps | sfb | hybrid
   std::int64_t staleness = 0;
   double timeout_s = 60;          // a collective waiting longer than this fails, naming it
-  double bucket_mb = 25;  // all-reduce bucket size in MiB (= comm::kDefaultBucketBytes, asserted in config.cc)
+  double bucket_mb = 25;  // all-reduce bucket size in MiB (= comm::kDefaultBucketBytes, asserted in trainer.cc)
   std::map<std::string, std::string> sync;  // hybrid overrides: parameter -> allreduce | ps | sfb
 };
 
