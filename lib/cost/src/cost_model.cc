@@ -1,4 +1,5 @@
 #include "trident/cost/cost_model.h"
+#include "trident/base/json.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -106,7 +107,7 @@ Profile Profile::from_json(const nlohmann::json& doc, const std::string& origin)
     p.model = doc.at("model").get<std::string>();
     p.preset = doc.at("preset").get<std::string>();
     p.device = doc.value("device", "");
-    p.rows = doc.at("rows").get<std::vector<std::int64_t>>();
+    p.rows = get_checked<std::vector<std::int64_t>>(doc.at("rows"));
     for (const auto& [name, t] : doc.at("ops").items()) {
       p.ops[name] = {t.at("forward_s").get<std::vector<double>>(), t.at("backward_s").get<std::vector<double>>()};
     }

@@ -1,4 +1,5 @@
 #include <cmath>
+#include "trident/base/json.h"
 
 #include "trident/data/dataset.h"
 #include "trident/nn/executor.h"
@@ -26,7 +27,7 @@ Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std:
     const auto& x = all.fields.at(field);
     const std::int64_t per_sample = op.output.elements();
     if (op.output.dtype == graph::DType::kInt64) {
-      auto table = torch::randn({op.attrs.at("range").get<std::int64_t>(), classes}, gen) * 2.0;
+      auto table = torch::randn({get_checked<std::int64_t>(op.attrs.at("range")), classes}, gen) * 2.0;
       logits += table.index_select(0, x.flatten()).view({total, per_sample, classes}).mean(1);
     } else {
       auto w = torch::randn({per_sample, classes}, gen) * (2.0 / std::sqrt(static_cast<double>(per_sample)));

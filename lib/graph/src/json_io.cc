@@ -1,6 +1,7 @@
 // JSON form of an OpGraph ("format": "trident-graph/1"): a list of ops, each
 // with its inputs by producer name, so a file can be read and edited by hand.
 #include "trident/graph/op_graph.h"
+#include "trident/base/json.h"
 
 namespace trident::graph {
 namespace {
@@ -13,7 +14,7 @@ template <typename T>
 T field(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) throw GraphError(where + ": missing field '" + key + "'");
   try {
-    return j.at(key).get<T>();
+    return get_checked<T>(j.at(key));
   } catch (const json::exception& e) {
     throw GraphError(where + ": field '" + key + "' has the wrong type (" + e.what() + ")");
   }
@@ -81,7 +82,7 @@ OpGraph OpGraph::from_json(const json& doc) {
     }
     o.forward_flops = jo.value("forward_flops", 0.0);
     o.backward_flops = jo.value("backward_flops", 0.0);
-    o.activation_bytes = jo.value("activation_bytes", std::int64_t{0});
+    o.activation_bytes = value_checked(jo, "activation_bytes", std::int64_t{0});
     g.add(std::move(o));
   }
   g.validate();

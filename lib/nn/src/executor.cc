@@ -1,4 +1,5 @@
 #include "trident/nn/executor.h"
+#include "trident/base/json.h"
 
 #include <stdexcept>
 
@@ -41,7 +42,7 @@ Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator
     if (field == "label") {
       b[field] = torch::randint(classes, shape, gen, torch::kInt64);
     } else if (op.output.dtype == graph::DType::kInt64) {
-      const auto range = op.attrs.value("range", std::int64_t{0});
+      const auto range = value_checked(op.attrs, "range", std::int64_t{0});
       if (range <= 0) throw graph::GraphError("int64 input '" + field + "' needs a positive attr 'range'");
       b[field] = torch::randint(range, shape, gen, torch::kInt64);
     } else {

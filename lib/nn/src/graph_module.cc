@@ -1,4 +1,5 @@
 #include "trident/nn/graph_module.h"
+#include "trident/base/json.h"
 
 #include <cmath>
 #include <map>
@@ -18,15 +19,15 @@ std::int64_t attr(const Op& op, const char* key) {
   if (!op.attrs.at(key).is_number_integer())
     throw GraphError("op '" + op.name + "' (" + op.kind + "): attr '" + key + "' must be an integer, got " +
                      op.attrs.at(key).dump());
-  return op.attrs.at(key).get<std::int64_t>();
+  return get_checked<std::int64_t>(op.attrs.at(key));
 }
 
 // A 2-d window setting: one integer for both axes, or [height, width].
 torch::ExpandingArray<2> pair(const Op& op, const char* key) {
   const auto& v = op.attrs.contains(key) ? op.attrs.at(key) : nlohmann::json();
-  if (v.is_number_integer()) return torch::ExpandingArray<2>(v.get<std::int64_t>());
+  if (v.is_number_integer()) return torch::ExpandingArray<2>(get_checked<std::int64_t>(v));
   if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
-    return torch::ExpandingArray<2>({v[0].get<std::int64_t>(), v[1].get<std::int64_t>()});
+    return torch::ExpandingArray<2>({get_checked<std::int64_t>(v[0]), get_checked<std::int64_t>(v[1])});
   throw GraphError("op '" + op.name + "' (" + op.kind + "): attr '" + key +
                    "' must be an integer or [height, width], got " + (v.is_null() ? "nothing" : v.dump()));
 }

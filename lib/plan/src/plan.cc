@@ -1,4 +1,5 @@
 #include "trident/plan/plan.h"
+#include "trident/base/json.h"
 
 #include "trident/base/text.h"
 
@@ -21,7 +22,7 @@ T field(const nlohmann::json& obj, const std::string& key, const std::string& wh
         const char* expected) {
   if (!obj.contains(key)) throw PlanError("plan " + origin + ": " + where + key + " is missing");
   try {
-    return obj.at(key).get<T>();
+    return get_checked<T>(obj.at(key));
   } catch (const nlohmann::json::exception&) {
     throw PlanError("plan " + origin + ": " + where + key + " must be " + expected + ", got " + obj.at(key).dump());
   }
@@ -106,7 +107,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     s.devices = field<std::vector<int>>(js, "devices", where, origin, "a list of device ids");
     s.micro_batch = field<int>(js, "micro_batch", where, origin, "an integer");
     s.actions = js.value("actions", "");
-    s.in_flight = js.value("in_flight", 0);
+    s.in_flight = value_checked(js, "in_flight", 0);
     s.predicted_tps_s = js.value("predicted_tps_s", 0.0);
     s.memory_bytes = js.value("memory_bytes", 0.0);
     s.param_bytes = js.value("param_bytes", 0.0);
@@ -121,7 +122,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
   if (doc.contains("predicted")) {
     const auto& pr = doc["predicted"];
     p.predicted = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), pr.value("bubble_fraction", 0.0),
-                   pr.value("depth", 0)};
+                   value_checked(pr, "depth", 0)};
   }
   p.search_seconds = doc.value("search_seconds", 0.0);
   p.space = doc.value("space", "");
@@ -134,9 +135,9 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     try {
       for (const auto& je : doc["edges"]) {
         PlanEdge e;
-        e.from = je.at("from").get<int>(), e.to = je.at("to").get<int>();
+        e.from = get_checked<int>(je.at("from")), e.to = get_checked<int>(je.at("to"));
         for (const auto& jt : je.at("tensors"))
-          e.tensors.push_back({jt.at("op").get<std::string>(), jt.at("shape").get<std::vector<std::int64_t>>(),
+          e.tensors.push_back({jt.at("op").get<std::string>(), get_checked<std::vector<std::int64_t>>(jt.at("shape")),
                                jt.at("dtype").get<std::string>()});
         p.edges.push_back(std::move(e));
       }

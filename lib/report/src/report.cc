@@ -1,4 +1,5 @@
 #include "trident/report/report.h"
+#include "trident/base/json.h"
 
 #include <algorithm>
 #include <cmath>
@@ -38,7 +39,7 @@ std::vector<Span> spans(const nlohmann::json& trace) {
   std::vector<Span> out;
   for (const auto& e : trace.at("traceEvents"))
     if (e.value("ph", "") == "X")
-      out.push_back({e.value("name", ""), e.value("cat", ""), e.value("pid", 0), e.value("tid", 0),
+      out.push_back({e.value("name", ""), e.value("cat", ""), value_checked(e, "pid", 0), value_checked(e, "tid", 0),
                      e.value("ts", 0.0), e.value("dur", 0.0)});
   return out;
 }
@@ -47,7 +48,7 @@ std::map<int, std::string> rank_labels(const nlohmann::json& trace) {
   std::map<int, std::string> out;
   for (const auto& e : trace.at("traceEvents"))
     if (e.value("ph", "") == "M" && e.value("name", "") == "process_name")
-      out[e.value("pid", 0)] = e.at("args").value("name", "");
+      out[value_checked(e, "pid", 0)] = e.at("args").value("name", "");
   return out;
 }
 
@@ -97,7 +98,7 @@ Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>
   s.ranks = static_cast<int>(ranks.size());
   if (s.steps == 0 || s.ranks == 0) throw ReportError("trace.json holds no step spans; was it written by `trident train`?");
   const auto& meta = trace.value("metadata", nlohmann::json::object());
-  s.mini_batch = meta.value("mini_batch", 0);
+  s.mini_batch = value_checked(meta, "mini_batch", 0);
   s.iteration_s = step_total / s.steps / 1e6;
   s.bubble_fraction = std::max(0.0, 1 - busy / (s.ranks * step_total));
   s.exposed_comm_s = waited / s.steps / s.ranks / 1e6;
@@ -116,9 +117,9 @@ Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>
   if (memory) {
     std::map<int, StageMemory> by_stage;
     for (const auto& r : *memory) {
-      auto& sm = by_stage[r.at("stage").get<int>()];
-      sm.stage = r.at("stage").get<int>();
-      sm.ranks.push_back(r.at("rank").get<int>());
+      auto& sm = by_stage[get_checked<int>(r.at("stage"))];
+      sm.stage = get_checked<int>(r.at("stage"));
+      sm.ranks.push_back(get_checked<int>(r.at("rank")));
       sm.peak_rss_bytes = std::max(sm.peak_rss_bytes, r.at("peak_rss_bytes").get<double>());
       sm.planned_bytes = r.at("planned_bytes").get<double>();
     }

@@ -1,4 +1,5 @@
 #include "trident/runtime/checkpoint.h"
+#include "trident/base/json.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -52,7 +53,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     c10::IValue meta_value;
     archive.read("meta", meta_value);
     ck.meta = nlohmann::json::parse(meta_value.toStringRef());
-    ck.step = ck.meta.at("step").get<std::int64_t>();
+    ck.step = get_checked<std::int64_t>(ck.meta.at("step"));
     for (const auto& name : ck.meta.at("params")) {
       torch::Tensor t;
       archive.read("param/" + name.get<std::string>(), t);

@@ -1,5 +1,6 @@
 // See Note [Sharded checkpoints] in sharded_checkpoint.h.
 #include "trident/runtime/sharded_checkpoint.h"
+#include "trident/base/json.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -143,7 +144,7 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
     try {
       if (r.manifest_.at("format") != kCheckpointFormat)
         throw CheckpointError("format is " + r.manifest_.at("format").dump() + ", expected " + kCheckpointFormat);
-      r.step_ = r.manifest_.at("step").get<std::int64_t>();
+      r.step_ = get_checked<std::int64_t>(r.manifest_.at("step"));
       (void)r.manifest_.at("tensors").items();
     } catch (const std::exception& e) {
       throw CheckpointError("checkpoint manifest " + manifest + " is unreadable: " + e.what());
@@ -188,14 +189,14 @@ torch::Tensor CheckpointReader::read(const std::string& key) const {
   const auto& e = tensors.at(key);
   const auto file = (fs::path(path_) / e.at("file").get<std::string>()).string();
   const std::string where = "checkpoint " + path_ + ": tensor '" + key + "' in " + file;
-  auto t = torch::empty(e.at("shape").get<std::vector<std::int64_t>>(), dtype_of(e.at("dtype"), where));
-  const auto bytes = e.at("bytes").get<std::int64_t>();
+  auto t = torch::empty(get_checked<std::vector<std::int64_t>>(e.at("shape")), dtype_of(e.at("dtype"), where));
+  const auto bytes = get_checked<std::int64_t>(e.at("bytes"));
   if (bytes != static_cast<std::int64_t>(t.numel() * t.element_size()))
     throw CheckpointError(where + ": " + std::to_string(bytes) + " bytes do not fit its shape");
   const int fd = ::open(file.c_str(), O_RDONLY);
   if (fd < 0) throw CheckpointError(where + ": " + std::strerror(errno));
   auto* dst = static_cast<char*>(t.data_ptr());
-  std::int64_t done = 0, offset = e.at("offset").get<std::int64_t>();
+  std::int64_t done = 0, offset = get_checked<std::int64_t>(e.at("offset"));
   while (done < bytes) {
     const auto n = ::pread(fd, dst + done, static_cast<std::size_t>(bytes - done), offset + done);
     if (n <= 0) {

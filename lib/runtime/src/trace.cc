@@ -1,4 +1,5 @@
 #include "trident/runtime/trace.h"
+#include "trident/base/json.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,8 +21,8 @@ nlohmann::json to_json(const std::vector<TraceEvent>& events) {
 std::vector<TraceEvent> events_from_json(const nlohmann::json& doc) {
   std::vector<TraceEvent> out;
   for (const auto& e : doc)
-    out.push_back({e.at(0).get<std::string>(), e.at(1).get<std::string>(), e.at(2).get<int>(),
-                   e.at(3).get<std::int64_t>(), e.at(4).get<std::int64_t>()});
+    out.push_back({e.at(0).get<std::string>(), e.at(1).get<std::string>(), get_checked<int>(e.at(2)),
+                   get_checked<std::int64_t>(e.at(3)), get_checked<std::int64_t>(e.at(4))});
   return out;
 }
 
