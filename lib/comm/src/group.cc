@@ -1,7 +1,10 @@
 #include "trident/comm/group.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -26,6 +29,8 @@ constexpr auto kBeatPeriod = std::chrono::milliseconds(500);
 constexpr auto kDiagnoseGap = 3 * kBeatPeriod;
 constexpr auto kStoreReadTimeout = std::chrono::seconds(2);
 constexpr auto kStoreLinger = std::chrono::seconds(8);
+// Note [A bounded diagnosis]: connecting, two samples and the writes.
+constexpr auto kDiagnoseDeadline = kDiagnoseGap + 3 * kStoreReadTimeout;
 
 }  // namespace
 
@@ -34,13 +39,17 @@ constexpr auto kStoreLinger = std::chrono::seconds(8);
 // across threads).
 class Heartbeat {
  public:
-  Heartbeat(const WorldInfo& world, std::chrono::milliseconds timeout) : rank_(world.rank), size_(world.world_size) {
+  Heartbeat(const WorldInfo& world, std::chrono::milliseconds timeout)
+      : world_(world), rank_(world.rank), size_(world.world_size) {
     c10d::TCPStoreOptions opts;
     opts.port = static_cast<std::uint16_t>(world.master_port);
     opts.isServer = false;
     opts.waitWorkers = false;
     opts.timeout = timeout;
     store_ = c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
+    rendezvous_ = world.master_addr + ":" + std::to_string(world.master_port);
+    const auto host = host_name();  // for the diagnosis of others
+    store_->set("host/" + std::to_string(rank_), std::vector<std::uint8_t>(host.begin(), host.end()));
     thread_ = std::thread([this] {
       std::int64_t beat = 0;
       while (!stop_) {
@@ -67,39 +76,84 @@ class Heartbeat {
   std::string diagnose() {
     diagnosed_ = true;
     delay_for_test();
-    auto sample = [&]() -> std::vector<std::string> {
-      std::vector<std::string> beats(size_);
-      std::lock_guard<std::mutex> lock(mu_);
-      store_->setTimeout(kStoreReadTimeout);
-      for (int r = 0; r < size_; ++r) {
-        const std::string key = "heartbeat/" + std::to_string(r);
-        if (!store_->check({key})) continue;
-        auto v = store_->get(key);
-        beats[r].assign(v.begin(), v.end());
-      }
-      return beats;
-    };
-    try {
-      auto before = sample();
-      std::this_thread::sleep_for(kDiagnoseGap);
-      auto after = sample();
-      std::string lost;
-      for (int r = 0; r < size_; ++r) {
-        stopped_[r] = r != rank_ && before[r] == after[r];
-        if (stopped_[r]) lost += (lost.empty() ? "" : ", ") + std::to_string(r);
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        store_->set("diagnosed/" + std::to_string(rank_), std::vector<std::uint8_t>{'1'});
-      }
-      if (lost.empty()) return "";
-      return (lost.find(',') == std::string::npos ? "rank " : "ranks ") + lost + " stopped responding";
-    } catch (const std::exception&) {
-      return "the rendezvous store on rank 0 is unreachable: rank 0 stopped responding";
-    }
+    // Note [A bounded diagnosis]: on a cut link a store read never returns
+    // (TCPStore's reads in LibTorch 1.13 wait without a timeout), so the
+    // reads run on a thread of their own, over a client of their own, and
+    // the diagnosis gives up on them after kDiagnoseDeadline. A thread left
+    // behind owns everything it touches and ends with the process.
+    auto result = std::make_shared<Diagnosis>();
+    result->stopped.assign(static_cast<std::size_t>(size_), 0);
+    std::thread([result, world = world_, rank = rank_, size = size_] { sample_beats(*result, world, rank, size); })
+        .detach();
+    std::unique_lock<std::mutex> lock(result->mu);
+    if (!result->done.wait_for(lock, kDiagnoseDeadline, [&] { return result->finished; }))
+      return "the rendezvous store on rank 0 (" + rendezvous_ + ") is unreachable: rank 0 stopped responding";
+    stopped_ = result->stopped;
+    return result->message;
   }
 
  private:
+  static std::string host_name() {
+    char name[256] = {};
+    return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("an unnamed host");
+  }
+  // What a diagnosis found, filled by sample_beats on its own thread.
+  struct Diagnosis {
+    std::mutex mu;
+    std::condition_variable done;
+    bool finished = false;
+    std::string message;        // "" when every other rank still beats
+    std::vector<char> stopped;  // by rank
+  };
+
+  // Samples every rank's beat twice, kDiagnoseGap apart, over a store client
+  // of its own; names the ranks whose beat stood still, with the host each
+  // said it runs on; writes that this rank has diagnosed.
+  static void sample_beats(Diagnosis& out, const WorldInfo& world, int rank, int size) {
+    std::string message;
+    std::vector<char> stopped(static_cast<std::size_t>(size), 0);
+    try {
+      c10d::TCPStoreOptions opts;
+      opts.port = static_cast<std::uint16_t>(world.master_port);
+      opts.isServer = false;
+      opts.waitWorkers = false;
+      opts.timeout = kStoreReadTimeout;
+      c10d::TCPStore store(world.master_addr, opts);
+      auto read = [&](const std::string& key, std::string fallback) {
+        if (!store.check({key})) return fallback;
+        const auto v = store.get(key);
+        return std::string(v.begin(), v.end());
+      };
+      auto sample = [&] {
+        std::vector<std::string> beats(static_cast<std::size_t>(size));
+        for (int r = 0; r < size; ++r) beats[r] = read("heartbeat/" + std::to_string(r), "");
+        return beats;
+      };
+      const auto before = sample();
+      std::this_thread::sleep_for(kDiagnoseGap);
+      const auto after = sample();
+      std::string lost, hosts;
+      for (int r = 0; r < size; ++r) {
+        stopped[r] = r != rank && before[r] == after[r];
+        if (!stopped[r]) continue;
+        lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+        hosts += (hosts.empty() ? "" : ", ") + read("host/" + std::to_string(r), "an unknown host");
+      }
+      store.set("diagnosed/" + std::to_string(rank), std::vector<std::uint8_t>{'1'});
+      if (!lost.empty())
+        message = (lost.find(',') == std::string::npos ? "rank " : "ranks ") + lost + " stopped responding (on " +
+                  hosts + ")";
+    } catch (const std::exception&) {
+      message = "the rendezvous store on rank 0 (" + world.master_addr + ":" + std::to_string(world.master_port) +
+                ") is unreachable: rank 0 stopped responding";
+    }
+    std::lock_guard<std::mutex> lock(out.mu);
+    out.message = message;
+    out.stopped = stopped;
+    out.finished = true;
+    out.done.notify_all();
+  }
+
   // Fault injection for the late-diagnosis test: TRIDENT_TEST_DIAGNOSE_DELAY=R:MS
   // makes rank R wait MS milliseconds before it diagnoses.
   void delay_for_test() const {
@@ -128,7 +182,9 @@ class Heartbeat {
     }
   }
 
+  WorldInfo world_;
   int rank_, size_;
+  std::string rendezvous_;  // "addr:port" of the store, for messages
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::mutex mu_;
   std::atomic<bool> stop_{false}, diagnosed_{false};
@@ -138,12 +194,26 @@ class Heartbeat {
 
 namespace {
 
+// Gloo's device: the address `host` (loopback runs), else the interface
+// GLOO_SOCKET_IFNAME names — PyTorch's variable, for hosts with several
+// interfaces (tools/trident/test/hosts_test.sh runs each rank in a network
+// namespace of its own) — else the address this host's name resolves to.
+std::shared_ptr<gloo::transport::Device> device(const std::string& host) {
+  if (!host.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(host);
+  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+  if (interface && *interface) {
+    std::string first = interface;
+    first = first.substr(0, first.find(','));  // PyTorch takes a list; one device here
+    return c10d::ProcessGroupGloo::createDeviceForInterface(first);
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
 c10::intrusive_ptr<c10d::ProcessGroup> gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                             std::chrono::milliseconds timeout, const std::string& host) {
   auto opts = c10d::ProcessGroupGloo::Options::create();
   opts->timeout = timeout;
-  opts->devices = {host.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                : c10d::ProcessGroupGloo::createDeviceForHostname(host)};
+  opts->devices = {device(host)};
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
 }
 
