@@ -32,6 +32,23 @@ constexpr auto kStoreLinger = std::chrono::seconds(8);
 // Note [A bounded diagnosis]: connecting, two samples and the writes.
 constexpr auto kDiagnoseDeadline = kDiagnoseGap + 3 * kStoreReadTimeout;
 
+// "ADDR:PORT" of the rendezvous store, for messages.
+std::string rendezvous(const WorldInfo& world) { return world.master_addr + ":" + std::to_string(world.master_port); }
+
+std::string store_unreachable(const WorldInfo& world) {
+  return "the rendezvous store on rank 0 (" + rendezvous(world) + ") is unreachable: rank 0 stopped responding";
+}
+
+// A client of the store (TCPStore clients are not shared across threads).
+c10::intrusive_ptr<c10d::TCPStore> store_client(const WorldInfo& world, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(world.master_port);
+  opts.isServer = false;
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
+}
+
 }  // namespace
 
 // A thread that writes this rank's beat counter into the store every
@@ -41,13 +58,7 @@ class Heartbeat {
  public:
   Heartbeat(const WorldInfo& world, std::chrono::milliseconds timeout)
       : world_(world), rank_(world.rank), size_(world.world_size) {
-    c10d::TCPStoreOptions opts;
-    opts.port = static_cast<std::uint16_t>(world.master_port);
-    opts.isServer = false;
-    opts.waitWorkers = false;
-    opts.timeout = timeout;
-    store_ = c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
-    rendezvous_ = world.master_addr + ":" + std::to_string(world.master_port);
+    store_ = store_client(world, timeout);
     const auto host = host_name();  // for the diagnosis of others
     store_->set("host/" + std::to_string(rank_), std::vector<std::uint8_t>(host.begin(), host.end()));
     thread_ = std::thread([this] {
@@ -87,7 +98,7 @@ class Heartbeat {
         .detach();
     std::unique_lock<std::mutex> lock(result->mu);
     if (!result->done.wait_for(lock, kDiagnoseDeadline, [&] { return result->finished; }))
-      return "the rendezvous store on rank 0 (" + rendezvous_ + ") is unreachable: rank 0 stopped responding";
+      return store_unreachable(world_);
     stopped_ = result->stopped;
     return result->message;
   }
@@ -113,15 +124,10 @@ class Heartbeat {
     std::string message;
     std::vector<char> stopped(static_cast<std::size_t>(size), 0);
     try {
-      c10d::TCPStoreOptions opts;
-      opts.port = static_cast<std::uint16_t>(world.master_port);
-      opts.isServer = false;
-      opts.waitWorkers = false;
-      opts.timeout = kStoreReadTimeout;
-      c10d::TCPStore store(world.master_addr, opts);
+      const auto store = store_client(world, kStoreReadTimeout);
       auto read = [&](const std::string& key, std::string fallback) {
-        if (!store.check({key})) return fallback;
-        const auto v = store.get(key);
+        if (!store->check({key})) return fallback;
+        const auto v = store->get(key);
         return std::string(v.begin(), v.end());
       };
       auto sample = [&] {
@@ -139,13 +145,12 @@ class Heartbeat {
         lost += (lost.empty() ? "" : ", ") + std::to_string(r);
         hosts += (hosts.empty() ? "" : ", ") + read("host/" + std::to_string(r), "an unknown host");
       }
-      store.set("diagnosed/" + std::to_string(rank), std::vector<std::uint8_t>{'1'});
+      store->set("diagnosed/" + std::to_string(rank), std::vector<std::uint8_t>{'1'});
       if (!lost.empty())
         message = (lost.find(',') == std::string::npos ? "rank " : "ranks ") + lost + " stopped responding (on " +
                   hosts + ")";
     } catch (const std::exception&) {
-      message = "the rendezvous store on rank 0 (" + world.master_addr + ":" + std::to_string(world.master_port) +
-                ") is unreachable: rank 0 stopped responding";
+      message = store_unreachable(world);
     }
     std::lock_guard<std::mutex> lock(out.mu);
     out.message = message;
@@ -184,7 +189,6 @@ class Heartbeat {
 
   WorldInfo world_;
   int rank_, size_;
-  std::string rendezvous_;  // "addr:port" of the store, for messages
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::mutex mu_;
   std::atomic<bool> stop_{false}, diagnosed_{false};
@@ -259,7 +263,7 @@ void check_job(c10d::Store& store, const WorldInfo& world, std::chrono::millisec
   const std::string theirs(v.begin(), v.end());
   if (world.job_id.empty() || theirs.empty() || theirs == world.job_id) return;
   throw CommError("rank " + std::to_string(world.rank) + " of job '" + world.job_id + "' reached the rendezvous of job '" +
-                      theirs + "' at " + world.master_addr + ":" + std::to_string(world.master_port) +
+                      theirs + "' at " + rendezvous(world) +
                       "; give each job its own MASTER_PORT",
                   ErrorKind::kBadInput);
 }
@@ -278,7 +282,7 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
     store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
   } catch (const std::exception& e) {
     throw CommError("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
-                    world.master_addr + ":" + std::to_string(world.master_port) + " within " +
+                    rendezvous(world) + " within " +
                     std::to_string(timeout.count()) + " ms (" + first_line(e) + ")");
   }
   try {
@@ -287,7 +291,7 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
     throw;
   } catch (const std::exception& e) {
     throw CommError("rank " + std::to_string(world.rank) + ": reading the job id from the rendezvous store at " +
-                    world.master_addr + ":" + std::to_string(world.master_port) + " failed: " + first_line(e));
+                    rendezvous(world) + " failed: " + first_line(e));
   }
   try {
     const std::string host = is_local(world.master_addr) ? "127.0.0.1" : "";

@@ -19,7 +19,6 @@ using Clock = std::chrono::steady_clock;
 struct Timing : at::ObserverContext {
   Clock::time_point start = Clock::now();
   double children_s = 0;  // time in the ops it called
-  std::uint64_t generation = 0;
 };
 
 std::mutex totals_mutex;
@@ -41,9 +40,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   // they are waits, not ops, and are left to the time outside ops.
   if (fn.isAsync()) return nullptr;
   auto t = std::make_unique<Timing>();
-  t->generation = generation.load();
-  while (!in_flight.empty() && in_flight.back().generation != t->generation) in_flight.pop_back();
-  in_flight.push_back({t.get(), t->generation});
+  const auto now = generation.load();
+  while (!in_flight.empty() && in_flight.back().generation != now) in_flight.pop_back();
+  in_flight.push_back({t.get(), now});
   return t;
 }
 
@@ -54,10 +53,11 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   const auto it = std::find_if(in_flight.rbegin(), in_flight.rend(), [&](const InFlight& f) { return f.timing == t; });
   if (it == in_flight.rend()) return;  // dropped, or started on another thread
   const auto at = std::next(it).base();
+  const auto started_in = at->generation;
   if (at != in_flight.begin()) std::prev(at)->timing->children_s += elapsed;  // its caller, of its generation
   in_flight.erase(at);
   std::lock_guard<std::mutex> lock(totals_mutex);
-  if (!in_use || t->generation != generation.load()) return;  // ended after its profile stopped
+  if (!in_use || started_in != generation.load()) return;  // ended after its profile stopped
   auto& totals = counted[fn.name()];
   totals.self_s += elapsed - t->children_s;
   ++totals.calls;

@@ -400,7 +400,23 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
            "applies to the parameter server; use parallel.grad_sync=ps (or hybrid), or staleness 0");
 }
 
-TrainConfig read_config(YAML::Node& root, const std::vector<std::string>& overrides, const std::string& source);
+// The sections and keys of `root` after `overrides`, every value and relation checked.
+TrainConfig read_config(YAML::Node& root, const std::vector<std::string>& overrides, const std::string& source) {
+  for (const auto& o : overrides) apply_override(root, o);
+  Reader r(source, root);
+  std::map<std::string, YAML::Node> section;
+  for (const auto& s : sections()) section[s] = r.section(s, allowed_in(s));
+  const auto& m = section["model"];
+  if (!m["name"] && !m["file"])
+    r.fail("missing key 'model.name' (" + join(zoo::model_names()) + ") or 'model.file' (your own model, see "
+           "docs/own-model.md)");
+  if (m["name"] && m["file"]) r.fail("model.file", m["file"], "give model.name or model.file, not both");
+  if (m["weights"] && !m["file"]) r.fail("model.weights", m["weights"], "needs model.file (zoo models are seeded)");
+  TrainConfig c;
+  for (const auto& k : keys()) k.read(r, section[section_of(k.path)], c);
+  check_relations(r, root, c);
+  return c;
+}
 
 }  // namespace
 
@@ -423,27 +439,6 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
                       std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
 }
-
-namespace {
-
-TrainConfig read_config(YAML::Node& root, const std::vector<std::string>& overrides, const std::string& source) {
-  for (const auto& o : overrides) apply_override(root, o);
-  Reader r(source, root);
-  std::map<std::string, YAML::Node> section;
-  for (const auto& s : sections()) section[s] = r.section(s, allowed_in(s));
-  const auto& m = section["model"];
-  if (!m["name"] && !m["file"])
-    r.fail("missing key 'model.name' (" + join(zoo::model_names()) + ") or 'model.file' (your own model, see "
-           "docs/own-model.md)");
-  if (m["name"] && m["file"]) r.fail("model.file", m["file"], "give model.name or model.file, not both");
-  if (m["weights"] && !m["file"]) r.fail("model.weights", m["weights"], "needs model.file (zoo models are seeded)");
-  TrainConfig c;
-  for (const auto& k : keys()) k.read(r, section[section_of(k.path)], c);
-  check_relations(r, root, c);
-  return c;
-}
-
-}  // namespace
 
 std::string config_key_table() {
   std::string s = "| key | default | allowed |\n|---|---|---|\n";
