@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <cstdio>
@@ -38,11 +39,23 @@ std::string fresh_job_id() {
   return text;
 }
 
+// Note [Slots that fail to start]
+// A slot is a place a worker runs: local slot s is LOCAL_RANK s (a core set
+// today, a GPU with train.device=cuda). With --min-devices the launcher
+// tells a slot that cannot start a worker from a job that failed: each
+// worker gets the write end of a pipe (TRIDENT_READY_FD) and writes one
+// byte just before it joins the rendezvous (comm::report_started). A worker
+// that fails without having written it never started: its slot is dropped,
+// and the job starts again on the slots left — ranks 0..K-1 in slot order,
+// WORLD_SIZE K — as long as K >= --min-devices; `trident train` then
+// re-plans for K devices (docs/reliability.md). Without --min-devices
+// every failure is the job's and the slots never change.
 struct Worker {
   pid_t pid = -1;
-  int out = -1, err = -1;
+  int slot = 0;
+  int out = -1, err = -1, ready = -1;
   std::string out_buf, err_buf, last;
-  bool exited = false;
+  bool exited = false, started = false;
   int status = 0;
 };
 
@@ -71,25 +84,36 @@ std::string describe(int status) {
   return "ended";
 }
 
-// Forks rank r of `o` with the launcher's environment (RANK, WORLD_SIZE, ...)
-// and its stdout and stderr on pipes.
-Worker start_worker(const LaunchOptions& o, int r, int port, int restart, const std::string& job_id) {
-  int out[2], err[2];
-  if (pipe(out) != 0 || pipe(err) != 0) throw Failure("launch: pipe failed");
+// One start of the job: its slots and where its rendezvous is.
+struct Start {
+  std::vector<int> slots;  // the slots in use; rank r runs on slots[r]
+  int port = 0, restart = 0;
+  std::string job_id;
+};
+
+// Forks rank r of start `s` with the launcher's environment (RANK,
+// WORLD_SIZE, ...), its stdout and stderr on pipes and, when elastic, the
+// pipe it reports its start on.
+Worker start_worker(const LaunchOptions& o, const Start& s, int r) {
+  int out[2], err[2], ready[2] = {-1, -1};
+  if (pipe(out) != 0 || pipe(err) != 0 || (o.min_devices > 0 && pipe(ready) != 0)) throw Failure("launch: pipe failed");
+  const std::string world = std::to_string(s.slots.size());
   const pid_t pid = fork();
   if (pid < 0) throw Failure("launch: fork failed");
   if (pid == 0) {
     dup2(out[1], 1), dup2(err[1], 2);
     close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+    if (ready[0] >= 0) close(ready[0]), setenv("TRIDENT_READY_FD", std::to_string(ready[1]).c_str(), 1);
+    if (o.min_devices > 0) setenv("TRIDENT_MIN_DEVICES", std::to_string(o.min_devices).c_str(), 1);
     setenv("RANK", std::to_string(r).c_str(), 1);
-    setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-    setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
-    setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(s.slots[r]).c_str(), 1);
+    setenv("WORLD_SIZE", world.c_str(), 1);
+    setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
     setenv("OMP_WAIT_POLICY", "PASSIVE", 0);  // Note [CPU process settings]; the user's own setting wins
     setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    setenv("TRIDENT_RESTART_COUNT", std::to_string(restart).c_str(), 1);
-    setenv("TRIDENT_JOB_ID", job_id.c_str(), 1);  // Note [Job ids] in comm/group.cc
+    setenv("MASTER_PORT", std::to_string(s.port).c_str(), 1);
+    setenv("TRIDENT_RESTART_COUNT", std::to_string(s.restart).c_str(), 1);
+    setenv("TRIDENT_JOB_ID", s.job_id.c_str(), 1);  // Note [Job ids] in comm/group.cc
     std::vector<char*> argv{const_cast<char*>("trident")};
     for (const auto& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -98,9 +122,20 @@ Worker start_worker(const LaunchOptions& o, int r, int port, int restart, const 
     _exit(127);
   }
   close(out[1]), close(err[1]);
+  if (ready[1] >= 0) close(ready[1]);
   Worker w;
-  w.pid = pid, w.out = out[0], w.err = err[0];
+  w.pid = pid, w.slot = s.slots[r], w.out = out[0], w.err = err[0], w.ready = ready[0];
   return w;
+}
+
+// Reads a worker's start report if it is there; closes the pipe once it
+// has the byte or the pipe has ended. Does not block when the pipe is
+// readable (poll said so, or the worker has exited).
+void read_report(Worker& w) {
+  char byte = 0;
+  if (read(w.ready, &byte, 1) == 1) w.started = true;
+  close(w.ready);
+  w.ready = -1;
 }
 
 // Waits up to 200 ms for output and relays each worker's complete lines
@@ -112,9 +147,16 @@ void relay_output(std::vector<Worker>& workers) {
     if (workers[r].out >= 0) fds.push_back({workers[r].out, POLLIN, 0}), owner.push_back({r, false});
     if (workers[r].err >= 0) fds.push_back({workers[r].err, POLLIN, 0}), owner.push_back({r, true});
   }
+  const std::size_t outputs = fds.size();
+  for (auto& w : workers)
+    if (w.ready >= 0) fds.push_back({w.ready, POLLIN, 0});
   if (!fds.empty()) poll(fds.data(), fds.size(), 200);
   else usleep(200 * 1000);
-  for (std::size_t i = 0; i < fds.size(); ++i) {
+  for (std::size_t i = outputs, r = 0; i < fds.size(); ++i) {
+    while (workers[r].ready != fds[i].fd) ++r;
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_report(workers[r]);
+  }
+  for (std::size_t i = 0; i < outputs; ++i) {
     if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     auto& w = workers[owner[i].first];
     char buf[4096];
@@ -155,15 +197,17 @@ void signal_all(std::vector<Worker>& workers, int sig) {
 // How one start of the workers ended.
 struct Outcome {
   int failed = -1;          // the first failed rank, or -1
+  int slot = -1;            // its slot
   std::string why;          // "rank R was killed by signal 9 (Killed); its last message: ..."
   bool bad_input = false;   // that rank exited 2
+  bool never_started = false;  // it failed before reporting its start (elastic launches only)
 };
 
 // Starts every worker and relays their output until all have ended; when
 // one fails the others get SIGTERM, then SIGKILL after grace_s.
-Outcome run_workers(const LaunchOptions& o, int port, int restart, const std::string& job_id) {
+Outcome run_workers(const LaunchOptions& o, const Start& s) {
   std::vector<Worker> workers;
-  for (int r = 0; r < o.nproc; ++r) workers.push_back(start_worker(o, r, port, restart, job_id));
+  for (int r = 0; r < static_cast<int>(s.slots.size()); ++r) workers.push_back(start_worker(o, s, r));
   int failed = -1;
   bool forwarded = false, killed = false;
   auto stop_start = std::chrono::steady_clock::time_point{};
@@ -191,13 +235,28 @@ Outcome run_workers(const LaunchOptions& o, int port, int restart, const std::st
   }
   Outcome out;
   if (failed >= 0) {
-    const auto& w = workers[failed];
-    out.failed = failed;
+    auto& w = workers[failed];
+    if (w.ready >= 0) read_report(w);  // it has exited: the read cannot block
+    out.failed = failed, out.slot = w.slot;
+    out.never_started = o.min_devices > 0 && !w.started;
     out.why = "rank " + std::to_string(failed) + " " + describe(w.status) +
+              (out.never_started ? " before it started (slot " + std::to_string(w.slot) + ")" : "") +
               (w.last.empty() ? "" : "; its last message: " + w.last);
     out.bad_input = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2;
   }
   return out;
+}
+
+std::string slot_list(const std::vector<int>& slots) {
+  std::string text;
+  for (int s : slots) text += (text.empty() ? "" : ", ") + std::to_string(s);
+  return text;
+}
+
+void print_give_up(const std::string& why, const std::vector<std::string>& failures) {
+  std::cerr << "trident: launch: " << why << "; failures:";
+  for (std::size_t i = 0; i < failures.size(); ++i) std::cerr << (i ? ";" : "") << " start " << i + 1 << ": " << failures[i];
+  std::cerr << "\n";
 }
 
 }  // namespace
@@ -208,34 +267,58 @@ int launch(const LaunchOptions& o) {
     throw InputError("launch: give the subcommand after --, e.g. trident launch --nproc 2 -- train --config f.yaml");
   if (o.max_restarts < 0)
     throw InputError("launch --max-restarts " + std::to_string(o.max_restarts) + ": must be >= 0");
+  if (o.min_devices < 0 || o.min_devices > o.nproc)
+    throw InputError("launch --min-devices " + std::to_string(o.min_devices) + ": must be from 1 to --nproc (" +
+                     std::to_string(o.nproc) + ")");
+  if (o.min_devices > 0 && o.max_restarts == 0)
+    throw InputError("launch --min-devices " + std::to_string(o.min_devices) +
+                     " needs --max-restarts >= 1: going on with fewer devices starts the workers again");
   struct sigaction sa {};
   sa.sa_handler = [](int) { g_interrupted = 1; };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  Start start;
   // The job's id (Note [Job ids] in comm/group.cc): the user's TRIDENT_JOB_ID, or a fresh one.
   const char* given = std::getenv("TRIDENT_JOB_ID");
-  const std::string job_id = given && *given ? given : fresh_job_id();
+  start.job_id = given && *given ? given : fresh_job_id();
+  for (int s = 0; s < o.nproc; ++s) start.slots.push_back(s);
+  std::vector<int> live = start.slots;  // every slot that has not failed to start
   std::vector<std::string> failures;
-  for (int restart = 0;; ++restart) {
+  for (;; ++start.restart) {
     // A fresh port each start: the old rendezvous may still hold its own.
-    const int port = o.master_port ? o.master_port : free_port();
-    const auto out = run_workers(o, port, restart, job_id);
+    start.port = o.master_port ? o.master_port : free_port();
+    const auto out = run_workers(o, start);
     if (out.failed < 0) return g_interrupted ? 130 : 0;
     std::cerr << "trident: launch: " << out.why << "\n";
     // A worker that found bad input (exit 2) makes the job's exit 2 too.
     if (out.bad_input) return 2;
     failures.push_back(out.why);
     if (g_interrupted) return 130;
-    if (restart == o.max_restarts) break;
-    std::cerr << "trident: launch: restart " << restart + 1 << " of " << o.max_restarts << ": starting all "
-              << o.nproc << " workers again\n";
+    const std::size_t before = start.slots.size();
+    if (out.never_started) {  // Note [Slots that fail to start]
+      live.erase(std::find(live.begin(), live.end(), out.slot));
+      const int left = static_cast<int>(live.size());
+      const int use = left < o.min_devices ? 0 : o.devices_for ? o.devices_for(left) : left;
+      std::cerr << "trident: launch: slot " << out.slot << " failed to start; " << left << " of " << o.nproc
+                << " devices left (slots " << slot_list(live) << ")";
+      if (use > 0 && use < left) std::cerr << ", of which the job can be planned for " << use;
+      std::cerr << "; --min-devices " << o.min_devices << "\n";
+      if (use < o.min_devices) {
+        print_give_up("gave up: fewer devices than --min-devices " + std::to_string(o.min_devices) + " can run the job",
+                      failures);
+        return 1;
+      }
+      start.slots.assign(live.begin(), live.begin() + use);
+    }
+    if (start.restart == o.max_restarts) break;
+    std::cerr << "trident: launch: restart " << start.restart + 1 << " of " << o.max_restarts << ": starting "
+              << (start.slots.size() == before ? "all " : "") << start.slots.size() << " workers again"
+              << (start.slots.size() == before ? "" : " (slots " + slot_list(start.slots) + "); the job re-plans for them")
+              << "\n";
   }
-  if (o.max_restarts > 0) {
-    std::cerr << "trident: launch: gave up after " << o.max_restarts << " restart"
-              << (o.max_restarts == 1 ? "" : "s") << "; failures:";
-    for (std::size_t i = 0; i < failures.size(); ++i) std::cerr << (i ? ";" : "") << " start " << i + 1 << ": " << failures[i];
-    std::cerr << "\n";
-  }
+  if (o.max_restarts > 0)
+    print_give_up("gave up after " + std::to_string(o.max_restarts) + " restart" + (o.max_restarts == 1 ? "" : "s"),
+                  failures);
   return 1;
 }
 

@@ -10,12 +10,18 @@
 // `trident train` resumes from its newest complete checkpoint when it is > 0.
 // A worker's bad input (exit 2) and Ctrl-C are not retried. After N restarts
 // the launcher exits 1 naming every failure.
+// With min_devices M (elastic, needs max_restarts >= 1), a worker that fails
+// before it joins the rendezvous marks its slot as gone: the job starts
+// again on the slots left, as long as at least M are (Note [Slots that fail
+// to start] in launch.cc); workers see TRIDENT_MIN_DEVICES and a smaller
+// WORLD_SIZE, and `trident train` re-plans for it.
 // Workers get TRIDENT_JOB_ID (the caller's, or a fresh one per launch, kept
 // across restarts); a worker of another job that reaches this job's
 // rendezvous is refused (Note [Job ids] in comm/group.cc).
 // Multi-machine runs use mpirun or srun directly (see README).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +33,10 @@ struct LaunchOptions {
   std::vector<std::string> args;  // the subcommand and its flags
   double grace_s = 10;          // after a failure, how long the others get to exit
   int max_restarts = 0;         // start all workers again after a failure, at most this often
+  int min_devices = 0;          // elastic: drop slots that fail to start while this many are left (0: off)
+  // Elastic: how many of `left` slots to start (at least min_devices, or 0
+  // to give up); unset, all of them. `trident train` asks its planner.
+  std::function<int(int left)> devices_for;
 };
 
 // Returns the exit code for `trident launch`: 0 when every worker of the

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -39,6 +40,7 @@ struct TrainArgs {
   int nproc = 0;
   double dilation = 1;
   int max_restarts = 0;
+  int min_devices = 0;
 };
 
 CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
@@ -51,6 +53,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   c->add_option("--nproc", a.nproc, "data parallel on N local processes (sets parallel.devices=N and launches them)");
   c->add_option("--max-restarts", a.max_restarts,
                 "when a worker fails, start all again from the newest complete checkpoint, at most N times");
+  c->add_option("--min-devices", a.min_devices,
+                "with --max-restarts: when a device's worker fails to start, re-plan for the devices left, down to M");
   return c;
 }
 
@@ -73,8 +77,61 @@ std::string restart_resume_dir(const runtime::TrainConfig& config) {
   }
 }
 
+// Fault injection for the elastic tests: TRIDENT_TEST_SLOT_DOWN=S:K makes
+// the worker on slot S (LOCAL_RANK) fail before it starts from the
+// launcher's K-th restart on, as if its device were gone.
+void fail_if_slot_down(const comm::WorldInfo& world) {
+  const char* v = std::getenv("TRIDENT_TEST_SLOT_DOWN");
+  int slot = -1, from = 0;
+  if (!v || std::sscanf(v, "%d:%d", &slot, &from) != 2) return;
+  if (world.local_rank == slot && world.restart_count >= from)
+    throw Failure("slot " + std::to_string(slot) + " cannot start a worker (TRIDENT_TEST_SLOT_DOWN)");
+}
+
+// Note [Elastic re-planning] in runtime/trainer.h: a worker that a launcher
+// with --min-devices started among fewer workers than parallel.devices runs
+// the config re-planned for them.
+runtime::TrainConfig elastic_config(runtime::TrainConfig config, const std::string& path,
+                                    std::vector<std::string> sets, const comm::WorldInfo& world) {
+  if (world.min_devices == 0 || world.world_size >= config.parallel.devices) return config;
+  const auto extra = runtime::replan_overrides(config, world.world_size);
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  runtime::TrainConfig replanned;
+  try {
+    replanned = runtime::load_config(path, sets);
+  } catch (const runtime::ConfigError& e) {
+    throw runtime::ConfigError("elastic: re-planning for the " + std::to_string(world.world_size) +
+                               " devices that started: " + e.what());
+  }
+  if (world.rank == 0)
+    std::cout << "elastic: " << world.world_size << " of the " << config.parallel.devices
+              << " devices of the config started (--min-devices " << world.min_devices
+              << "); re-planning with partitioner " << replanned.parallel.partitioner << " for "
+              << world.world_size << ", mini-batch " << config.train.mini_batch << " as before\n";
+  return replanned;
+}
+
+// For the launcher (LaunchOptions::devices_for): the most devices, from
+// `left` down to `fewest`, that the config can be re-planned for (data
+// parallelism needs a count that divides the mini-batch); 0 when none.
+int plannable_devices(const runtime::TrainConfig& config, const std::string& path,
+                      const std::vector<std::string>& sets, int left, int fewest) {
+  for (int d = left; d >= fewest; --d) {
+    auto with = sets;
+    const auto extra = runtime::replan_overrides(config, d);
+    with.insert(with.end(), extra.begin(), extra.end());
+    try {
+      const auto c = runtime::load_config(path, with);
+      runtime::plan_for(c, zoo::build_graph(c.model));
+      return d;
+    } catch (const runtime::ConfigError&) {
+    }
+  }
+  return 0;
+}
+
 int train(const TrainArgs& a) {
-  const auto& [config_path, given_resume_dir, emulate, given_sets, nproc, dilation, max_restarts] = a;
+  const auto& [config_path, given_resume_dir, emulate, given_sets, nproc, dilation, max_restarts, min_devices] = a;
   auto sets = given_sets;
   std::string path = config_path, resume_dir = given_resume_dir;
   if (!resume_dir.empty() && path.empty()) path = resume_dir + "/config.yaml";
@@ -99,6 +156,10 @@ int train(const TrainArgs& a) {
     cli::LaunchOptions lo;
     lo.nproc = static_cast<int>(config.parallel.devices);
     lo.max_restarts = max_restarts;
+    lo.min_devices = min_devices;
+    lo.devices_for = [config, path, sets, min_devices](int left) {
+      return plannable_devices(config, path, sets, left, min_devices);
+    };
     lo.args = {"train", "--config", path};
     for (const auto& s : sets) lo.args.push_back("--set"), lo.args.push_back(s);
     if (!resume_dir.empty()) lo.args.push_back("--resume"), lo.args.push_back(resume_dir);
@@ -110,6 +171,9 @@ int train(const TrainArgs& a) {
     runtime::run_emulation(config, emulate, dilation, std::cout);
     return 0;
   }
+  const auto world = comm::world_from_env();
+  fail_if_slot_down(world);
+  config = elastic_config(std::move(config), path, sets, world);
   if (resume_dir.empty()) resume_dir = restart_resume_dir(config);
   if (!resume_dir.empty()) {
     // The run directory decides where the checkpoint is, whatever the config says.
@@ -304,6 +368,8 @@ CLI::App* add_launch_command(CLI::App& app, cli::LaunchOptions& o) {
   c->add_option("--grace-s", o.grace_s, "after a worker fails, seconds the others get to exit before SIGKILL");
   c->add_option("--max-restarts", o.max_restarts,
                 "when a worker fails, start all again (TRIDENT_RESTART_COUNT=k), at most N times");
+  c->add_option("--min-devices", o.min_devices,
+                "with --max-restarts: drop slots whose worker fails to start while M are left (TRIDENT_MIN_DEVICES)");
   c->add_option("args", o.args, "the subcommand and its flags, after --");
   return c;
 }

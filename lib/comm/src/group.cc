@@ -271,6 +271,7 @@ void check_job(c10d::Store& store, const WorldInfo& world, std::chrono::millisec
 }  // namespace
 
 Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) {
+  report_started();  // this slot works; from here a failure is the job's, not the slot's
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(world.master_port);
   opts.isServer = world.rank == 0;

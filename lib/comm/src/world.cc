@@ -108,6 +108,7 @@ WorldInfo world_from_env(const std::map<std::string, std::string>& env) {
     }
   }
   w.restart_count = integer(env, "TRIDENT_RESTART_COUNT").value_or(0);
+  w.min_devices = integer(env, "TRIDENT_MIN_DEVICES").value_or(0);
   if (w.world_size > 1) {
     auto addr = env.find("MASTER_ADDR");
     if (addr == env.end() || addr->second.empty())
@@ -131,6 +132,18 @@ WorldInfo world_from_env() {
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return world_from_env(env);
+}
+
+void report_started() {
+  static bool reported = false;
+  const char* fd_text = std::getenv("TRIDENT_READY_FD");
+  if (reported || !fd_text) return;
+  reported = true;
+  const int fd = std::atoi(fd_text);
+  if (fd <= 2) return;  // never a standard stream
+  const char byte = 1;
+  if (write(fd, &byte, 1) != 1) return;  // a launcher that is gone learns nothing; the rendezvous fails on its own
+  close(fd);
 }
 
 int free_local_port() {

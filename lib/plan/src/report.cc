@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "trident/base/text.h"
 #include "trident/cost/comm.h"
@@ -26,7 +28,39 @@ std::string device_list(const std::vector<int>& d) {
   return s;
 }
 
+// A plan as lines of the same width: title, totals, a header, one row per stage.
+std::vector<std::string> plan_lines(const Plan& plan, const std::string& title) {
+  std::vector<std::string> lines{title, "partitioner " + plan.partitioner + ", " + std::to_string(plan.devices) +
+                                            " devices, mini-batch " + std::to_string(plan.mini_batch) + " = " +
+                                            std::to_string(plan.micro_batches()) + " x " +
+                                            std::to_string(plan.stages.at(0).micro_batch)};
+  char line[256];
+  std::snprintf(line, sizeof line, "%-5s %-30s %-8s %5s", "stage", "ops", "devices", "micro");
+  lines.emplace_back(line);
+  for (const auto& st : plan.stages) {
+    std::string ops = std::to_string(st.ops.size()) + ": " + st.ops.front();
+    if (st.ops.size() > 1) ops += " .. " + st.ops.back();
+    std::snprintf(line, sizeof line, "%-5d %-30s %-8s %5d", st.id, shorten(ops, 30).c_str(),
+                  device_list(st.devices).c_str(), st.micro_batch);
+    lines.emplace_back(line);
+  }
+  return lines;
+}
+
 }  // namespace
+
+std::string side_by_side(const Plan& before, const std::string& before_title, const Plan& after,
+                         const std::string& after_title) {
+  const auto left = plan_lines(before, before_title), right = plan_lines(after, after_title);
+  std::size_t width = 0;
+  for (const auto& l : left) width = std::max(width, l.size());
+  std::ostringstream s;
+  for (std::size_t i = 0; i < std::max(left.size(), right.size()); ++i) {
+    const std::string l = i < left.size() ? left[i] : "";
+    s << l << std::string(width - l.size(), ' ') << " | " << (i < right.size() ? right[i] : "") << "\n";
+  }
+  return s.str();
+}
 
 std::string stage_table(const Planner& planner, const Plan& plan) {
   std::ostringstream s;

@@ -43,6 +43,22 @@ bool plan_from_file(const ParallelConfig& par) {
   return par.devices > 1 && std::find(names.begin(), names.end(), par.partitioner) == names.end();
 }
 
+std::vector<std::string> replan_overrides(const TrainConfig& config, int devices) {
+  const auto& par = config.parallel;
+  std::vector<std::string> sets{"parallel.devices=" + std::to_string(devices)};
+  if (!plan_from_file(par)) return sets;
+  std::string made_by;
+  try {
+    made_by = plan::load_plan(par.partitioner).partitioner;
+  } catch (const std::exception& e) {
+    throw ConfigError("parallel.partitioner = " + par.partitioner + ": " + e.what());
+  }
+  const auto& names = plan::partitioner_names();
+  const bool named = std::find(names.begin(), names.end(), made_by) != names.end();
+  sets.push_back("parallel.partitioner=" + (named ? made_by : std::string("graphpipe")));
+  return sets;
+}
+
 PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   const auto& par = config.parallel;
   cost::ClusterSpec cluster;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "trident/plan/report.h"
 #include "trident/runtime/sharded_checkpoint.h"
 #include "trident/runtime/trainer.h"
 
@@ -88,6 +89,37 @@ void Trainer::save(double wall_s) {
   publish_checkpoint(run_dir_, step_, std::move(manifest), static_cast<int>(config_.checkpoint.keep));
 }
 
+namespace {
+
+// Whether two plans place the same ops on the same devices in the same
+// micro-batches (their predictions may differ).
+bool same_layout(const plan::Plan& a, const plan::Plan& b) {
+  if (a.devices != b.devices || a.stages.size() != b.stages.size()) return false;
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    const auto &x = a.stages[s], &y = b.stages[s];
+    if (x.ops != y.ops || x.devices != y.devices || x.micro_batch != y.micro_batch) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// A resume under another plan than the checkpoint's (Note [Elastic
+// re-planning]) shows both, side by side.
+void Trainer::show_plan_change(const CheckpointReader& ck) const {
+  if (!ck.manifest().contains("plan")) return;  // a legacy checkpoint.pt
+  plan::Plan before;
+  try {
+    before = plan::Plan::from_json(ck.manifest().at("plan"), ck.path() + "/manifest.json");
+  } catch (const std::exception&) {
+    return;  // the tensors were read by name; the old plan is only shown
+  }
+  if (same_layout(before, plan_)) return;
+  out_ << "resuming step " << ck.step() << " under another plan than the checkpoint's; each rank reads its stage's "
+       << "tensors from it\n"
+       << plan::side_by_side(before, "the checkpoint's plan", plan_, "this run's plan") << std::flush;
+}
+
 // Each rank reads only the tensors of its own stage, whatever plan wrote them.
 void Trainer::load(const std::string& run_dir) {
   CheckpointReader ck;
@@ -116,6 +148,7 @@ void Trainer::load(const std::string& run_dir) {
   }
   optimizer_->load_state(std::move(state));
   step_ = ck.step();
+  if (leader()) show_plan_change(ck);
   wall_offset_s_ = ck.manifest().value("wall_s", 0.0);
 }
 

@@ -2,7 +2,8 @@
 # Restarts (`--max-restarts`, docs/reliability.md): a worker killed with
 # SIGKILL mid-run makes the launcher start every worker again from the newest
 # complete checkpoint, and the run ends with the weights of a run that was
-# never interrupted; after N restarts it gives up naming every failure.
+# never interrupted; after N restarts it gives up naming every failure. With --min-devices, a slot
+# that fails to start is dropped and the job re-planned for the devices left.
 # Workers kill themselves through TRIDENT_TEST_KILL_AT=RANK:STEP[:every].
 . "$(dirname "$0")/lib.sh" "$@"  # bin, src, work, counters; check, same_weights
 cfg=$src/examples/fmnist-mlp.yaml
@@ -42,6 +43,42 @@ out=$(TRIDENT_TEST_KILL_AT=1:2:every timeout 300 "$bin" train "${common[@]}" --n
 if [ $rc -ne 1 ] || ! printf '%s' "$out" | grep -q "gave up after 2 restarts; failures: start 1: rank 1 was killed by signal 9" ||
    [ "$(printf '%s' "$out" | grep -o "start [0-9]: rank 1 was killed by signal 9" | sort -u | wc -l)" -ne 3 ]; then
   echo "FAIL give-up: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# Elastic re-planning (--min-devices): rank 1 is killed after step 12, and on the restart slot 2 fails
+# to start (TRIDENT_TEST_SLOT_DOWN=2:1); the job re-plans for the 2 devices left, resumes from step 10
+# and ends with the weights of an uninterrupted 3-device run.
+# elastic NAME KILL_AT SLOT_DOWN SAYS ATOL REFERENCE RUN_ARGS...
+elastic() {
+  local name=$1 kill_at=$2 down=$3 says=$4 atol=$5 ref=$6 out rc; shift 6
+  out=$(TRIDENT_TEST_KILL_AT=$kill_at TRIDENT_TEST_SLOT_DOWN=$down timeout 300 "$bin" train "${common[@]}" "$@" \
+        --max-restarts 3 --min-devices 2 --set runs_dir="$work/$name" 2>&1); rc=$?
+  if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "launch: slot ${down%%:*} failed to start; .*$says" ||
+     ! printf '%s' "$out" | grep -q "restart 2 of 3: starting 2 workers again" ||
+     ! printf '%s' "$out" | grep -q "\[rank 0\] elastic: 2 of the .* devices of the config started" ||
+     ! printf '%s' "$out" | grep -q "\[rank 0\] restart 2: continuing from the checkpoint of step 10" ||
+     ! printf '%s' "$out" | grep -q "\[rank 0\] the checkpoint's plan .* | this run's plan"; then
+    echo "FAIL $name: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+  same_weights "$name-weights" "$ref" "$work/$name/fmnist-mlp" --rtol 0 --atol "$atol" --optimizer
+}
+dp3=(--nproc 3 --set train.mini_batch=96)
+"$bin" train "${common[@]}" "${dp3[@]}" --set runs_dir="$work/dp3" >/dev/null 2>&1
+elastic elastic-dp 1:12 2:1 "2 of 3 devices left (slots 0, 1)" 1e-6 "$work/dp3/fmnist-mlp" "${dp3[@]}"
+# A graph pipeline with a data-parallel stage (a hand-written plan: stage 0 on ranks 0-1, stage 1 on
+# rank 2) loses slot 1 and is re-planned by graphpipe; micro-batches of another size sum the
+# gradients in another order, hence atol 1e-5.
+handplan=(--set parallel.devices=3 --set train.mini_batch=64 --set parallel.partitioner="$src/bench/plans/mlp-replicated-pipeline.plan.json")
+"$bin" train "${common[@]}" "${handplan[@]}" --set runs_dir="$work/hp" >/dev/null 2>&1
+elastic elastic-pipeline 2:12 1:1 "2 of 3 devices left (slots 0, 2)" 1e-5 "$work/hp/fmnist-mlp" "${handplan[@]}"
+# 4 data-parallel devices, mini-batch 128: of the 3 left only 2 divide it, so the job runs on 2.
+out=$(TRIDENT_TEST_KILL_AT=0:7 TRIDENT_TEST_SLOT_DOWN=3:1 timeout 300 "$bin" train "${common[@]}" --nproc 4 \
+      --max-restarts 2 --min-devices 2 --set runs_dir="$work/dp4" 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "3 of 4 devices left (slots 0, 1, 2), of which the job can be planned for 2" ||
+   ! printf '%s' "$out" | grep -q "restart 2 of 2: starting 2 workers again (slots 0, 1)"; then
+  echo "FAIL elastic-divides: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# Fewer devices left than --min-devices: give up, exit 1, naming every failure.
+out=$(TRIDENT_TEST_KILL_AT=1:3 TRIDENT_TEST_SLOT_DOWN=2:1 timeout 300 "$bin" train "${common[@]}" "${dp3[@]}" \
+      --max-restarts 3 --min-devices 3 --set runs_dir="$work/too-few" 2>&1); rc=$?
+if [ $rc -ne 1 ] || ! printf '%s' "$out" | grep -q "gave up: fewer devices than --min-devices 3 can run the job; failures: start 1: rank 1 was killed by signal 9.*; start 2: rank 2 exited with code 1 before it started (slot 2)"; then
+  echo "FAIL elastic-too-few: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 # A full disk while checkpointing: exit 1 with one line naming the shard, and the previous
 # checkpoint stays complete and readable. Needs a small tmpfs (root); skipped, saying so, without one.
 small=$work/small; mkdir -p "$small"
@@ -60,6 +97,8 @@ else
 fi
 check restarts-negative 2 "--max-restarts -1 must be >= 0" -- train --config "$cfg" --max-restarts -1
 check launch-restarts-negative 2 "--max-restarts -1: must be >= 0" -- launch --nproc 2 --max-restarts -1 -- train --config "$cfg"
+check min-devices-above-nproc 2 "launch --min-devices 4: must be from 1 to --nproc (3)" -- train --config "$cfg" --nproc 3 --set train.mini_batch=96 --max-restarts 1 --min-devices 4
+check min-devices-without-restarts 2 "launch --min-devices 2 needs --max-restarts >= 1" -- launch --nproc 2 --min-devices 2 -- train --config "$cfg"
 check restarts-emulate 2 "--max-restarts does not apply to --emulate" -- train --config "$cfg" --max-restarts 1 --emulate summit-v100
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

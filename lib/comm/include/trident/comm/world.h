@@ -41,6 +41,10 @@ struct WorldInfo {
   // How many times the launcher has started this job's workers again
   // (TRIDENT_RESTART_COUNT, see `trident launch --max-restarts`); 0 at first.
   int restart_count = 0;
+  // The fewest devices the job may continue on after a slot fails to start
+  // (TRIDENT_MIN_DEVICES, set by `trident launch --min-devices M`); 0 when
+  // the launcher is not elastic.
+  int min_devices = 0;
 };
 
 // Throws CommError naming the variable: not an integer, out of range,
@@ -48,6 +52,12 @@ struct WorldInfo {
 // world_size > 1.
 WorldInfo world_from_env(const std::map<std::string, std::string>& env);
 WorldInfo world_from_env();  // the process environment
+
+// Tells the launcher that this worker has started and is about to join the
+// rendezvous (Note [Slots that fail to start] in tools/trident/launch.cc):
+// writes one byte to the pipe whose descriptor TRIDENT_READY_FD names and
+// closes it, once per process. Without that variable it does nothing.
+void report_started();
 
 // A TCP port on 127.0.0.1 that is free now (the kernel picks it); throws
 // CommError when there is none.

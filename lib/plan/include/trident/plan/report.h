@@ -18,4 +18,12 @@ std::string stage_table(const Planner& planner, const Plan& plan);
 // devices: shape, predicted time of each method, and the one in the plan.
 std::string sync_table(const Planner& planner, const Plan& plan, int max_rows = 12);
 
+// Two plans of one model beside each other, for a run that continues under
+// another plan than its checkpoint's (elastic re-planning): a title line,
+// partitioner, devices and micro-batches, then per stage its ops (count,
+// first .. last), devices and micro-batch. Needs no planner: it shows what
+// the plans say, not predictions.
+std::string side_by_side(const Plan& before, const std::string& before_title, const Plan& after,
+                         const std::string& after_title);
+
 }  // namespace trident::plan

@@ -40,6 +40,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "trident/base/error.h"
 #include "trident/comm/grad_sync.h"
@@ -54,6 +55,8 @@
 #include "trident/runtime/trace.h"
 
 namespace trident::runtime {
+
+class CheckpointReader;  // sharded_checkpoint.h
 
 // A failure while training (non-finite loss, unreadable checkpoint); the CLI
 // exits 1 with its message.
@@ -88,6 +91,20 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& graph);
 // Whether plan_for reads parallel.partitioner as a plan file (several
 // devices and a partitioner that names none of dp, graphpipe, pipedream).
 bool plan_from_file(const ParallelConfig& parallel);
+
+// Note [Elastic re-planning]
+// A job started again on fewer devices than parallel.devices (`trident
+// train --min-devices`, after a slot failed to start) runs its config with
+// these overrides: parallel.devices = `devices`, planned anew by the same
+// partitioner — parallel.partitioner's own, or for a plan file the
+// partitioner that made it (graphpipe for a hand-written plan). Applied
+// with the config's own (load_config), so the config is checked again for
+// the new count. Everything that decides what is trained stays: the global
+// mini-batch, the seed and so the samples of each step, the optimizer. The
+// checkpoint is read onto the new plan as any resume is (each rank reads
+// its stage's tensors by name); rank 0 prints both plans side by side.
+// Throws ConfigError when a plan file cannot be read.
+std::vector<std::string> replan_overrides(const TrainConfig& config, int devices);
 
 // This process's peak resident memory so far (getrusage), in bytes.
 std::int64_t peak_rss_bytes();
@@ -137,6 +154,7 @@ class Trainer {
   void build_stage(const graph::OpGraph& graph);
   void check_memory_limit(int stage) const;
   void load(const std::string& run_dir);
+  void show_plan_change(const CheckpointReader& ck) const;
   void save(double wall_s);
   void append_metrics(const std::string& line) const;
   void record_memory();
