@@ -4,7 +4,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -29,8 +31,11 @@ std::int64_t mapped_bytes() {
 
 void Trainer::append_metrics(const std::string& line) const {
   if (!leader()) return;
-  std::ofstream out(run_dir_ + "/metrics.jsonl", std::ios::app);
+  const auto path = run_dir_ + "/metrics.jsonl";
+  std::ofstream out(path, std::ios::app);
   out << line << "\n";
+  if (!out.flush())  // a lost line is lost data: stop, saying why
+    throw TrainingError("cannot append to " + path + ": " + std::strerror(errno));
 }
 
 bool Trainer::writes_state(const std::string& name) const {
@@ -58,8 +63,13 @@ void Trainer::save(double wall_s) {
   if (sync_) sync_->flush();  // pending PS pulls: every replica holds the same weights
   const auto partial = partial_checkpoint_dir(run_dir_, step_);
   if (leader()) {
-    std::filesystem::remove_all(partial);  // left by a crash, if any
-    std::filesystem::create_directories(partial);
+    std::error_code error;
+    std::filesystem::remove_all(partial, error);  // left by a crash, if any
+    if (!error) std::filesystem::create_directories(partial, error);
+    if (error)
+      throw CheckpointError("cannot create checkpoint directory " + partial + ": " + error.message() +
+                                " (the checkpoints before it are intact)",
+                            ErrorKind::kFailure, where());
   }
   gather_strings("");  // the directory exists for every rank
   NamedTensors mine;

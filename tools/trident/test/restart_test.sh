@@ -92,8 +92,23 @@ if mount -t tmpfs -o size=5m tmpfs "$small" 2>/dev/null; then
      [ $erc -ne 0 ] || ! printf '%s' "$out" | grep -q "step 5"; then
     echo "FAIL disk-full: exit $rc: $err; export: exit $erc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
   umount "$small"
+  # The run directory turns read-only mid-run (a remount; root ignores file permissions): exit 1 with
+  # one line naming the checkpoint directory, and the newest complete checkpoint stays readable.
+  mount -t tmpfs -o size=50m tmpfs "$small"
+  timeout 120 "$bin" train "${common[@]}" --set train.steps=100000 --set runs_dir="$small" >/dev/null 2>"$work/ro.err" &
+  pid=$!
+  for _ in $(seq 600); do [ -d "$small/fmnist-mlp/checkpoints/step-10" ] && break; sleep 0.1; done
+  mount -o remount,ro "$small"
+  wait $pid; rc=$?
+  err=$(cat "$work/ro.err")
+  out=$("$bin" export "$small/fmnist-mlp" --out "$work/ro.pt" 2>&1); erc=$?
+  if [ $rc -ne 1 ] || [ "$(printf '%s\n' "$err" | grep -c .)" -ne 1 ] ||
+     ! printf '%s' "$err" | grep -q "cannot create checkpoint directory .*/checkpoints/.step-[0-9]*.partial: Read-only file system" ||
+     [ $erc -ne 0 ] || ! printf '%s' "$out" | grep -q "exported 6 parameters of step [1-9][0-9]*"; then
+    echo "FAIL read-only: exit $rc: $err; export: exit $erc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+  umount "$small"
 else
-  echo "SKIP disk-full: cannot mount a tmpfs here (needs root)"
+  echo "SKIP disk-full, read-only: cannot mount a tmpfs here (needs root)"
 fi
 check restarts-negative 2 "--max-restarts -1 must be >= 0" -- train --config "$cfg" --max-restarts -1
 check launch-restarts-negative 2 "--max-restarts -1: must be >= 0" -- launch --nproc 2 --max-restarts -1 -- train --config "$cfg"
