@@ -40,16 +40,22 @@ std::string fresh_job_id() {
 }
 
 // Note [Slots that fail to start]
-// A slot is a place a worker runs: local slot s is LOCAL_RANK s (a core set
-// today, a GPU with train.device=cuda). With --min-devices the launcher
+// A slot is a place a worker runs: slot s is LOCAL_RANK s (a core set, a
+// GPU, or a host through --slot-command). With --min-devices the launcher
 // tells a slot that cannot start a worker from a job that failed: each
 // worker gets the write end of a pipe (TRIDENT_READY_FD) and writes one
-// byte just before it joins the rendezvous (comm::report_started). A worker
-// that fails without having written it never started: its slot is dropped,
-// and the job starts again on the slots left — ranks 0..K-1 in slot order,
-// WORLD_SIZE K — as long as K >= --min-devices; `trident train` then
-// re-plans for K devices (docs/reliability.md). Without --min-devices
-// every failure is the job's and the slots never change.
+// byte once it has reached the rendezvous store (comm::report_started). If
+// the job's first failure is a worker that exited with an error of its own
+// (not 2 = bad input, not a signal) without having written it, its slot is
+// dropped. A rank that cannot reach the store fails before the others stop
+// waiting for it (Note [Arrivals] in comm/group.cc), so a cut-off host is
+// the first failure. The slot is dropped,
+// and the job starts again on K of the slots left — ranks 0..K-1 in slot
+// order, WORLD_SIZE K — where K is what LaunchOptions::devices_for allows
+// (`trident train` asks its planner; otherwise every slot left), as long
+// as K >= --min-devices; the workers then re-plan for K devices
+// (docs/reliability.md). Without --min-devices every failure is the job's
+// and the slots never change.
 struct Worker {
   pid_t pid = -1;
   int slot = 0;
@@ -89,7 +95,22 @@ struct Start {
   std::vector<int> slots;  // the slots in use; rank r runs on slots[r]
   int port = 0, restart = 0;
   std::string job_id;
+  std::string binary;      // this program's path, for a slot command
 };
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+// This program's path (what /proc/self/exe links to).
+std::string own_path() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw Failure("launch: cannot read /proc/self/exe");
+  return std::string(path, static_cast<std::size_t>(n));
+}
 
 // Forks rank r of start `s` with the launcher's environment (RANK,
 // WORLD_SIZE, ...), its stdout and stderr on pipes and, when elastic, the
@@ -110,14 +131,19 @@ Worker start_worker(const LaunchOptions& o, const Start& s, int r) {
     setenv("WORLD_SIZE", world.c_str(), 1);
     setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
     setenv("OMP_WAIT_POLICY", "PASSIVE", 0);  // Note [CPU process settings]; the user's own setting wins
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
     setenv("MASTER_PORT", std::to_string(s.port).c_str(), 1);
     setenv("TRIDENT_RESTART_COUNT", std::to_string(s.restart).c_str(), 1);
     setenv("TRIDENT_JOB_ID", s.job_id.c_str(), 1);  // Note [Job ids] in comm/group.cc
-    std::vector<char*> argv{const_cast<char*>("trident")};
+    // With a slot command: sh -c 'COMMAND "$0" "$@"' BINARY ARGS...
+    const std::string command = replace_all(o.slot_command, "{slot}", std::to_string(s.slots[r])) + " \"$0\" \"$@\"";
+    std::vector<char*> argv;
+    if (!o.slot_command.empty())
+      for (const char* a : {"sh", "-c", command.c_str()}) argv.push_back(const_cast<char*>(a));
+    argv.push_back(const_cast<char*>(o.slot_command.empty() ? "trident" : s.binary.c_str()));
     for (const auto& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    execv("/proc/self/exe", argv.data());
+    execv(o.slot_command.empty() ? "/proc/self/exe" : "/bin/sh", argv.data());
     std::perror("trident launch: exec");
     _exit(127);
   }
@@ -197,11 +223,25 @@ void signal_all(std::vector<Worker>& workers, int sig) {
 // How one start of the workers ended.
 struct Outcome {
   int failed = -1;          // the first failed rank, or -1
-  int slot = -1;            // its slot
   std::string why;          // "rank R was killed by signal 9 (Killed); its last message: ..."
   bool bad_input = false;   // that rank exited 2
-  bool never_started = false;  // it failed before reporting its start (elastic launches only)
+  int lost_slot = -1;       // elastic: a slot whose worker failed before the rendezvous, or -1
 };
+
+// Whether a worker ended on its own with a failure (an exit code other than
+// 0, 2 = bad input, 130 = interrupted), not by a signal.
+bool failed_on_its_own(const Worker& w) {
+  if (!WIFEXITED(w.status)) return false;
+  const int code = WEXITSTATUS(w.status);
+  return code != 0 && code != 2 && code != 130;
+}
+
+// Note [Slots that fail to start]: whether the first failure, worker w,
+// failed on its own before it reached the rendezvous.
+bool never_started(Worker& w) {
+  if (w.ready >= 0) read_report(w);  // it has exited: the read cannot block
+  return !w.started && failed_on_its_own(w);
+}
 
 // Starts every worker and relays their output until all have ended; when
 // one fails the others get SIGTERM, then SIGKILL after grace_s.
@@ -234,16 +274,15 @@ Outcome run_workers(const LaunchOptions& o, const Start& s) {
     }
   }
   Outcome out;
-  if (failed >= 0) {
-    auto& w = workers[failed];
-    if (w.ready >= 0) read_report(w);  // it has exited: the read cannot block
-    out.failed = failed, out.slot = w.slot;
-    out.never_started = o.min_devices > 0 && !w.started;
-    out.why = "rank " + std::to_string(failed) + " " + describe(w.status) +
-              (out.never_started ? " before it started (slot " + std::to_string(w.slot) + ")" : "") +
-              (w.last.empty() ? "" : "; its last message: " + w.last);
-    out.bad_input = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2;
-  }
+  if (failed < 0) return out;
+  auto& w = workers[failed];
+  const bool lost = o.min_devices > 0 && never_started(w);
+  out.failed = failed;
+  out.why = "rank " + std::to_string(failed) + " " + describe(w.status) +
+            (lost ? " before it reached the rendezvous (slot " + std::to_string(w.slot) + ")" : "") +
+            (w.last.empty() ? "" : "; its last message: " + w.last);
+  out.bad_input = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2;
+  if (lost) out.lost_slot = w.slot;
   return out;
 }
 
@@ -267,6 +306,7 @@ int launch(const LaunchOptions& o) {
     throw InputError("launch: give the subcommand after --, e.g. trident launch --nproc 2 -- train --config f.yaml");
   if (o.max_restarts < 0)
     throw InputError("launch --max-restarts " + std::to_string(o.max_restarts) + ": must be >= 0");
+  if (o.master_addr.empty()) throw InputError("launch --master-addr: must not be empty (e.g. 127.0.0.1)");
   if (o.min_devices < 0 || o.min_devices > o.nproc)
     throw InputError("launch --min-devices " + std::to_string(o.min_devices) + ": must be from 1 to --nproc (" +
                      std::to_string(o.nproc) + ")");
@@ -282,6 +322,7 @@ int launch(const LaunchOptions& o) {
   const char* given = std::getenv("TRIDENT_JOB_ID");
   start.job_id = given && *given ? given : fresh_job_id();
   for (int s = 0; s < o.nproc; ++s) start.slots.push_back(s);
+  if (!o.slot_command.empty()) start.binary = own_path();
   std::vector<int> live = start.slots;  // every slot that has not failed to start
   std::vector<std::string> failures;
   for (;; ++start.restart) {
@@ -295,11 +336,11 @@ int launch(const LaunchOptions& o) {
     failures.push_back(out.why);
     if (g_interrupted) return 130;
     const std::size_t before = start.slots.size();
-    if (out.never_started) {  // Note [Slots that fail to start]
-      live.erase(std::find(live.begin(), live.end(), out.slot));
+    if (out.lost_slot >= 0) {  // Note [Slots that fail to start]
+      live.erase(std::find(live.begin(), live.end(), out.lost_slot));
       const int left = static_cast<int>(live.size());
       const int use = left < o.min_devices ? 0 : o.devices_for ? o.devices_for(left) : left;
-      std::cerr << "trident: launch: slot " << out.slot << " failed to start; " << left << " of " << o.nproc
+      std::cerr << "trident: launch: slot " << out.lost_slot << " failed to start; " << left << " of " << o.nproc
                 << " devices left (slots " << slot_list(live) << ")";
       if (use > 0 && use < left) std::cerr << ", of which the job can be planned for " << use;
       std::cerr << "; --min-devices " << o.min_devices << "\n";

@@ -34,6 +34,13 @@ struct LaunchOptions {
   double grace_s = 10;          // after a failure, how long the others get to exit
   int max_restarts = 0;         // start all workers again after a failure, at most this often
   int min_devices = 0;          // elastic: drop slots that fail to start while this many are left (0: off)
+  std::string master_addr = "127.0.0.1";  // MASTER_ADDR: where rank 0 (slot command or not) serves the rendezvous
+  // Runs each worker through this shell command, "{slot}" replaced by its
+  // slot: sh -c 'COMMAND "$0" "$@"' TRIDENT ARGS... — e.g. `numactl
+  // --cpunodebind={slot}`, or `ip netns exec host{slot}` (the tests' hosts).
+  // The command must pass the environment on. Empty: the worker is started
+  // directly.
+  std::string slot_command;
   // Elastic: how many of `left` slots to start (at least min_devices, or 0
   // to give up); unset, all of them. `trident train` asks its planner.
   std::function<int(int left)> devices_for;

@@ -364,7 +364,10 @@ CLI::App* add_graph_command(CLI::App& app, GraphArgs& a) {
 CLI::App* add_launch_command(CLI::App& app, cli::LaunchOptions& o) {
   auto* c = app.add_subcommand("launch", "start N local workers of a trident subcommand: trident launch --nproc N -- train --config f.yaml");
   c->add_option("--nproc", o.nproc, "number of worker processes")->required();
-  c->add_option("--master-port", o.master_port, "rendezvous port on 127.0.0.1 (default: a free one)");
+  c->add_option("--master-port", o.master_port, "rendezvous port (default: a free one on 127.0.0.1)");
+  c->add_option("--master-addr", o.master_addr, "the address rank 0's rendezvous is reached at (MASTER_ADDR; default 127.0.0.1)");
+  c->add_option("--slot-command", o.slot_command,
+                "run each worker through this shell command, {slot} replaced by its slot, e.g. 'numactl --cpunodebind={slot}'");
   c->add_option("--grace-s", o.grace_s, "after a worker fails, seconds the others get to exit before SIGKILL");
   c->add_option("--max-restarts", o.max_restarts,
                 "when a worker fails, start all again (TRIDENT_RESTART_COUNT=k), at most N times");

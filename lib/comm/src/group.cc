@@ -268,10 +268,34 @@ void check_job(c10d::Store& store, const WorldInfo& world, std::chrono::millisec
                   ErrorKind::kBadInput);
 }
 
+// Note [Arrivals]: before Gloo connects, every rank counts itself in at the
+// store and waits until all have — for the connect timeout, half of it
+// again and 2 s more. That is longer than a rank's own attempt to reach the
+// store (the connect timeout), so a rank that cannot reach it (a cut link,
+// a host that is down) fails first, on its own and before it reported its
+// start, and an elastic launcher drops its slot (Note [Slots that fail to
+// start] in tools/trident/launch.cc); the others then fail naming the ranks
+// that never came, instead of in Gloo's connect.
+void wait_for_arrivals(c10d::Store& store, const WorldInfo& world, std::chrono::milliseconds timeout) {
+  store.set("trident/arrived/" + std::to_string(world.rank), std::vector<std::uint8_t>{1});
+  store.add("trident/arrivals", 1);
+  const auto limit = timeout + timeout / 2 + std::chrono::seconds(2);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (store.add("trident/arrivals", 0) < world.world_size) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string missing;
+      for (int r = 0; r < world.world_size; ++r)
+        if (!store.check({"trident/arrived/" + std::to_string(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      throw CommError("rank " + std::to_string(world.rank) + ": rank(s) " + missing + " did not reach the rendezvous at " +
+                      rendezvous(world) + " within " + std::to_string(limit.count() / 1000) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 }  // namespace
 
 Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) {
-  report_started();  // this slot works; from here a failure is the job's, not the slot's
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(world.master_port);
   opts.isServer = world.rank == 0;
@@ -286,12 +310,14 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
                     rendezvous(world) + " within " +
                     std::to_string(timeout.count()) + " ms (" + first_line(e) + ")");
   }
+  report_started();  // the rendezvous is reachable: from here a failure is the job's, not this slot's
   try {
     check_job(*store, world, timeout);
+    wait_for_arrivals(*store, world, timeout);
   } catch (const CommError&) {
     throw;
   } catch (const std::exception& e) {
-    throw CommError("rank " + std::to_string(world.rank) + ": reading the job id from the rendezvous store at " +
+    throw CommError("rank " + std::to_string(world.rank) + ": waiting at the rendezvous store at " +
                     rendezvous(world) + " failed: " + first_line(e));
   }
   try {

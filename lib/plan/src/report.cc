@@ -57,7 +57,8 @@ std::string side_by_side(const Plan& before, const std::string& before_title, co
   std::ostringstream s;
   for (std::size_t i = 0; i < std::max(left.size(), right.size()); ++i) {
     const std::string l = i < left.size() ? left[i] : "";
-    s << l << std::string(width - l.size(), ' ') << " | " << (i < right.size() ? right[i] : "") << "\n";
+    const std::string r = i < right.size() ? right[i] : "";
+    s << l << std::string(width - l.size(), ' ') << " |" << (r.empty() ? "" : " " + r) << "\n";
   }
   return s.str();
 }

@@ -247,15 +247,15 @@ TEST(Plan, SideBySideShowsBothPlansRowByRow) {
   }
   lines.pop_back();
   ASSERT_EQ(lines.size(), 3 + std::max(before.stages.size(), after.stages.size()));
-  const auto bar = lines[0].find(" | ");
+  const auto bar = lines[0].find(" |");
   ASSERT_NE(bar, std::string::npos);
   EXPECT_EQ(lines[0].substr(bar + 3), "now");
   EXPECT_NE(lines[1].find(std::to_string(before.devices) + " devices"), std::string::npos) << text;
   EXPECT_NE(lines[1].find(std::to_string(after.devices) + " devices"), std::string::npos) << text;
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    EXPECT_EQ(lines[i].find(" | "), bar) << "line " << i << " of\n" << text;  // the columns line up
+    EXPECT_EQ(lines[i].find(" |"), bar) << "line " << i << " of\n" << text;  // the columns line up
     if (i < 3) continue;
-    const auto left = lines[i].substr(0, bar), right = lines[i].substr(bar + 3);
+    const auto left = lines[i].substr(0, bar), right = lines[i].substr(std::min(bar + 3, lines[i].size()));
     const std::size_t s = i - 3;
     if (s < before.stages.size()) {
       EXPECT_EQ(left.rfind(std::to_string(s) + " ", 0), 0u) << left;

@@ -77,7 +77,7 @@ if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "3 of 4 devices left (slots 0
 # Fewer devices left than --min-devices: give up, exit 1, naming every failure.
 out=$(TRIDENT_TEST_KILL_AT=1:3 TRIDENT_TEST_SLOT_DOWN=2:1 timeout 300 "$bin" train "${common[@]}" "${dp3[@]}" \
       --max-restarts 3 --min-devices 3 --set runs_dir="$work/too-few" 2>&1); rc=$?
-if [ $rc -ne 1 ] || ! printf '%s' "$out" | grep -q "gave up: fewer devices than --min-devices 3 can run the job; failures: start 1: rank 1 was killed by signal 9.*; start 2: rank 2 exited with code 1 before it started (slot 2)"; then
+if [ $rc -ne 1 ] || ! printf '%s' "$out" | grep -q "gave up: fewer devices than --min-devices 3 can run the job; failures: start 1: rank 1 was killed by signal 9.*; start 2: rank 2 exited with code 1 before it reached the rendezvous (slot 2)"; then
   echo "FAIL elastic-too-few: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 # A full disk while checkpointing: exit 1 with one line naming the shard, and the previous
 # checkpoint stays complete and readable. Needs a small tmpfs (root); skipped, saying so, without one.

@@ -53,8 +53,8 @@ struct WorldInfo {
 WorldInfo world_from_env(const std::map<std::string, std::string>& env);
 WorldInfo world_from_env();  // the process environment
 
-// Tells the launcher that this worker has started and is about to join the
-// rendezvous (Note [Slots that fail to start] in tools/trident/launch.cc):
+// Tells the launcher that this worker has started and reached the
+// rendezvous store (Note [Slots that fail to start] in tools/trident/launch.cc):
 // writes one byte to the pipe whose descriptor TRIDENT_READY_FD names and
 // closes it, once per process. Without that variable it does nothing.
 void report_started();
