@@ -14,6 +14,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "trident/base/text.h"
+
 namespace trident::comm {
 namespace {
 
@@ -287,7 +289,7 @@ void wait_for_arrivals(c10d::Store& store, const WorldInfo& world, std::chrono::
       for (int r = 0; r < world.world_size; ++r)
         if (!store.check({"trident/arrived/" + std::to_string(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       throw CommError("rank " + std::to_string(world.rank) + ": rank(s) " + missing + " did not reach the rendezvous at " +
-                      rendezvous(world) + " within " + std::to_string(limit.count() / 1000) + " s");
+                      rendezvous(world) + " within " + format_number("%.1f", limit.count() / 1000.0) + " s");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

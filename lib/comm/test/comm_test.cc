@@ -89,6 +89,41 @@ TEST(Group, AWorkerOfAnotherJobIsRefused) {
   host.join();
 }
 
+// Note [Arrivals]: the ranks that came wait for one that never does longer
+// than a rank's own attempt to reach the store (so that rank fails first),
+// then fail naming it.
+TEST(Group, ARankThatNeverArrivesIsNamedAfterTheOthersWaitedLonger) {
+  WorldInfo w;
+  w.world_size = 3, w.master_port = free_local_port();
+  const auto timeout = std::chrono::seconds(1);
+  std::string said[2];
+  double waited[2] = {0, 0};
+  auto join = [&](int r) {
+    WorldInfo mine = w;
+    mine.rank = r;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      Group::connect(mine, timeout);
+    } catch (const CommError& e) {
+      said[r] = e.what();
+    }
+    waited[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::thread host(join, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0's store is up
+  join(1);
+  host.join();
+  // Rank 0 names the missing rank; rank 1, whose deadline came later, may
+  // instead find rank 0's store gone with it.
+  EXPECT_NE(said[0].find("rank 0: rank(s) 2 did not reach the rendezvous at 127.0.0.1:" +
+                         std::to_string(w.master_port) + " within 3.5 s"),
+            std::string::npos)
+      << said[0];
+  EXPECT_FALSE(said[1].empty());
+  for (int r = 0; r < 2; ++r) EXPECT_GE(waited[r], 1.5) << "rank " << r;  // the connect timeout and half of it again
+
+}
+
 // The processes on this host, which share its cores (Note [Thread defaults]).
 TEST(World, ReadsEachLaunchersLocalSize) {
   const std::map<std::string, std::string> master{{"MASTER_ADDR", "n1"}, {"MASTER_PORT", "1"}};
