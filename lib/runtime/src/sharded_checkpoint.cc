@@ -141,14 +141,8 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
     const auto manifest = (fs::path(path) / "manifest.json").string();
     if (!fs::exists(manifest)) throw CheckpointError("checkpoint " + path + " has no manifest.json (incomplete)");
     r.manifest_ = read_json_file<CheckpointError>(manifest, "checkpoint manifest");
-    try {
-      if (r.manifest_.at("format") != kCheckpointFormat)
-        throw CheckpointError("format is " + r.manifest_.at("format").dump() + ", expected " + kCheckpointFormat);
-      r.step_ = get_checked<std::int64_t>(r.manifest_.at("step"));
-      (void)r.manifest_.at("tensors").items();
-    } catch (const std::exception& e) {
-      throw CheckpointError("checkpoint manifest " + manifest + " is unreadable: " + e.what());
-    }
+    r.entries_ = parse_manifest(r.manifest_, manifest);
+    r.step_ = r.entries_.step;
     return r;
   }
   const Checkpoint ck = load_checkpoint(path);  // throws CheckpointError
@@ -162,7 +156,7 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
 }
 
 bool CheckpointReader::has(const std::string& key) const {
-  return legacy_ ? legacy_->count(key) > 0 : manifest_.at("tensors").contains(key);
+  return legacy_ ? legacy_->count(key) > 0 : entries_.tensors.count(key) > 0;
 }
 
 std::vector<std::string> CheckpointReader::keys(const std::string& prefix) const {
@@ -171,7 +165,7 @@ std::vector<std::string> CheckpointReader::keys(const std::string& prefix) const
     for (const auto& [k, t] : *legacy_)
       if (k.rfind(prefix, 0) == 0) out.push_back(k);
   } else {
-    for (const auto& [k, e] : manifest_.at("tensors").items())
+    for (const auto& [k, e] : entries_.tensors)
       if (k.rfind(prefix, 0) == 0) out.push_back(k);
   }
   std::sort(out.begin(), out.end());
@@ -184,19 +178,17 @@ torch::Tensor CheckpointReader::read(const std::string& key) const {
     if (it == legacy_->end()) throw CheckpointError("checkpoint " + path_ + " has no tensor '" + key + "'");
     return it->second;
   }
-  const auto& tensors = manifest_.at("tensors");
-  if (!tensors.contains(key)) throw CheckpointError("checkpoint " + path_ + " has no tensor '" + key + "'");
-  const auto& e = tensors.at(key);
-  const auto file = (fs::path(path_) / e.at("file").get<std::string>()).string();
+  const auto it = entries_.tensors.find(key);
+  if (it == entries_.tensors.end()) throw CheckpointError("checkpoint " + path_ + " has no tensor '" + key + "'");
+  const auto& e = it->second;  // checked by parse_manifest: its bytes fit its shape and dtype
+  const auto file = (fs::path(path_) / e.file).string();
   const std::string where = "checkpoint " + path_ + ": tensor '" + key + "' in " + file;
-  auto t = torch::empty(get_checked<std::vector<std::int64_t>>(e.at("shape")), dtype_of(e.at("dtype"), where));
-  const auto bytes = get_checked<std::int64_t>(e.at("bytes"));
-  if (bytes != static_cast<std::int64_t>(t.numel() * t.element_size()))
-    throw CheckpointError(where + ": " + std::to_string(bytes) + " bytes do not fit its shape");
+  auto t = torch::empty(e.shape, dtype_of(e.dtype, where));
+  const auto bytes = e.bytes;
   const int fd = ::open(file.c_str(), O_RDONLY);
   if (fd < 0) throw CheckpointError(where + ": " + std::strerror(errno));
   auto* dst = static_cast<char*>(t.data_ptr());
-  std::int64_t done = 0, offset = get_checked<std::int64_t>(e.at("offset"));
+  std::int64_t done = 0, offset = e.offset;
   while (done < bytes) {
     const auto n = ::pread(fd, dst + done, static_cast<std::size_t>(bytes - done), offset + done);
     if (n <= 0) {
@@ -206,7 +198,7 @@ torch::Tensor CheckpointReader::read(const std::string& key) const {
     done += n;
   }
   ::close(fd);
-  if (crc_of(dst, static_cast<std::size_t>(bytes)) != e.at("crc32").get<std::uint32_t>())
+  if (crc_of(dst, static_cast<std::size_t>(bytes)) != e.crc32)
     throw CheckpointError(where + ": CRC-32 mismatch (corrupt)");
   return t;
 }

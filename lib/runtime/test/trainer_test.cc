@@ -212,6 +212,61 @@ TEST(ShardedCheckpoint, ShardsAManifestAndTheNewestKept) {
   std::filesystem::remove_all(run);
 }
 
+// A manifest is checked whole when a checkpoint is opened (manifest.h): a
+// corrupt entry is named before any tensor is allocated or read.
+TEST(Manifest, EveryEntryIsCheckedWhenRead) {
+  const auto dir = (std::filesystem::temp_directory_path() / ("trident-manifest-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  // Every dtype a shard can hold: the entries write_shard makes are accepted,
+  // so kCheckpointDtypes' sizes agree with torch's.
+  NamedTensors all;
+  for (auto type : {torch::kFloat32, torch::kFloat64, torch::kFloat16, torch::kBFloat16, torch::kInt64, torch::kInt32})
+    all.emplace_back(std::string("param/") + c10::toString(type), torch::ones({2, 3}, type));
+  nlohmann::json good{{"format", kCheckpointFormat}, {"step", 7}, {"tensors", write_shard(dir, "rank-0.bin", all)}};
+  const auto m = parse_manifest(good, "m.json");
+  EXPECT_EQ(m.step, 7);
+  ASSERT_EQ(m.tensors.size(), all.size());
+  EXPECT_EQ(m.tensors.at("param/Double").bytes, 48);
+  EXPECT_EQ(m.tensors.at("param/Double").shape, (std::vector<std::int64_t>{2, 3}));
+  std::filesystem::remove_all(dir);
+  // corrupt(FIELD, VALUE) names the field and the tensor.
+  auto corrupt = [&](const std::string& field, const nlohmann::json& value, const std::string& said) {
+    auto bad = good;
+    bad["tensors"]["param/Float"][field] = value;
+    try {
+      parse_manifest(bad, "m.json");
+      ADD_FAILURE() << field << " = " << value.dump() << " was accepted";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("tensor 'param/Float': '"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(said), std::string::npos) << e.what();
+    }
+  };
+  corrupt("shape", {2, -3}, "negative dimension");
+  corrupt("shape", {1 << 30, 1 << 30, 4}, "more than 2^40 elements");
+  corrupt("shape", {3, 3}, "do not fit its shape");
+  corrupt("bytes", 25, "do not fit its shape");
+  corrupt("file", "../rank-0.bin", "must name a shard beside the manifest");
+  corrupt("crc32", 1.5, "is not what it must be");
+  corrupt("crc32", -1, "is not what it must be");
+  corrupt("offset", 1e+123, "is not what it must be");
+  corrupt("dtype", "int8", "'int8' is unknown");
+  auto rejected = [&](nlohmann::json bad, const std::string& said) {
+    try {
+      parse_manifest(bad, "m.json");
+      ADD_FAILURE() << bad.dump() << " was accepted";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(said), std::string::npos) << e.what();
+    }
+  };
+  auto no_tensors = good;
+  no_tensors["tensors"] = nlohmann::json::array();
+  rejected(no_tensors, "'tensors' is missing or not an object");
+  auto old = good;
+  old["format"] = "trident-checkpoint/1";
+  rejected(old, "expected trident-checkpoint/2");
+  rejected(nlohmann::json::array(), "is not a JSON object");
+}
+
 // Ranks as threads over one HashStore; fn(rank, group) on each. Returns
 // each rank's error message ("" when it succeeded).
 std::vector<std::string> on_ranks(int n, const std::function<void(int, comm::Group)>& fn) {

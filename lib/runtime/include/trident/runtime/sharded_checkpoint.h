@@ -35,19 +35,11 @@
 #include <torch/torch.h>
 
 #include "trident/base/error.h"
+#include "trident/runtime/manifest.h"  // CheckpointError, parse_manifest
 
 namespace trident::runtime {
 
-// A checkpoint that is missing, incomplete or corrupt; names the path.
-class CheckpointError : public Error {
- public:
-  explicit CheckpointError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
-
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
-
-inline constexpr const char* kCheckpointFormat = "trident-checkpoint/2";
 
 // checkpoints/.step-<N>.partial and checkpoints/step-<N> under `run_dir`.
 std::string partial_checkpoint_dir(const std::string& run_dir, std::int64_t step);
@@ -84,6 +76,7 @@ class CheckpointReader {
   std::string path_;
   std::int64_t step_ = 0;
   nlohmann::json manifest_;
+  Manifest entries_;  // manifest_, checked (parse_manifest)
   std::shared_ptr<std::map<std::string, torch::Tensor>> legacy_;  // checkpoint.pt, loaded whole
 };
 
