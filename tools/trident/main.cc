@@ -140,6 +140,9 @@ int train(const TrainArgs& a) {
   if (max_restarts < 0)
     throw runtime::ConfigError("train: --max-restarts " + std::to_string(max_restarts) + " must be >= 0");
   if (max_restarts > 0 && !emulate.empty()) throw runtime::ConfigError("train: --max-restarts does not apply to --emulate");
+  if (min_devices != 0 && max_restarts == 0)
+    throw runtime::ConfigError("train: --min-devices " + std::to_string(min_devices) +
+                               " needs --max-restarts >= 1: going on with fewer devices starts the workers again");
   if (nproc > 0) sets.push_back("parallel.devices=" + std::to_string(nproc));
   if (emulate.empty() && dilation != 1) throw runtime::ConfigError("train: --dilation applies only with --emulate CLUSTER");
   auto config = runtime::load_config(path, sets);

@@ -19,6 +19,14 @@ TEST(Json, IntegersOutOfRangeAreTypeErrors) {
   EXPECT_THROW(get_checked<int>(json::parse("\"7\"")), json::type_error);
 }
 
+// fuzz_profile found a "format" that was a list: value("format", "") threw.
+TEST(Json, FormatOfAnyKindIsReadWithoutThrowing) {
+  EXPECT_TRUE(has_format(json::parse(R"({"format": "trident-plan/1"})"), "trident-plan/1"));
+  EXPECT_FALSE(has_format(json::parse(R"({"format": "trident-plan/2"})"), "trident-plan/1"));
+  for (const char* text : {R"({"format": [1, 2]})", R"({"format": 7})", R"({"format": null})", "{}", "[1]", "3"})
+    EXPECT_FALSE(has_format(json::parse(text), "trident-plan/1")) << text;
+}
+
 TEST(Json, IntegersInRangeReadAsGetDoes) {
   EXPECT_EQ(get_checked<int>(json::parse("7.0")), 7);
   EXPECT_EQ(get_checked<int>(json::parse("-2147483648")), -2147483648LL);

@@ -99,36 +99,40 @@ nlohmann::json Profile::to_json() const {
 }
 
 Profile Profile::from_json(const nlohmann::json& doc, const std::string& origin) {
-  auto fail = [&](const std::string& what) { throw ClusterError("profile " + origin + ": " + what); };
-  if (!doc.is_object() || doc.value("format", "") != "trident-profile/1")
-    fail("not a trident profile (expected \"format\": \"trident-profile/1\"); write one with `trident profile`");
-  Profile p;
   try {
-    p.model = doc.at("model").get<std::string>();
-    p.preset = doc.at("preset").get<std::string>();
-    p.device = doc.value("device", "");
-    p.rows = get_checked<std::vector<std::int64_t>>(doc.at("rows"));
-    for (const auto& [name, t] : doc.at("ops").items()) {
-      p.ops[name] = {t.at("forward_s").get<std::vector<double>>(), t.at("backward_s").get<std::vector<double>>()};
+    auto fail = [&](const std::string& what) { throw ClusterError("profile " + origin + ": " + what); };
+    if (!has_format(doc, "trident-profile/1"))
+      fail("not a trident profile (expected \"format\": \"trident-profile/1\"); write one with `trident profile`");
+    Profile p;
+    try {
+      p.model = doc.at("model").get<std::string>();
+      p.preset = doc.at("preset").get<std::string>();
+      p.device = doc.value("device", "");
+      p.rows = get_checked<std::vector<std::int64_t>>(doc.at("rows"));
+      for (const auto& [name, t] : doc.at("ops").items()) {
+        p.ops[name] = {t.at("forward_s").get<std::vector<double>>(), t.at("backward_s").get<std::vector<double>>()};
+      }
+      p.core_throughput = doc.value("core_throughput", std::vector<double>{});
+    } catch (const nlohmann::json::exception& e) {
+      fail(std::string("bad field: ") + e.what());
     }
-    p.core_throughput = doc.value("core_throughput", std::vector<double>{});
-  } catch (const nlohmann::json::exception& e) {
-    fail(std::string("bad field: ") + e.what());
+    check_core_throughput(p.core_throughput, "profile " + origin + ": core_throughput");
+    if (p.rows.empty()) fail("'rows' is empty");
+    for (std::size_t i = 0; i < p.rows.size(); ++i)
+      if (p.rows[i] < 1 || (i && p.rows[i] <= p.rows[i - 1])) fail("'rows' must be ascending and >= 1");
+    for (const auto& [name, t] : p.ops) {
+      if (t.forward_s.size() != p.rows.size() || t.backward_s.size() != p.rows.size())
+        fail("op '" + name + "' needs one forward_s and one backward_s per entry of 'rows' (" +
+             std::to_string(p.rows.size()) + ")");
+      for (double v : t.forward_s)
+        if (!(v >= 0)) fail("op '" + name + "' has a negative or missing time");
+      for (double v : t.backward_s)
+        if (!(v >= 0)) fail("op '" + name + "' has a negative or missing time");
+    }
+    return p;
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong kind, e.g. a list where a number goes
+    throw ClusterError("profile " + origin + ": " + e.what());
   }
-  check_core_throughput(p.core_throughput, "profile " + origin + ": core_throughput");
-  if (p.rows.empty()) fail("'rows' is empty");
-  for (std::size_t i = 0; i < p.rows.size(); ++i)
-    if (p.rows[i] < 1 || (i && p.rows[i] <= p.rows[i - 1])) fail("'rows' must be ascending and >= 1");
-  for (const auto& [name, t] : p.ops) {
-    if (t.forward_s.size() != p.rows.size() || t.backward_s.size() != p.rows.size())
-      fail("op '" + name + "' needs one forward_s and one backward_s per entry of 'rows' (" +
-           std::to_string(p.rows.size()) + ")");
-    for (double v : t.forward_s)
-      if (!(v >= 0)) fail("op '" + name + "' has a negative or missing time");
-    for (double v : t.backward_s)
-      if (!(v >= 0)) fail("op '" + name + "' has a negative or missing time");
-  }
-  return p;
 }
 
 Profile load_profile(const std::string& path) {

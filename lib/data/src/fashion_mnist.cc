@@ -25,32 +25,11 @@ std::vector<std::uint8_t> read_gz(const std::string& path) {
   return out;
 }
 
-std::uint32_t be32(const std::vector<std::uint8_t>& b, size_t at) {
-  return (std::uint32_t{b[at]} << 24) | (std::uint32_t{b[at + 1]} << 16) | (std::uint32_t{b[at + 2]} << 8) | b[at + 3];
-}
-
 // Returns the data bytes after checking the magic number and sizes.
 torch::Tensor read_idx(const std::string& path, std::uint32_t magic, std::vector<std::int64_t> dims) {
   auto bytes = read_gz(path);
-  const size_t header = 4 + 4 * dims.size();
-  if (bytes.size() < header || be32(bytes, 0) != magic) {
-    throw DataError("fashion-mnist: " + path + " is not an IDX file of the expected kind (magic " +
-                    std::to_string(magic) + ")" + kPackageHint);
-  }
-  std::int64_t expected = 1;
-  for (size_t d = 0; d < dims.size(); ++d) {
-    const std::int64_t n = be32(bytes, 4 + 4 * d);
-    if (d > 0 && n != dims[d]) {
-      throw DataError("fashion-mnist: " + path + " has dimension " + std::to_string(d) + " = " + std::to_string(n) +
-                      ", expected " + std::to_string(dims[d]));
-    }
-    dims[d] = n;
-    expected *= n;
-  }
-  if (static_cast<std::int64_t>(bytes.size() - header) != expected) {
-    throw DataError("fashion-mnist: " + path + " is truncated: " + std::to_string(bytes.size() - header) +
-                    " data bytes, expected " + std::to_string(expected) + kPackageHint);
-  }
+  dims = check_idx(bytes, magic, std::move(dims), path);
+  const auto header = 4 + 4 * dims.size();
   return torch::from_blob(bytes.data() + header, dims, torch::kUInt8).clone();
 }
 

@@ -55,38 +55,42 @@ json OpGraph::to_json() const {
 }
 
 OpGraph OpGraph::from_json(const json& doc) {
-  if (!doc.is_object() || doc.value("format", "") != "trident-graph/1") {
-    throw GraphError("graph JSON: field 'format' must be \"trident-graph/1\"");
-  }
-  OpGraph g(field<std::string>(doc, "name", "graph JSON"));
-  for (const auto& jo : field<json>(doc, "ops", "graph JSON")) {
-    Op o;
-    o.name = field<std::string>(jo, "name", "graph JSON op");
-    const std::string where = "graph JSON op '" + o.name + "'";
-    o.kind = field<std::string>(jo, "kind", where);
-    o.attrs = jo.value("attrs", json::object());
-    for (const auto& ji : field<json>(jo, "inputs", where)) {
-      const auto producer = field<std::string>(ji, "op", where);
-      auto id = g.find(producer);
-      if (!id) throw GraphError(where + ": input '" + producer + "' is not defined before it");
-      o.inputs.push_back({*id, spec_from(field<json>(ji, "expected", where), where)});
+  try {
+    if (!has_format(doc, "trident-graph/1")) {
+      throw GraphError("graph JSON: field 'format' must be \"trident-graph/1\"");
     }
-    o.output = spec_from(field<json>(jo, "output", where), where);
-    for (const auto& jp : jo.value("params", json::array())) {
-      ParamSpec p;
-      p.name = field<std::string>(jp, "name", where);
-      p.shape = field<std::vector<std::int64_t>>(jp, "shape", where);
-      check_shape(p.shape, where + " parameter '" + p.name + "'");
-      p.dtype = dtype_from_string(field<std::string>(jp, "dtype", where));
-      o.params.push_back(std::move(p));
+    OpGraph g(field<std::string>(doc, "name", "graph JSON"));
+    for (const auto& jo : field<json>(doc, "ops", "graph JSON")) {
+      Op o;
+      o.name = field<std::string>(jo, "name", "graph JSON op");
+      const std::string where = "graph JSON op '" + o.name + "'";
+      o.kind = field<std::string>(jo, "kind", where);
+      o.attrs = jo.value("attrs", json::object());
+      for (const auto& ji : field<json>(jo, "inputs", where)) {
+        const auto producer = field<std::string>(ji, "op", where);
+        auto id = g.find(producer);
+        if (!id) throw GraphError(where + ": input '" + producer + "' is not defined before it");
+        o.inputs.push_back({*id, spec_from(field<json>(ji, "expected", where), where)});
+      }
+      o.output = spec_from(field<json>(jo, "output", where), where);
+      for (const auto& jp : jo.value("params", json::array())) {
+        ParamSpec p;
+        p.name = field<std::string>(jp, "name", where);
+        p.shape = field<std::vector<std::int64_t>>(jp, "shape", where);
+        check_shape(p.shape, where + " parameter '" + p.name + "'");
+        p.dtype = dtype_from_string(field<std::string>(jp, "dtype", where));
+        o.params.push_back(std::move(p));
+      }
+      o.forward_flops = jo.value("forward_flops", 0.0);
+      o.backward_flops = jo.value("backward_flops", 0.0);
+      o.activation_bytes = value_checked(jo, "activation_bytes", std::int64_t{0});
+      g.add(std::move(o));
     }
-    o.forward_flops = jo.value("forward_flops", 0.0);
-    o.backward_flops = jo.value("backward_flops", 0.0);
-    o.activation_bytes = value_checked(jo, "activation_bytes", std::int64_t{0});
-    g.add(std::move(o));
+    g.validate();
+    return g;
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong kind, e.g. a list where a number goes
+    throw GraphError(std::string("graph JSON: ") + e.what());
   }
-  g.validate();
-  return g;
 }
 
 }  // namespace trident::graph

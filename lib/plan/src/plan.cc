@@ -83,70 +83,74 @@ nlohmann::json Plan::to_json() const {
 }
 
 Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
-  if (!doc.is_object() || doc.value("format", "") != "trident-plan/1")
-    throw PlanError("plan " + origin + ": not a trident plan (expected \"format\": \"trident-plan/1\")");
-  Plan p;
-  p.model = field<std::string>(doc, "model", "", origin, "a model name");
-  p.preset = field<std::string>(doc, "preset", "", origin, "a preset name");
-  if (doc.contains("model_file")) p.model_file = field<std::string>(doc, "model_file", "", origin, "a model file's path");
-  p.cluster = doc.value("cluster", nlohmann::json());
-  p.cost_model = doc.value("cost_model", nlohmann::json{{"kind", "analytic"}});
-  p.devices = field<int>(doc, "devices", "", origin, "an integer");
-  p.mini_batch = field<int>(doc, "mini_batch", "", origin, "an integer");
-  p.partitioner = doc.value("partitioner", "hand-written");
-  p.schedule = doc.value("schedule", "graph-1f1b");
-  p.optimizer_states = doc.contains("optimizer_states") ? field<int>(doc, "optimizer_states", "", origin, "an integer") : 2;
-  if (!doc.contains("stages") || !doc["stages"].is_array())
-    throw PlanError("plan " + origin + ": stages must be a list of {id, ops, devices, micro_batch}");
-  for (std::size_t i = 0; i < doc["stages"].size(); ++i) {
-    const auto& js = doc["stages"][i];
-    const std::string where = "stages[" + std::to_string(i) + "].";
-    PlanStage s;
-    s.id = field<int>(js, "id", where, origin, "an integer");
-    s.ops = field<std::vector<std::string>>(js, "ops", where, origin, "a list of op names");
-    s.devices = field<std::vector<int>>(js, "devices", where, origin, "a list of device ids");
-    s.micro_batch = field<int>(js, "micro_batch", where, origin, "an integer");
-    s.actions = js.value("actions", "");
-    s.in_flight = value_checked(js, "in_flight", 0);
-    s.predicted_tps_s = js.value("predicted_tps_s", 0.0);
-    s.memory_bytes = js.value("memory_bytes", 0.0);
-    s.param_bytes = js.value("param_bytes", 0.0);
-    s.activation_bytes = js.value("activation_bytes", 0.0);
-    s.forward_s = js.value("forward_s", 0.0);
-    s.backward_s = js.value("backward_s", 0.0);
-    s.sync_s = js.value("sync_s", 0.0);
-    p.stages.push_back(std::move(s));
-  }
-  if (doc.contains("grad_sync"))
-    p.grad_sync = field<std::map<std::string, std::string>>(doc, "grad_sync", "", origin, "a map parameter -> method");
-  if (doc.contains("predicted")) {
-    const auto& pr = doc["predicted"];
-    p.predicted = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), pr.value("bubble_fraction", 0.0),
-                   value_checked(pr, "depth", 0)};
-  }
-  p.search_seconds = doc.value("search_seconds", 0.0);
-  p.space = doc.value("space", "");
-  if (doc.contains("space_best") && doc["space_best"].is_object())
-    for (const auto& [name, pr] : doc["space_best"].items())
-      p.space_best[name] = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), 0, 0};
-  // Edges are derived (validate_plan rebuilds them); read them back so that
-  // a written plan can be drawn without its model.
-  if (doc.contains("edges") && doc["edges"].is_array()) {
-    try {
-      for (const auto& je : doc["edges"]) {
-        PlanEdge e;
-        e.from = get_checked<int>(je.at("from")), e.to = get_checked<int>(je.at("to"));
-        for (const auto& jt : je.at("tensors"))
-          e.tensors.push_back({jt.at("op").get<std::string>(), get_checked<std::vector<std::int64_t>>(jt.at("shape")),
-                               jt.at("dtype").get<std::string>()});
-        p.edges.push_back(std::move(e));
-      }
-    } catch (const nlohmann::json::exception& e) {
-      throw PlanError("plan " + origin + ": edges must be a list of {from, to, tensors: [{op, shape, dtype}]}: " +
-                      e.what());
+  try {
+    if (!has_format(doc, "trident-plan/1"))
+      throw PlanError("plan " + origin + ": not a trident plan (expected \"format\": \"trident-plan/1\")");
+    Plan p;
+    p.model = field<std::string>(doc, "model", "", origin, "a model name");
+    p.preset = field<std::string>(doc, "preset", "", origin, "a preset name");
+    if (doc.contains("model_file")) p.model_file = field<std::string>(doc, "model_file", "", origin, "a model file's path");
+    p.cluster = doc.value("cluster", nlohmann::json());
+    p.cost_model = doc.value("cost_model", nlohmann::json{{"kind", "analytic"}});
+    p.devices = field<int>(doc, "devices", "", origin, "an integer");
+    p.mini_batch = field<int>(doc, "mini_batch", "", origin, "an integer");
+    p.partitioner = doc.value("partitioner", "hand-written");
+    p.schedule = doc.value("schedule", "graph-1f1b");
+    p.optimizer_states = doc.contains("optimizer_states") ? field<int>(doc, "optimizer_states", "", origin, "an integer") : 2;
+    if (!doc.contains("stages") || !doc["stages"].is_array())
+      throw PlanError("plan " + origin + ": stages must be a list of {id, ops, devices, micro_batch}");
+    for (std::size_t i = 0; i < doc["stages"].size(); ++i) {
+      const auto& js = doc["stages"][i];
+      const std::string where = "stages[" + std::to_string(i) + "].";
+      PlanStage s;
+      s.id = field<int>(js, "id", where, origin, "an integer");
+      s.ops = field<std::vector<std::string>>(js, "ops", where, origin, "a list of op names");
+      s.devices = field<std::vector<int>>(js, "devices", where, origin, "a list of device ids");
+      s.micro_batch = field<int>(js, "micro_batch", where, origin, "an integer");
+      s.actions = js.value("actions", "");
+      s.in_flight = value_checked(js, "in_flight", 0);
+      s.predicted_tps_s = js.value("predicted_tps_s", 0.0);
+      s.memory_bytes = js.value("memory_bytes", 0.0);
+      s.param_bytes = js.value("param_bytes", 0.0);
+      s.activation_bytes = js.value("activation_bytes", 0.0);
+      s.forward_s = js.value("forward_s", 0.0);
+      s.backward_s = js.value("backward_s", 0.0);
+      s.sync_s = js.value("sync_s", 0.0);
+      p.stages.push_back(std::move(s));
     }
+    if (doc.contains("grad_sync"))
+      p.grad_sync = field<std::map<std::string, std::string>>(doc, "grad_sync", "", origin, "a map parameter -> method");
+    if (doc.contains("predicted")) {
+      const auto& pr = doc["predicted"];
+      p.predicted = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), pr.value("bubble_fraction", 0.0),
+                     value_checked(pr, "depth", 0)};
+    }
+    p.search_seconds = doc.value("search_seconds", 0.0);
+    p.space = doc.value("space", "");
+    if (doc.contains("space_best") && doc["space_best"].is_object())
+      for (const auto& [name, pr] : doc["space_best"].items())
+        p.space_best[name] = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), 0, 0};
+    // Edges are derived (validate_plan rebuilds them); read them back so that
+    // a written plan can be drawn without its model.
+    if (doc.contains("edges") && doc["edges"].is_array()) {
+      try {
+        for (const auto& je : doc["edges"]) {
+          PlanEdge e;
+          e.from = get_checked<int>(je.at("from")), e.to = get_checked<int>(je.at("to"));
+          for (const auto& jt : je.at("tensors"))
+            e.tensors.push_back({jt.at("op").get<std::string>(), get_checked<std::vector<std::int64_t>>(jt.at("shape")),
+                                 jt.at("dtype").get<std::string>()});
+          p.edges.push_back(std::move(e));
+        }
+      } catch (const nlohmann::json::exception& e) {
+        throw PlanError("plan " + origin + ": edges must be a list of {from, to, tensors: [{op, shape, dtype}]}: " +
+                        e.what());
+      }
+    }
+    return p;
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong kind, e.g. a list where a number goes
+    throw PlanError("plan " + origin + ": " + e.what());
   }
-  return p;
 }
 
 Plan load_plan(const std::string& path) {

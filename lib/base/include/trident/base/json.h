@@ -93,4 +93,13 @@ T value_checked(const nlohmann::json& obj, const std::string& key, T fallback) {
   return it == obj.end() ? fallback : get_checked<T>(*it);
 }
 
+// Whether `doc` is an object whose "format" is the string `format`. Unlike
+// doc.value("format", "") == format, which throws a type_error when
+// "format" holds a number or a list (found by fuzz_profile), it never throws.
+inline bool has_format(const nlohmann::json& doc, const std::string& format) {
+  if (!doc.is_object()) return false;
+  const auto it = doc.find("format");
+  return it != doc.end() && it->is_string() && it->get_ref<const std::string&>() == format;
+}
+
 }  // namespace trident

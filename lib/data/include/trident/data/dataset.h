@@ -17,19 +17,12 @@
 
 #include "trident/base/error.h"
 #include "trident/data/sources.h"
+#include "trident/data/file_headers.h"  // DataError
 #include "trident/graph/op_graph.h"
 
 namespace trident::data {
 
 using Batch = std::map<std::string, torch::Tensor>;
-
-// A missing, unreadable or corrupt data file, or a dataset that does not fit
-// the model. The message names the path or field and how to fix it.
-class DataError : public Error {
- public:
-  explicit DataError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
 
 struct Dataset {
   std::string name;
