@@ -102,7 +102,9 @@ if mount -t tmpfs -o size=5m tmpfs "$small" 2>/dev/null; then
   timeout 120 "$bin" train "${common[@]}" --set train.steps=100000 --set runs_dir="$small" >/dev/null 2>"$work/ro.err" &
   pid=$!
   for _ in $(seq 600); do [ -d "$small/fmnist-mlp/checkpoints/step-10" ] && break; sleep 0.1; done
-  mount -o remount,ro "$small"
+  # A remount to read-only is refused (EBUSY) while a file on it is open for writing: retry.
+  for _ in $(seq 400); do mount -o remount,ro "$small" 2>/dev/null && break; sleep 0.02; done
+  findmnt -no OPTIONS "$small" | grep -q "^ro" || echo "FAIL read-only: the tmpfs could not be remounted read-only"
   wait $pid; rc=$?
   # The remount may catch the next checkpoint at its directory, a shard or the manifest, or a metrics line.
   stopped_cleanly read-only $rc "$(cat "$work/ro.err")" "\(checkpoints/.step-[0-9]*.partial\|metrics.jsonl\).*: Read-only file system" \
