@@ -88,17 +88,24 @@ void fail_if_slot_down(const comm::WorldInfo& world) {
     throw Failure("slot " + std::to_string(slot) + " cannot start a worker (TRIDENT_TEST_SLOT_DOWN)");
 }
 
+// The config as given (path and --set overrides), re-planned for `devices`
+// (Note [Elastic re-planning] in runtime/trainer.h). Throws ConfigError.
+runtime::TrainConfig replanned_config(const runtime::TrainConfig& config, const std::string& path,
+                                      std::vector<std::string> sets, int devices) {
+  const auto extra = runtime::replan_overrides(config, devices);
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  return runtime::load_config(path, sets);
+}
+
 // Note [Elastic re-planning] in runtime/trainer.h: a worker that a launcher
 // with --min-devices started among fewer workers than parallel.devices runs
 // the config re-planned for them.
 runtime::TrainConfig elastic_config(runtime::TrainConfig config, const std::string& path,
-                                    std::vector<std::string> sets, const comm::WorldInfo& world) {
+                                    const std::vector<std::string>& sets, const comm::WorldInfo& world) {
   if (world.min_devices == 0 || world.world_size >= config.parallel.devices) return config;
-  const auto extra = runtime::replan_overrides(config, world.world_size);
-  sets.insert(sets.end(), extra.begin(), extra.end());
   runtime::TrainConfig replanned;
   try {
-    replanned = runtime::load_config(path, sets);
+    replanned = replanned_config(config, path, sets, world.world_size);
   } catch (const runtime::ConfigError& e) {
     throw runtime::ConfigError("elastic: re-planning for the " + std::to_string(world.world_size) +
                                " devices that started: " + e.what());
@@ -117,11 +124,8 @@ runtime::TrainConfig elastic_config(runtime::TrainConfig config, const std::stri
 int plannable_devices(const runtime::TrainConfig& config, const std::string& path,
                       const std::vector<std::string>& sets, int left, int fewest) {
   for (int d = left; d >= fewest; --d) {
-    auto with = sets;
-    const auto extra = runtime::replan_overrides(config, d);
-    with.insert(with.end(), extra.begin(), extra.end());
     try {
-      const auto c = runtime::load_config(path, with);
+      const auto c = replanned_config(config, path, sets, d);
       runtime::plan_for(c, zoo::build_graph(c.model));
       return d;
     } catch (const runtime::ConfigError&) {
