@@ -7,7 +7,8 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build test demo bench bench-plan fuzz clean
+.PHONY: deps configure build test demo bench bench-plan fuzz build-cuda check-cuda-build gpu-check clean
+CUDA_BUILD ?= build-cuda
 
 deps:
 	@bash scripts/install-deps.sh
@@ -36,6 +37,22 @@ bench-plan: build
 # Each libFuzzer target for 5 minutes (make test runs them for 20 s each).
 fuzz: deps
 	@FUZZ_BUILD=$(BUILD)/fuzz bash scripts/fuzz.sh 300
+
+# The CUDA variant (docs/gpu.md): LibTorch 2.x from a CUDA torch wheel (the
+# peer environment's, or TRIDENT_TORCH=<a wheel's torch directory>), NCCL.
+# No GPU is needed to compile and link it.
+build-cuda:
+	@JOBS=$(JOBS) bash scripts/build-cuda.sh $(CUDA_BUILD)
+
+# Compiles and links the CUDA variant, then runs its CPU tests: the unit
+# tests and the GPU check's dry run.
+check-cuda-build: build-cuda
+	@cd $(CUDA_BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900 -L unit
+	@bash scripts/gpu-check.sh --cpu --build $(CUDA_BUILD)
+
+# On a machine with an NVIDIA GPU and a CUDA PyTorch (python3, or PY=...).
+gpu-check:
+	@bash scripts/gpu-check.sh --python $(or $(PY),python3)
 
 clean:
 	@rm -rf $(BUILD)

@@ -1,49 +1,101 @@
 // Times trident's single-process training step: GraphExecutor forward on the
 // whole graph, loss / batch, backward, per-parameter optimizer step — the
 // same code path as runtime::Trainer. Prints one JSON line.
-//   bench_step MODEL BATCH THREADS STEPS
+//   bench_step MODEL BATCH THREADS STEPS [PRESET [DEVICE]]
 // Inputs are one fixed random batch (as in bench/pytorch_step.py), so only
-// the step is timed, not data loading.
+// the step is timed, not data loading. PRESET is tiny (default) or paper;
+// DEVICE is cpu (default) or cuda (Note [Placement]: the model and batch
+// are placed as the trainer places them). BATCH "max" doubles the batch
+// from 64 up to 1024 while a step fits in the device's memory and times the
+// largest that fits.
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "trident/nn/executor.h"
-#include "trident/runtime/process.h"
 #include "trident/runtime/optimizer.h"
+#include "trident/runtime/placement.h"
+#include "trident/runtime/process.h"
 #include "trident/zoo/zoo.h"
 
 using namespace trident;
 
+namespace {
+
+struct Bench {
+  graph::OpGraph graph;
+  runtime::Placement where;
+  std::int64_t batch;
+  nn::GraphModule module;
+  nn::GraphExecutor executor;
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  runtime::OptimizerConfig config;
+  std::unique_ptr<runtime::Optimizer> optimizer;
+  nn::Batch fields;
+
+  Bench(graph::OpGraph g, runtime::Placement p, std::int64_t rows)
+      : graph(std::move(g)), where(std::move(p)), batch(rows), module(graph),
+        executor(module, graph::whole_graph(graph)) {
+    where.place(module);
+    params = module.parameters_of(executor.subgraph().ops);
+    config.lr = 0.01;  // SGD, momentum 0.9
+    optimizer = runtime::Optimizer::make(config);
+    torch::manual_seed(0);
+    fields = where.batch(nn::random_batch(graph, batch));
+  }
+  double step() {
+    auto loss = executor.forward({}, fields).at(graph.loss()) / static_cast<double>(batch);
+    loss.backward();
+    optimizer->apply(params, config.lr);
+    return loss.item<double>();
+  }
+};
+
+bool out_of_memory(const c10::Error& e) { return std::string(e.what()).find("out of memory") != std::string::npos; }
+
+// The largest batch of 64, 128, ... 1024 whose step fits.
+std::int64_t largest_batch(const graph::OpGraph& g, const runtime::Placement& where) {
+  std::int64_t fits = 0;
+  for (std::int64_t b = 64; b <= 1024; b *= 2) {
+    try {
+      Bench(g, where, b).step();
+      fits = b;
+    } catch (const c10::Error& e) {
+      if (!out_of_memory(e)) throw;
+      break;
+    }
+  }
+  if (!fits) throw std::runtime_error("not even a batch of 64 fits on " + where.describe());
+  return fits;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: bench_step MODEL BATCH THREADS STEPS\n";
+  if (argc < 5 || argc > 7) {
+    std::cerr << "usage: bench_step MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda]]\n";
     return 2;
   }
-  const std::string model = argv[1];
-  const int64_t batch = std::stoll(argv[2]), threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);
-  runtime::configure_process(static_cast<int>(threads));  // as the trainer does
-  torch::manual_seed(0);
-  auto g = zoo::build_graph({model, "tiny"});
-  nn::GraphModule gm(g);
-  nn::GraphExecutor ex(gm, graph::whole_graph(g));
-  auto params = gm.parameters_of(ex.subgraph().ops);
-  runtime::OptimizerConfig oc;  // SGD, momentum 0.9
-  oc.lr = 0.01;
-  auto opt = runtime::Optimizer::make(oc);
-
-  auto b = nn::random_batch(g, batch);
-  auto step = [&] {
-    auto loss = ex.forward({}, b).at(g.loss()) / static_cast<double>(batch);
-    loss.backward();
-    opt->apply(params, oc.lr);
-    return loss.item<double>();
-  };
-  for (int i = 0; i < 5; ++i) step();  // warm-up
-  const auto t0 = std::chrono::steady_clock::now();
-  double last = 0;
-  for (int64_t i = 0; i < steps; ++i) last = step();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "{\"system\": \"trident\", \"model\": \"" << model << "\", \"batch\": " << batch
-            << ", \"threads\": " << threads << ", \"steps\": " << steps << ", \"steps_per_s\": " << steps / s
-            << ", \"last_loss\": " << last << "}\n";
+  try {
+    const std::string model = argv[1], preset = argc > 5 ? argv[5] : "tiny", device = argc > 6 ? argv[6] : "cpu";
+    const int64_t threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);
+    runtime::configure_process(static_cast<int>(threads));  // as the trainer does
+    const auto where = runtime::Placement::choose(device, 0);
+    auto g = zoo::build_graph({model, preset});
+    const std::int64_t batch = std::string(argv[2]) == "max" ? largest_batch(g, where) : std::stoll(argv[2]);
+    Bench bench(g, where, batch);
+    for (int i = 0; i < 5; ++i) bench.step();  // warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    double last = 0;
+    for (int64_t i = 0; i < steps; ++i) last = bench.step();  // item() waits for the device each step
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << "{\"system\": \"trident\", \"model\": \"" << model << "\", \"preset\": \"" << preset
+              << "\", \"device\": \"" << where.describe() << "\", \"batch\": " << batch << ", \"threads\": " << threads
+              << ", \"steps\": " << steps << ", \"steps_per_s\": " << steps / s
+              << ", \"samples_per_s\": " << static_cast<double>(steps * batch) / s << ", \"last_loss\": " << last
+              << "}\n";
+  } catch (const std::exception& e) {
+    std::cerr << "bench_step: " << e.what() << "\n";
+    return 1;
+  }
 }

@@ -3,7 +3,11 @@
 environment's current torch, scripts/install-peers.sh): the zoo's
 tiny models written as a PyTorch user would, trained with the same batch,
 threads and optimizer (SGD, momentum 0.9, lr 0.01) on one fixed random batch.
-Prints one JSON line.   pytorch_step.py MODEL BATCH THREADS STEPS"""
+Prints one JSON line.
+    pytorch_step.py MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda]]
+PRESET paper takes the zoo's paper sizes (lib/zoo/src/zoo.cc); BATCH max
+doubles the batch from 64 to 1024 while a step fits in the device's memory,
+as bench_step does."""
 import json, math, sys, time
 import torch
 import torch.nn as nn
@@ -11,20 +15,25 @@ import torch.nn.functional as F
 
 
 class Mlp(nn.Module):
-    def __init__(self):
+    def __init__(self, hidden=256, layers=2):
         super().__init__()
-        self.fc0, self.fc1, self.head = nn.Linear(784, 256), nn.Linear(256, 256), nn.Linear(256, 10)
+        self.layers = layers
+        for i in range(layers):  # fc0, fc1, ...: trident's parameter names (bench/pytorch_eval.py loads them)
+            setattr(self, f"fc{i}", nn.Linear(784 if i == 0 else hidden, hidden))
+        self.head = nn.Linear(hidden, 10)
 
     def forward(self, b):
         x = b["image"].flatten(1)
-        return self.head(F.relu(self.fc1(F.relu(self.fc0(x)))))
+        for i in range(self.layers):
+            x = F.relu(getattr(self, f"fc{i}")(x))
+        return self.head(x)
 
 
 class Cnn(nn.Module):
-    def __init__(self):
+    def __init__(self, c1=32, c2=64, fc=128):
         super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(1, 32, 5, padding=2), nn.Conv2d(32, 64, 5, padding=2)
-        self.fc1, self.head = nn.Linear(64 * 7 * 7, 128), nn.Linear(128, 10)
+        self.conv1, self.conv2 = nn.Conv2d(1, c1, 5, padding=2), nn.Conv2d(c1, c2, 5, padding=2)
+        self.fc1, self.head = nn.Linear(c2 * 7 * 7, fc), nn.Linear(fc, 10)
 
     def forward(self, b):
         x = F.max_pool2d(F.relu(self.conv1(b["image"])), 2, 2)
@@ -85,15 +94,16 @@ class Layer(nn.Module):
 
 
 class Mmt(nn.Module):
-    def __init__(self):
+    def __init__(self, branches=2, layers=2, hidden=32, heads=4, ffn=64, features=16):
         super().__init__()
-        self.proj = nn.ModuleList([nn.Linear(16, 32) for _ in range(2)])
-        self.layers = nn.ModuleList([nn.ModuleList([Layer(32, 4, 64) for _ in range(2)]) for _ in range(2)])
-        self.fc, self.out = nn.Linear(64, 32), nn.Linear(32, 8)
+        self.proj = nn.ModuleList([nn.Linear(features, hidden) for _ in range(branches)])
+        self.layers = nn.ModuleList([nn.ModuleList([Layer(hidden, heads, ffn) for _ in range(layers)])
+                                     for _ in range(branches)])
+        self.fc, self.out = nn.Linear(branches * hidden, hidden), nn.Linear(hidden, 8)
 
     def forward(self, b):
         parts = []
-        for m in range(2):
+        for m in range(len(self.proj)):
             x = self.proj[m](b[f"modality{m}"])
             for layer in self.layers[m]:
                 x = layer(x)
@@ -103,10 +113,11 @@ class Mmt(nn.Module):
 
 class Transformer(nn.Module):
     """The zoo's tiny transformer: an image read as 28 rows of 28 pixels."""
-    def __init__(self):
+    def __init__(self, hidden=64, heads=4, layers=2):
         super().__init__()
-        self.embed, self.layers = nn.Linear(28, 64), nn.ModuleList([Layer(64, 4, 256) for _ in range(2)])
-        self.ln_f, self.head = nn.LayerNorm(64), nn.Linear(64, 10)
+        self.embed = nn.Linear(28, hidden)
+        self.layers = nn.ModuleList([Layer(hidden, heads, 4 * hidden) for _ in range(layers)])
+        self.ln_f, self.head = nn.LayerNorm(hidden), nn.Linear(hidden, 10)
 
     def forward(self, b):
         x = self.embed(b["image"].reshape(-1, 28, 28))
@@ -134,25 +145,58 @@ def timed_steps(net, opt, b, batch, steps):
     return last, time.perf_counter() - t0
 
 
-def setup(model, batch, threads):
+# The zoo's paper presets (lib/zoo/src/zoo.cc); tiny is each class's defaults.
+PAPER = {"mlp": dict(hidden=4096, layers=8), "cnn": dict(c1=128, c2=256, fc=1024),
+         "transformer": dict(hidden=1024, heads=16, layers=24),
+         "mmt": dict(branches=4, layers=8, hidden=1024, heads=16, ffn=4096, features=1024)}
+MMT_SEQ = {"tiny": 8, "paper": 256}
+
+
+def setup(model, batch, threads, preset="tiny", device="cpu"):
     """The model, its fixed random batch and its optimizer, on `threads` threads."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt, "transformer": Transformer}[model]()
+    sizes = PAPER[model] if preset == "paper" else {}
+    net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt, "transformer": Transformer}[model](**sizes)
     if model == "mmt":
-        b = {f"modality{m}": torch.randn(batch, 8, 16) for m in range(2)}
+        features = sizes.get("features", 16)
+        b = {f"modality{m}": torch.randn(batch, MMT_SEQ[preset], features) for m in range(len(net.proj))}
         b["label"] = torch.randint(8, (batch,))
     else:
         b = {"image": torch.randn(batch, 1, 28, 28), "label": torch.randint(10, (batch,))}
+    net = net.to(device)
+    b = {k: v.to(device) for k, v in b.items()}
     return net, b, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 
 
+def largest_batch(model, threads, preset, device):
+    """The largest of 64, 128, ... 1024 whose step fits in the device's memory."""
+    fits = 0
+    for batch in (64, 128, 256, 512, 1024):
+        try:
+            net, b, opt = setup(model, batch, threads, preset, device)
+            F.cross_entropy(net(b), b["label"], reduction="sum").backward()
+            opt.step()
+            fits = batch
+        except torch.cuda.OutOfMemoryError if hasattr(torch.cuda, "OutOfMemoryError") else RuntimeError:
+            break
+        finally:
+            net = b = opt = None
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    return fits
+
+
 def main():
-    model, batch, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    net, b, opt = setup(model, batch, threads)
+    model, threads, steps = sys.argv[1], int(sys.argv[3]), int(sys.argv[4])
+    preset = sys.argv[5] if len(sys.argv) > 5 else "tiny"
+    device = sys.argv[6] if len(sys.argv) > 6 else "cpu"
+    batch = largest_batch(model, threads, preset, device) if sys.argv[2] == "max" else int(sys.argv[2])
+    net, b, opt = setup(model, batch, threads, preset, device)
     last, s = timed_steps(net, opt, b, batch, steps)
-    print(json.dumps({"system": "pytorch", "model": model, "batch": batch, "threads": threads, "steps": steps,
-                      "steps_per_s": steps / s, "last_loss": last}))
+    print(json.dumps({"system": "pytorch", "model": model, "preset": preset, "device": device, "batch": batch,
+                      "threads": threads, "steps": steps, "steps_per_s": steps / s,
+                      "samples_per_s": steps * batch / s, "last_loss": last}))
 
 
 if __name__ == "__main__":

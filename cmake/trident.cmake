@@ -36,5 +36,5 @@ function(trident_add_test name)
   include(GoogleTest)
   # Tests never read the user's calibration (parallel.cluster: auto): an empty cache.
   gtest_discover_tests(${name}_test DISCOVERY_TIMEOUT 60
-                       PROPERTIES TIMEOUT 600 ENVIRONMENT "TRIDENT_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+                       PROPERTIES TIMEOUT 600 LABELS unit ENVIRONMENT "TRIDENT_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
 endfunction()

@@ -11,17 +11,22 @@
 #include <sstream>
 #include <iostream>
 
+#include <torch/cuda.h>
+#include <torch/version.h>
+
 #include "launch.h"
 #include "plan_commands.h"
 #include "report_command.h"
 #include "trident/base/error.h"
 #include "trident/base/files.h"
 #include "trident/base/text.h"
+#include "trident/comm/group.h"
 #include "trident/comm/world.h"
 #include "trident/runtime/blas.h"
 #include "trident/runtime/calibrate.h"
 #include "trident/runtime/checkpoint_diff.h"
 #include "trident/runtime/emulate.h"
+#include "trident/runtime/placement.h"
 #include "trident/runtime/process.h"
 #include "trident/runtime/profiler.h"
 #include "trident/runtime/sharded_checkpoint.h"
@@ -422,6 +427,15 @@ CLI::App* add_export_command(CLI::App& app, RunDirArgs& a) {
   return c;
 }
 
+// `trident version`: which LibTorch, which build, which backends, which GPUs.
+int show_version() {
+  std::cout << "trident " << TRIDENT_VERSION << ", LibTorch " << TORCH_VERSION << ", "
+            << (runtime::Placement::cuda_build() ? "CUDA" : "CPU") << " build; collectives: " << comm::backend_names();
+  if (runtime::Placement::cuda_build()) std::cout << "; CUDA devices visible: " << torch::cuda::device_count();
+  std::cout << "\n";
+  return 0;
+}
+
 // The exit code of an error that escaped a command (Note [Errors]).
 template <class Run>
 int guarded(Run&& run) {
@@ -465,6 +479,7 @@ int main(int argc, char** argv) {
   auto* diff_cmd = add_diff_command(app, diff_args);
   auto* plan_cmd = cli::add_plan_command(app, plan_args);
   auto* simulate_cmd = cli::add_simulate_command(app, simulate_args);
+  auto* version_cmd = app.add_subcommand("version", "print trident's version, its LibTorch, build (CPU or CUDA) and backends");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -483,6 +498,7 @@ int main(int argc, char** argv) {
     if (*export_cmd) return export_run(export_args.run_dir, export_args.out);
     if (*diff_cmd) return diff_runs(diff_args);
     if (*simulate_cmd) return cli::run_simulate(simulate_args);
+    if (*version_cmd) return show_version();
     return 0;
   });
 }

@@ -11,9 +11,9 @@
 #include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "backends.h"
 #include "trident/base/text.h"
 
 namespace trident::comm {
@@ -200,29 +200,6 @@ class Heartbeat {
 
 namespace {
 
-// Gloo's device: the address `host` (loopback runs), else the interface
-// GLOO_SOCKET_IFNAME names — PyTorch's variable, for hosts with several
-// interfaces (tools/trident/test/hosts_test.sh runs each rank in a network
-// namespace of its own) — else the address this host's name resolves to.
-std::shared_ptr<gloo::transport::Device> device(const std::string& host) {
-  if (!host.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(host);
-  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
-  if (interface && *interface) {
-    std::string first = interface;
-    first = first.substr(0, first.find(','));  // PyTorch takes a list; one device here
-    return c10d::ProcessGroupGloo::createDeviceForInterface(first);
-  }
-  return c10d::ProcessGroupGloo::createDefaultDevice();
-}
-
-c10::intrusive_ptr<c10d::ProcessGroup> gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                            std::chrono::milliseconds timeout, const std::string& host) {
-  auto opts = c10d::ProcessGroupGloo::Options::create();
-  opts->timeout = timeout;
-  opts->devices = {device(host)};
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
-}
-
 bool is_local(const std::string& addr) { return addr == "127.0.0.1" || addr == "localhost"; }
 
 }  // namespace
@@ -324,7 +301,7 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
   }
   try {
     const std::string host = is_local(world.master_addr) ? "127.0.0.1" : "";
-    auto pg = gloo(store, world.rank, world.world_size, timeout, host);
+    auto pg = make_process_group(store, world.rank, world.world_size, timeout, host);
     Group g(store, pg, world.rank, world.world_size, timeout, host);
     g.heartbeat_ = std::make_shared<Heartbeat>(world, timeout);
     return g;
@@ -335,7 +312,7 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
 }
 
 Group Group::over_store(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout) {
-  auto pg = gloo(store, rank, size, timeout, "127.0.0.1");
+  auto pg = make_process_group(store, rank, size, timeout, "127.0.0.1");
   return Group(std::move(store), pg, rank, size, timeout, "127.0.0.1");
 }
 
@@ -345,7 +322,7 @@ Group Group::subgroup(const std::vector<int>& ranks, const std::string& name) co
     throw CommError(member(rank_) + " is not in group '" + name + "'");
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   const int r = static_cast<int>(it - ranks.begin()), n = static_cast<int>(ranks.size());
-  Group g(store, gloo(store, r, n, timeout_, host_), r, n, timeout_, host_);
+  Group g(store, make_process_group(store, r, n, timeout_, host_), r, n, timeout_, host_);
   g.name_ = name;
   for (int i = 0; i < n; ++i) g.world_ranks_[static_cast<std::size_t>(i)] = world_rank(ranks[static_cast<std::size_t>(i)]);
   // The heartbeat speaks of world ranks; only a group over all of them can use it.

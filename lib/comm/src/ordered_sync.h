@@ -55,7 +55,9 @@ class OrderedSync : public GradSync {
   bool wfbp_;
   std::vector<int> ready_;
   std::size_t next_ = 0;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  // shared_ptr in LibTorch 1.13, intrusive_ptr in 2.x: whatever grad_accumulator returns.
+  using Accumulator = decltype(torch::autograd::impl::grad_accumulator(std::declval<torch::Tensor>()));
+  std::vector<Accumulator> accumulators_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -11,6 +11,7 @@
 
 #include "trident/comm/grad_sync.h"
 #include "trident/comm/group.h"
+#include "trident/comm/store_backend.h"
 #include "trident/comm/world.h"
 #include "trident/cost/comm.h"
 #include "trident/nn/executor.h"
@@ -349,6 +350,27 @@ TEST_P(AllReduce, HybridEqualsSingleProcessTraining) {
     }
   expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
     return make_hybrid_sync(grp, p, g, methods);
+  }));
+}
+
+// Every method over the store backend (the CUDA build's carrier of CPU
+// tensors, Note [Backends]): the same weights as one process.
+TEST_P(AllReduce, HybridOverTheStoreBackendEqualsSingleProcessTraining) {
+  const auto& [model, ranks] = GetParam();
+  const auto g = model_graph(model);
+  std::map<std::string, std::string> methods;
+  int i = 0;
+  for (const auto& op : g.ops())
+    for (const auto& p : op.params) {
+      const char* pick[] = {"allreduce", "ps", "sfb"};
+      std::string m = pick[i++ % 3];
+      if (m == "sfb" && !cost::sfb_shape(op, p)) m = "allreduce";
+      methods[p.name] = m;
+    }
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
+    auto pg = store_process_group(store, grp.rank(), grp.size(), grp.timeout());
+    return make_hybrid_sync(grp.with_process_group(pg), p, g, methods);
   }));
 }
 

@@ -166,6 +166,8 @@ std::vector<Key> train_keys() {
   k.push_back(int_key("train.threads", [](TrainConfig& c) -> auto& { return c.train.threads; }, bound(0),
                       bound(kMostThreads),
                       "0 (this host's cores divided among the job's processes on it, at least 1) to 1024"));
+  k.push_back(text_key("train.device", [](TrainConfig& c) -> auto& { return c.train.device; }, {"cpu", "cuda"},
+                       "`cpu`, or `cuda` (trident's CUDA build: one GPU per process, by LOCAL_RANK)"));
   k.push_back(int_key("train.log_every", [](TrainConfig& c) -> auto& { return c.train.log_every; }, bound(1),
                       bound(kNoLimit), "≥ 1 steps between metrics lines"));
   k.push_back(bool_key("train.eval", [](TrainConfig& c) -> auto& { return c.train.eval; },

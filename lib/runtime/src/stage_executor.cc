@@ -104,7 +104,8 @@ class StageExecutor::TensorBackend final : public Backend {
  public:
   using Backend::Backend;
   torch::Tensor buffer(const Crossing& c, std::int64_t rows) const override {
-    return torch::empty(batch_shape(rows, c.declared), nn::to_torch(c.declared.dtype));
+    return torch::empty(batch_shape(rows, c.declared),
+                        torch::TensorOptions().dtype(nn::to_torch(c.declared.dtype)).device(s_.placement_.wire()));
   }
   void forward(Exchange& x, Pass& p, int m, const std::string& action) override;
   void backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) override;
@@ -151,8 +152,8 @@ int StageExecutor::replicas() const {
 
 StageExecutor::~StageExecutor() = default;
 
-StageExecutor::StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world)
-    : graph_(module.graph()), module_(&module), plan_(plan), world_(std::move(world)) {
+StageExecutor::StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world, Placement placement)
+    : graph_(module.graph()), module_(&module), plan_(plan), world_(std::move(world)), placement_(std::move(placement)) {
   build();
   backend_ = std::make_unique<TensorBackend>(*this);
 }
@@ -372,7 +373,7 @@ torch::Tensor StageExecutor::take(Exchange& x, int d, std::size_t i, int m) {
   }
   auto buffer = std::move(it->second.buffer);
   dir.posted[i].erase(it);
-  return buffer;
+  return placement_.arrived(buffer);
 }
 
 // This rank's rows of crossing k for micro-batch m, from its pieces in row order.
@@ -395,7 +396,7 @@ void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& v
                         std::to_string(piece.hi - piece.lo) + (c.declared.shape.empty() ? "" : ",") +
                         graph::to_string(c.declared).substr(1) + " but the stage produced " + nn::describe(slice) +
                         (d ? " as its gradient" : ""));
-  post_send(x, piece, slice, m, d);
+  post_send(x, piece, placement_.departing(slice), m, d);
 }
 
 void StageExecutor::post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d) {

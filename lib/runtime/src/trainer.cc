@@ -86,6 +86,7 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   const auto graph = zoo::build_graph(config_.model);
   classifies_ = graph.op(graph.loss()).kind == "cross_entropy";
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
+  placement_ = Placement::choose(config_.train.device, comm::world_from_env().local_rank);
   join(std::move(world));
   threads_ = choose_threads(static_cast<int>(config_.train.threads), usable_cores(), local_processes_);
   configure_process(threads_.threads);
@@ -128,7 +129,8 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
                         ErrorKind::kFailure, where());
   }
   if (!config_.model.weights.empty()) nn::load_weights(*module_, config_.model.weights);  // Note [User weights]
-  stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_);
+  placement_.place(*module_);
+  stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_, placement_);
   const auto& par = config_.parallel;
   sync_ = make_stage_sync(*stage_, plan_, *group_, static_cast<std::int64_t>(par.bucket_mb * 1024 * 1024),
                           static_cast<int>(par.staleness));
@@ -156,7 +158,7 @@ Evaluation Trainer::evaluate(const data::Dataset& split) {
   if (sync_) sync_->flush();  // pending PS pulls: the replicas hold the same weights
   const std::int64_t n = split.size();
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
-    return split.batch(torch::arange(begin, end, torch::kInt64), fields);
+    return placement_.batch(split.batch(torch::arange(begin, end, torch::kInt64), fields));
   };
   const auto r = stage_->evaluate(source, n);
   const auto total = sum_over_ranks({r.loss_sum, r.correct});
@@ -220,7 +222,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   const auto batch = static_cast<double>(config_.train.mini_batch);
   const auto indices = sampler_->batch_indices(step_);
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
-    return data_.train.batch(indices.slice(0, begin, end), fields);
+    return placement_.batch(data_.train.batch(indices.slice(0, begin, end), fields));
   };
   const auto start = now_us();
   const auto r = stage_->run(source, batch, [this] { arm_sync(); }, &trace);

@@ -151,7 +151,7 @@ void Trainer::load(const std::string& run_dir) {
       p.copy_(t);
       if (!loads_state(name)) continue;
       const auto prefix = "optim/" + name + "/";
-      for (const auto& k : ck.keys(prefix)) state[name][k.substr(prefix.size())] = ck.read(k);
+      for (const auto& k : ck.keys(prefix)) state[name][k.substr(prefix.size())] = placement_.state(ck.read(k));
     }
   } catch (const CheckpointError& e) {
     throw TrainingError(std::string("--resume: ") + e.what());

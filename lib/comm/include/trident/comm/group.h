@@ -1,4 +1,6 @@
-// Group: a process group (Gloo on CPU) over all ranks of the world or over a
+// Group: a process group (Gloo in the CPU build; in the CUDA build NCCL for
+// CUDA tensors and the store for CPU ones, Note [Backends] in
+// src/backends.cc) over all ranks of the world or over a
 // subset, e.g. the replicas of one pipeline stage. A value type: copies share
 // the same underlying c10d group. Every rank of the parent must create the
 // same subgroups in the same order (c10d's rule).
@@ -70,6 +72,10 @@ class Group {
   // while its heartbeat and (on rank 0) the store still answer diagnose().
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
 };
+
+// The c10d backends of this build, for people (`trident version`): "gloo",
+// or "store (CPU tensors), nccl (CUDA tensors)" (Note [Backends]).
+std::string backend_names();
 
 // Every member's `mine`, in rank order, on every member (any lengths).
 // `what` names the exchange in the CommError thrown when a member fails.

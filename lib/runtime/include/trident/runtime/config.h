@@ -36,6 +36,7 @@ struct TrainLoopConfig {
   std::int64_t mini_batch = 128;
   std::int64_t seed = 0;
   std::int64_t threads = 0;     // 0: all cores
+  std::string device = "cpu";   // cpu | cuda (Note [Placement] in placement.h)
   std::int64_t log_every = 50;  // steps between metrics lines
   bool eval = true;             // test accuracy each epoch and at the end
   bool profile_ops = false;     // ops.json: each rank's op self times (Note [Op self time])

@@ -62,6 +62,7 @@
 #include "trident/comm/group.h"
 #include "trident/nn/executor.h"
 #include "trident/plan/plan.h"
+#include "trident/runtime/placement.h"
 #include "trident/runtime/trace.h"
 #include "trident/schedule/stage_graph.h"
 
@@ -112,7 +113,9 @@ class StageExecutor {
   // `world` holds every device of the plan (its rank is the device id).
   // Throws PipelineError when the world size differs from plan.devices.
   // A rank that the plan gives no stage is idle: run() returns at once.
-  StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world);
+  // `placement` says where the module lives and where messages travel
+  // (Note [Placement]); the fields a stage is given must be on its device.
+  StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world, Placement placement = {});
   // Emulated (Note [Emulation]): no modules; params() is empty.
   StageExecutor(const graph::OpGraph& graph, const plan::Plan& plan, comm::Group world, Emulation emulation);
   ~StageExecutor();
@@ -177,6 +180,7 @@ class StageExecutor {
   nn::GraphModule* module_ = nullptr;  // null when emulated
   plan::Plan plan_;
   comm::Group world_;
+  Placement placement_;
   int stage_ = -1, replica_ = 0, micro_batches_ = 0;
   std::int64_t micro_batch_ = 0;
   bool has_loss_ = false;

@@ -50,6 +50,7 @@
 #include "trident/nn/op_profile.h"
 #include "trident/runtime/config.h"
 #include "trident/runtime/optimizer.h"
+#include "trident/runtime/placement.h"
 #include "trident/runtime/process.h"
 #include "trident/runtime/stage_executor.h"
 #include "trident/runtime/trace.h"
@@ -197,6 +198,7 @@ class Trainer {
   int rank_ = 0, size_ = 1;
   int local_processes_ = 1;  // the job's processes on this host (Note [Thread defaults])
   ThreadChoice threads_;
+  Placement placement_;  // where this process's tensors live (Note [Placement])
   std::optional<comm::Group> group_;
   plan::Plan plan_;
   std::shared_ptr<nn::GraphModule> module_;  // this stage's ops only

@@ -1,0 +1,91 @@
+// StoreBackend: c10d collectives and point-to-point messages carried through
+// the rendezvous store, for CPU tensors where no Gloo is at hand.
+//
+// Note [Backends] (lib/comm/src/backends.cc) says which backend carries
+// which tensors. The CUDA build links a LibTorch 2.x wheel that ships no
+// Gloo headers, and headers from another Gloo revision are unsafe with its
+// library; so there CPU tensors (the small control messages of a GPU run,
+// and every message of a CPU run of that build) travel through the store,
+// and CUDA tensors through NCCL. The CPU build never uses this class for
+// training (Gloo is faster); its tests run it to hold it to Gloo's results.
+//
+// Semantics, as c10d's: members call collectives in the same order; sends
+// and receives between two ranks match in order per tag; every reduction is
+// a sum. Results are identical on every member: a sum adds the members'
+// tensors in rank order. A collective's bytes are written when it is
+// called and read when its Work is waited for, so collectives may be issued
+// ahead and waited for later (wait-free backpropagation) and a receive may
+// be posted before the matching send. The last reader of a message deletes
+// it from the store. A wait longer than its timeout (the group's when the
+// Work is waited without one) throws, naming the key it waited for.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
+
+namespace trident::comm {
+
+// LibTorch 2.x serves each device type from a c10d::Backend inside a
+// ProcessGroup; 1.13 has only ProcessGroups.
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+class StoreBackend final : public BackendBase {
+ public:
+  // `store` is shared by the members only (a PrefixStore per group).
+  StoreBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout);
+
+  const std::string getBackendName() const override { return "trident-store"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+
+ private:
+  // The key prefix of the next collective, "c<sequence>/".
+  std::string next_collective();
+  // Publishes this rank's bytes of `t` under prefix + rank.
+  void put(const std::string& key, const at::Tensor& t);
+  // Waits for `key` (at most `timeout`) and reads it into a tensor like `like`.
+  at::Tensor take(const std::string& key, const at::Tensor& like, std::chrono::milliseconds timeout);
+  // Counts one reader of `prefix`; the `readers`-th deletes `keys`.
+  void done_reading(const std::string& prefix, int readers, const std::vector<std::string>& keys);
+  std::chrono::milliseconds limit(std::chrono::milliseconds asked) const;
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::int64_t collectives_ = 0;
+  std::map<std::pair<int, int>, std::int64_t> sent_, received_;  // (peer, tag) -> messages so far
+};
+
+// A process group whose every tensor travels through `store`: on LibTorch
+// 2.x a ProcessGroup serving CPU tensors by a StoreBackend, on 1.13 the
+// StoreBackend itself.
+c10::intrusive_ptr<c10d::ProcessGroup> store_process_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                                           std::chrono::milliseconds timeout);
+
+}  // namespace trident::comm

@@ -1,0 +1,235 @@
+#include "trident/comm/store_backend.h"
+
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace trident::comm {
+
+namespace {
+
+// A Work that does its reading when first waited for (see the header).
+class DeferredWork final : public c10d::Work {
+ public:
+  explicit DeferredWork(std::function<void(std::chrono::milliseconds)> run) : run_(std::move(run)) {}
+  bool isCompleted() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ran_;
+  }
+  bool isSuccess() const override { return !error_; }
+  std::exception_ptr exception() const override { return error_; }
+  bool wait(std::chrono::milliseconds timeout) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ran_) {
+      try {
+        if (run_) run_(timeout);
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+      ran_ = true;
+    }
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+ private:
+  std::function<void(std::chrono::milliseconds)> run_;
+  std::mutex mu_;
+  bool ran_ = false;
+  std::exception_ptr error_;
+};
+
+c10::intrusive_ptr<c10d::Work> deferred(std::function<void(std::chrono::milliseconds)> run) {
+  return c10::make_intrusive<DeferredWork>(std::move(run));
+}
+
+void check_sum(const c10d::ReduceOp& op, const char* what) {
+  auto copy = op;
+  TORCH_CHECK(copy == c10d::ReduceOp::SUM, "trident-store ", what, " supports only a sum");
+}
+
+const at::Tensor& only(const std::vector<at::Tensor>& tensors, const char* what) {
+  TORCH_CHECK(tensors.size() == 1, "trident-store ", what, " takes one tensor, got ", tensors.size());
+  TORCH_CHECK(tensors[0].device().is_cpu(), "trident-store ", what, " carries CPU tensors only");
+  return tensors[0];
+}
+
+}  // namespace
+
+StoreBackend::StoreBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                           std::chrono::milliseconds timeout)
+    : BackendBase(rank, size), store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout) {}
+
+std::chrono::milliseconds StoreBackend::limit(std::chrono::milliseconds asked) const {
+  return asked.count() > 0 ? asked : timeout_;  // 0 (no timeout given) or unset (-1): the group's
+}
+
+std::string StoreBackend::next_collective() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return "sb/c" + std::to_string(collectives_++) + "/";
+}
+
+void StoreBackend::put(const std::string& key, const at::Tensor& t) {
+  const auto c = t.contiguous();
+  const auto* p = static_cast<const std::uint8_t*>(c.data_ptr());
+  store_->set(key, std::vector<std::uint8_t>(p, p + c.numel() * c.element_size()));
+}
+
+at::Tensor StoreBackend::take(const std::string& key, const at::Tensor& like, std::chrono::milliseconds timeout) {
+  try {
+    store_->wait({key}, timeout);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("trident-store: rank " + std::to_string(rank_) + " waited " +
+                             std::to_string(timeout.count()) + " ms for '" + key + "': " + e.what());
+  }
+  const auto bytes = store_->get(key);
+  const auto expected = static_cast<std::size_t>(like.numel() * like.element_size());
+  TORCH_CHECK(bytes.size() == expected, "trident-store: '", key, "' holds ", bytes.size(), " bytes, expected ",
+              expected);
+  auto out = torch::empty(like.sizes(), like.options().memory_format(at::MemoryFormat::Contiguous));
+  if (expected) std::memcpy(out.data_ptr(), bytes.data(), expected);
+  return out;
+}
+
+void StoreBackend::done_reading(const std::string& prefix, int readers, const std::vector<std::string>& keys) {
+  if (store_->add(prefix + "read", 1) < readers) return;
+  for (const auto& k : keys) store_->deleteKey(k);
+  store_->deleteKey(prefix + "read");
+}
+
+c10::intrusive_ptr<c10d::Work> StoreBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::AllreduceOptions& opts) {
+  check_sum(opts.reduceOp, "allreduce");
+  auto t = only(tensors, "allreduce");
+  const auto prefix = next_collective();
+  put(prefix + std::to_string(rank_), t);
+  return deferred([this, t, prefix, wanted = opts.timeout](std::chrono::milliseconds asked) mutable {
+    const auto timeout = limit(wanted.count() > 0 ? wanted : asked);
+    std::vector<std::string> keys;
+    at::Tensor sum;
+    for (int r = 0; r < size_; ++r) {
+      keys.push_back(prefix + std::to_string(r));
+      auto part = take(keys.back(), t, timeout);
+      sum = r == 0 ? part : sum.add_(part);
+    }
+    t.copy_(sum);
+    done_reading(prefix, size_, keys);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> StoreBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                       const c10d::BroadcastOptions& opts) {
+  auto t = only(tensors, "broadcast");
+  const auto prefix = next_collective();
+  const int root = static_cast<int>(opts.rootRank);
+  if (rank_ == root) {
+    put(prefix + "root", t);
+    if (size_ == 1) store_->deleteKey(prefix + "root");
+    return deferred(nullptr);
+  }
+  return deferred([this, t, prefix, wanted = opts.timeout](std::chrono::milliseconds asked) mutable {
+    t.copy_(take(prefix + "root", t, limit(wanted.count() > 0 ? wanted : asked)));
+    done_reading(prefix, size_ - 1, {prefix + "root"});
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> StoreBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::ReduceOptions& opts) {
+  check_sum(opts.reduceOp, "reduce");
+  auto t = only(tensors, "reduce");
+  const auto prefix = next_collective();
+  const int root = static_cast<int>(opts.rootRank);
+  if (rank_ != root) {
+    put(prefix + std::to_string(rank_), t);
+    return deferred(nullptr);
+  }
+  return deferred([this, t, prefix, root, wanted = opts.timeout](std::chrono::milliseconds asked) mutable {
+    const auto timeout = limit(wanted.count() > 0 ? wanted : asked);
+    std::vector<std::string> keys;
+    at::Tensor sum;
+    for (int r = 0; r < size_; ++r) {
+      at::Tensor part;
+      if (r == root) {
+        part = t.clone();
+      } else {
+        keys.push_back(prefix + std::to_string(r));
+        part = take(keys.back(), t, timeout);
+      }
+      sum = r == 0 ? part : sum.add_(part);
+    }
+    t.copy_(sum);
+    for (const auto& k : keys) store_->deleteKey(k);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> StoreBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::AllgatherOptions& opts) {
+  auto t = only(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<std::size_t>(size_),
+              "trident-store allgather needs one output per member");
+  auto out = outputs[0];
+  const auto prefix = next_collective();
+  put(prefix + std::to_string(rank_), t);
+  return deferred([this, out, t, prefix, wanted = opts.timeout](std::chrono::milliseconds asked) mutable {
+    const auto timeout = limit(wanted.count() > 0 ? wanted : asked);
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) {
+      keys.push_back(prefix + std::to_string(r));
+      out[static_cast<std::size_t>(r)].copy_(take(keys.back(), out[static_cast<std::size_t>(r)], timeout));
+    }
+    done_reading(prefix, size_, keys);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> StoreBackend::barrier(const c10d::BarrierOptions& opts) {
+  std::vector<at::Tensor> one{torch::zeros({1})};
+  c10d::AllreduceOptions o;
+  o.timeout = opts.timeout;
+  return allreduce(one, o);
+}
+
+c10::intrusive_ptr<c10d::Work> StoreBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  const auto& t = only(tensors, "send");
+  std::int64_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = sent_[{dst, tag}]++;
+  }
+  put("sb/p" + std::to_string(rank_) + "-" + std::to_string(dst) + "/" + std::to_string(tag) + "/" + std::to_string(n),
+      t);
+  return deferred(nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> StoreBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  auto t = only(tensors, "recv");
+  std::int64_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = received_[{src, tag}]++;
+  }
+  const auto key =
+      "sb/p" + std::to_string(src) + "-" + std::to_string(rank_) + "/" + std::to_string(tag) + "/" + std::to_string(n);
+  return deferred([this, t, key](std::chrono::milliseconds asked) mutable {
+    t.copy_(take(key, t, limit(asked)));
+    store_->deleteKey(key);
+  });
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> store_process_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                                           std::chrono::milliseconds timeout) {
+  auto backend = c10::make_intrusive<StoreBackend>(store, rank, size, timeout);
+#if TORCH_VERSION_MAJOR >= 2
+  using Type = c10d::ProcessGroup::BackendType;
+  auto pg = c10::make_intrusive<c10d::ProcessGroup>(std::move(store), rank, size);
+  pg->setBackend(c10::DeviceType::CPU, Type::CUSTOM, backend);
+  pg->setDefaultBackend(Type::CUSTOM);
+  return pg;
+#else
+  return backend;
+#endif
+}
+
+}  // namespace trident::comm

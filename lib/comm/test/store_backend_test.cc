@@ -1,0 +1,128 @@
+#include <gtest/gtest.h>
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trident/comm/group.h"
+#include "trident/comm/store_backend.h"
+
+namespace trident::comm {
+namespace {
+
+using Body = std::function<void(int rank, c10d::ProcessGroup& store_pg, c10d::ProcessGroup& gloo_pg)>;
+
+// Runs `body` on `n` threads, one per rank, each with a store-carried group
+// and the build's own backend over one shared HashStore.
+void on_ranks(int n, const Body& body) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        auto mine = store_process_group(c10::make_intrusive<c10d::PrefixStore>("s", store), r, n, std::chrono::seconds(20));
+        auto theirs = Group::over_store(c10::make_intrusive<c10d::PrefixStore>("g", store), r, n, std::chrono::seconds(20));
+        body(r, *mine, theirs.pg());
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+}
+
+torch::Tensor input(int rank) {
+  auto gen = at::detail::createCPUGenerator(100 + rank);
+  return torch::randn({5, 3}, gen, torch::kFloat64);
+}
+
+void run(c10d::ProcessGroup&, const c10::intrusive_ptr<c10d::Work>& w) { w->wait(std::chrono::seconds(20)); }
+
+TEST(StoreBackend, CollectivesEqualTheBuildsBackendAndAddInRankOrder) {
+  constexpr int n = 3;
+  std::vector<torch::Tensor> sums(n), reduced(n), broadcast(n);
+  std::vector<std::vector<torch::Tensor>> gathered(n);
+  on_ranks(n, [&](int r, c10d::ProcessGroup& s, c10d::ProcessGroup& g) {
+    std::vector<at::Tensor> a{input(r)}, b{input(r)};
+    run(s, s.allreduce(a));
+    run(g, g.allreduce(b));
+    EXPECT_TRUE(torch::allclose(a[0], b[0], 1e-12, 1e-12)) << "allreduce, rank " << r;
+    sums[r] = a[0];
+
+    a = {input(r)}, b = {input(r)};
+    c10d::ReduceOptions ro;
+    ro.rootRank = 2;
+    run(s, s.reduce(a, ro));
+    run(g, g.reduce(b, ro));
+    if (r == 2) {
+      EXPECT_TRUE(torch::allclose(a[0], b[0], 1e-12, 1e-12)) << "reduce";
+    }
+    reduced[r] = a[0];
+
+    a = {input(r)};
+    c10d::BroadcastOptions bo;
+    bo.rootRank = 1;
+    run(s, s.broadcast(a, bo));
+    broadcast[r] = a[0];
+
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int i = 0; i < n; ++i) out[0].push_back(torch::zeros({5, 3}, torch::kFloat64));
+    std::vector<at::Tensor> in{input(r)};
+    run(s, s.allgather(out, in));
+    gathered[r] = out[0];
+  });
+  const auto expected = input(0) + input(1) + input(2);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(torch::equal(sums[r], expected)) << "rank " << r << ": a sum in rank order, the same on every rank";
+    EXPECT_TRUE(torch::equal(broadcast[r], input(1))) << "rank " << r;
+    for (int i = 0; i < n; ++i) EXPECT_TRUE(torch::equal(gathered[r][i], input(i))) << "rank " << r << " slot " << i;
+  }
+  EXPECT_TRUE(torch::equal(reduced[2], expected));
+}
+
+TEST(StoreBackend, AReceivePostedBeforeItsSendAndOutOfOrderWaitsMatchPerTag) {
+  on_ranks(2, [](int r, c10d::ProcessGroup& s, c10d::ProcessGroup&) {
+    if (r == 0) {
+      std::vector<at::Tensor> x{torch::zeros({4})}, y{torch::zeros({4})}, z{torch::zeros({4})};
+      auto wx = s.recv(x, 1, 7), wy = s.recv(y, 1, 7), wz = s.recv(z, 1, 9);
+      std::vector<at::Tensor> go{torch::ones({1})};
+      s.send(go, 1, 0)->wait();  // rank 1 sends only after these receives were posted
+      wz->wait(std::chrono::seconds(20));
+      wy->wait(std::chrono::seconds(20));
+      wx->wait(std::chrono::seconds(20));
+      EXPECT_TRUE(torch::equal(x[0], torch::full({4}, 1.0)));  // tag 7 in send order
+      EXPECT_TRUE(torch::equal(y[0], torch::full({4}, 2.0)));
+      EXPECT_TRUE(torch::equal(z[0], torch::full({4}, 3.0)));
+    } else {
+      std::vector<at::Tensor> go{torch::zeros({1})};
+      s.recv(go, 0, 0)->wait(std::chrono::seconds(20));
+      for (auto [value, tag] : {std::pair{1.0, 7}, {3.0, 9}, {2.0, 7}}) {
+        std::vector<at::Tensor> t{torch::full({4}, value)};
+        s.send(t, 0, tag)->wait();
+      }
+    }
+  });
+}
+
+TEST(StoreBackend, AWaitPastItsTimeoutNamesTheKeyAndTheRank) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto pg = store_process_group(store, 1, 2, std::chrono::milliseconds(300));
+  std::vector<at::Tensor> t{torch::zeros({2})};
+  auto work = pg->recv(t, 0, 5);
+  try {
+    work->wait(std::chrono::milliseconds(200));
+    FAIL() << "expected a timeout";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 1 waited 200 ms for 'sb/p0-1/5/0'"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace trident::comm

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The GPU check (docs/gpu.md). On a machine with an NVIDIA GPU and a CUDA
+# PyTorch it
+#   1. builds trident's CUDA variant against that PyTorch's LibTorch
+#      (scripts/build-cuda.sh, every core);
+#   2. runs what one GPU allows and says what it could not run:
+#      - the CUDA unit tests (NCCL collectives at world size 1);
+#      - single-process training with train.device=cuda against the same run
+#        with train.device=cpu, for every zoo model (weights compared by
+#        `trident diff`, tolerance below);
+#      - multi-process training only with a GPU per process (NCCL refuses
+#        two ranks on one device);
+#   3. prints a Markdown table: a training step of mlp, cnn, transformer and
+#      mmt (tiny and paper presets, the largest batch of 64..1024 that fits)
+#      in trident and in PyTorch eager on the same GPU, samples/s and ratio.
+# Exit 0 when every check passed, 1 when one failed, 2 for bad arguments.
+#
+#   bash scripts/gpu-check.sh [--python PY] [--build DIR]
+#   bash scripts/gpu-check.sh --cpu [--build DIR]    the dry run: every step
+#       but the GPU ones, on device cpu, with an existing build (default
+#       build/, the CPU build; `make check-cuda-build` passes build-cuda);
+#       paper presets are left out (they need a GPU's speed)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+cpu=0; py=python3; dir=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cpu) cpu=1 ;;
+    --python) py=$2; shift ;;
+    --build) dir=$2; shift ;;
+    *) echo "gpu-check: unknown argument '$1' (allowed: --cpu, --python PY, --build DIR)" >&2; exit 2 ;;
+  esac
+  shift
+done
+start=$(date +%s)
+fails=0
+say() { echo "gpu-check [$(( $(date +%s) - start )) s]: $*"; }
+fail() { echo "gpu-check: FAIL $*"; fails=$((fails + 1)); }
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+
+# 1. The build.
+if [ $cpu = 1 ]; then
+  dir=${dir:-build}; device=cpu; py=/usr/bin/python3
+  [ -x "$dir/tools/trident/trident" ] || { echo "gpu-check --cpu: no build in $dir (make build, or make build-cuda)" >&2; exit 2; }
+else
+  dir=${dir:-build-cuda}; device=cuda
+  torch_dir=$("$py" -c 'import torch, os; assert torch.cuda.is_available(), "no GPU"; print(os.path.dirname(torch.__file__))') ||
+    { echo "gpu-check: $py has no CUDA PyTorch that sees a GPU (use --python, or --cpu for the dry run)" >&2; exit 2; }
+  say "building the CUDA variant against $torch_dir"
+  TRIDENT_TORCH=$torch_dir JOBS=$(nproc) bash scripts/build-cuda.sh "$dir" >"$work/build.log" 2>&1 ||
+    { tail -30 "$work/build.log"; echo "gpu-check: the CUDA build failed" >&2; exit 1; }
+fi
+bin=$dir/tools/trident/trident
+say "$("$bin" version)"
+[ $cpu = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu-check: GPU /'
+
+# 2a. Unit tests that need a GPU (skipped, with the reason, without one).
+out=$("$dir/lib/comm/comm_test" --gtest_filter='Cuda*' 2>&1); rc=$?
+if [ $rc -ne 0 ]; then fail "CUDA collectives: $(printf '%s' "$out" | grep -E 'Failure|FAILED|error' | head -5)"
+elif printf '%s' "$out" | grep -q "SKIPPED"; then say "CUDA collectives: skipped ($(printf '%s' "$out" | grep -o 'no CUDA device[^)]*)' | head -1))"
+else say "CUDA collectives at world size 1 (NCCL): passed"; fi
+
+# 2b. Training on the device equals training on the CPU, per zoo model: the
+# same seed, data and steps; SGD (Adam magnifies rounding, docs/reliability.md).
+# Tolerance: float32 kernels of CPU and GPU sum in different orders.
+atol=1e-4
+for model in mlp cnn inception transformer mmt dlrm candle_uno; do
+  for where in cpu "$device"; do
+    "$bin" train --config /dev/null --set name="$model-$where" --set runs_dir="$work/runs" \
+      --set model.name="$model" --set data.name=synthetic --set data.train_size=256 --set data.test_size=64 \
+      --set train.steps=20 --set train.mini_batch=32 --set train.eval=false --set train.threads=2 \
+      --set train.device="$where" --set optimizer.name=sgd --set optimizer.lr=0.01 >"$work/$model-$where.log" 2>&1 ||
+      { fail "$model on $where: $(tail -1 "$work/$model-$where.log")"; continue 2; }
+  done
+  if d=$("$bin" diff "$work/runs/$model-cpu" "$work/runs/$model-$device" --atol $atol --rtol 1e-3 2>&1); then
+    say "$model: 20 steps on $device equal cpu ($(printf '%s' "$d" | grep -o 'largest |a - b| = [^ ]*'))"
+  else fail "$model: $device differs from cpu: $d"; fi
+done
+
+# 2c. Several processes need a GPU each: NCCL refuses two ranks on one device.
+gpus=0
+[ $cpu = 1 ] || gpus=$("$py" -c 'import torch; print(torch.cuda.device_count())')
+if [ "$gpus" -ge 2 ]; then
+  for where in cpu "$device"; do
+    "$bin" train --config examples/synthetic-mmt.yaml --nproc 2 --set name="dp-$where" --set runs_dir="$work/runs" \
+      --set train.steps=20 --set train.eval=false --set train.device="$where" --set optimizer.name=sgd \
+      >"$work/dp-$where.log" 2>&1 || fail "2-process data parallel on $where: $(tail -1 "$work/dp-$where.log")"
+  done
+  "$bin" diff "$work/runs/dp-cpu" "$work/runs/dp-$device" --atol $atol --rtol 1e-3 >/dev/null &&
+    say "2-process data parallel (NCCL) equals the CPU run" || fail "2-process data parallel on $device differs from cpu"
+else
+  say "multi-process runs: not run ($([ $cpu = 1 ] && echo "dry run" || echo "$gpus GPU")): NCCL refuses two ranks on one device"
+fi
+
+# 3. A training step, trident against PyTorch eager on the same device.
+presets="tiny paper"; batch=max; steps=20
+if [ $cpu = 1 ]; then
+  presets=tiny; batch=32; steps=3
+  say "dry run: 3 steps at batch 32 on a CPU; the figures below only show that each step runs (bench/run.sh measures CPUs)"
+fi
+echo
+echo "| model | preset | batch | trident samples/s | PyTorch $("$py" -c 'import torch; print(torch.__version__)') samples/s | trident / PyTorch |"
+echo "|---|---|---|---|---|---|"
+for model in mlp cnn transformer mmt; do
+  for preset in $presets; do
+    t=$("$dir/bench/bench_step" "$model" "$batch" 1 "$steps" "$preset" "$device" 2>"$work/bench.err") ||
+      { fail "bench_step $model $preset: $(tail -1 "$work/bench.err")"; continue; }
+    b=$(printf '%s' "$t" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["batch"])')
+    p=$("$py" bench/pytorch_step.py "$model" "$b" 1 "$steps" "$preset" "$device" 2>"$work/bench.err") ||
+      { fail "pytorch_step $model $preset: $(tail -1 "$work/bench.err")"; continue; }
+    "$py" - "$model" "$preset" "$b" "$t" "$p" <<'PY'
+import json, sys
+model, preset, batch = sys.argv[1:4]
+t, p = json.loads(sys.argv[4])["samples_per_s"], json.loads(sys.argv[5])["samples_per_s"]
+print(f"| {model} | {preset} | {batch} | {t:.0f} | {p:.0f} | {t / p:.2f} |")
+PY
+  done
+done
+echo
+say "done: $fails failure(s)"
+[ $fails -eq 0 ]
