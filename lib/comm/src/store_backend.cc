@@ -59,8 +59,13 @@ const at::Tensor& only(const std::vector<at::Tensor>& tensors, const char* what)
 }  // namespace
 
 StoreBackend::StoreBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                           std::chrono::milliseconds timeout)
-    : BackendBase(rank, size), store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout) {}
+                           std::chrono::milliseconds timeout, Matching matching)
+    : BackendBase(rank, size), store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
+      matching_(matching) {}
+
+std::string StoreBackend::message_key(int src, int dst, int tag, std::int64_t n) const {
+  return "sb/p" + std::to_string(src) + "-" + std::to_string(dst) + "/" + std::to_string(tag) + "/" + std::to_string(n);
+}
 
 std::chrono::milliseconds StoreBackend::limit(std::chrono::milliseconds asked) const {
   return asked.count() > 0 ? asked : timeout_;  // 0 (no timeout given) or unset (-1): the group's
@@ -193,25 +198,25 @@ c10::intrusive_ptr<c10d::Work> StoreBackend::barrier(const c10d::BarrierOptions&
 
 c10::intrusive_ptr<c10d::Work> StoreBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   const auto& t = only(tensors, "send");
+  if (matching_ == Matching::kInOrder) tag = 0;
   std::int64_t n = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     n = sent_[{dst, tag}]++;
   }
-  put("sb/p" + std::to_string(rank_) + "-" + std::to_string(dst) + "/" + std::to_string(tag) + "/" + std::to_string(n),
-      t);
+  put(message_key(rank_, dst, tag, n), t);
   return deferred(nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> StoreBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   auto t = only(tensors, "recv");
+  if (matching_ == Matching::kInOrder) tag = 0;
   std::int64_t n = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     n = received_[{src, tag}]++;
   }
-  const auto key =
-      "sb/p" + std::to_string(src) + "-" + std::to_string(rank_) + "/" + std::to_string(tag) + "/" + std::to_string(n);
+  const auto key = message_key(src, rank_, tag, n);
   return deferred([this, t, key](std::chrono::milliseconds asked) mutable {
     t.copy_(take(key, t, limit(asked)));
     store_->deleteKey(key);
@@ -219,8 +224,8 @@ c10::intrusive_ptr<c10d::Work> StoreBackend::recv(std::vector<at::Tensor>& tenso
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> store_process_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                           std::chrono::milliseconds timeout) {
-  auto backend = c10::make_intrusive<StoreBackend>(store, rank, size, timeout);
+                                                           std::chrono::milliseconds timeout, Matching matching) {
+  auto backend = c10::make_intrusive<StoreBackend>(store, rank, size, timeout, matching);
 #if TORCH_VERSION_MAJOR >= 2
   using Type = c10d::ProcessGroup::BackendType;
   auto pg = c10::make_intrusive<c10d::ProcessGroup>(std::move(store), rank, size);

@@ -6,6 +6,9 @@
 
 #include <thread>
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "trident/comm/store_backend.h"
 #include "trident/cost/cluster.h"
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
@@ -79,7 +82,11 @@ void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std::vector
   for (const auto& q : m.named_parameters()) res.single[q.key()] = q.value().detach().clone();
 }
 
-Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20) {
+// `over_store`: the world's messages (the stage-to-stage transfers) travel
+// by the store backend, as CPU tensors do in the CUDA build (Note [Backends]),
+// matched as `matching` says.
+Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20, bool over_store = false,
+             comm::Matching matching = comm::Matching::kByTag) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
   // Stage-local state (docs/design.md, contract 8): rank r builds only its stage's
@@ -116,6 +123,9 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
       try {
         auto world = comm::Group::over_store(store, r, n,
                                              std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
+        if (over_store)
+          world = world.with_process_group(comm::store_process_group(
+              c10::make_intrusive<c10d::PrefixStore>("transfers", store), r, n, world.timeout(), matching));
         StageExecutor ex(*modules[r], p, world);
         auto sync = make_stage_sync(ex, p, world, 25 << 20, 0);
         for (int s = 0; s < steps; ++s) {
@@ -259,6 +269,27 @@ TEST(Pipeline, StagesOfDifferentWidthsEqualSingleProcess) {
   ASSERT_EQ(p.stages.size(), 2u);
   EXPECT_EQ(p.stages[0].devices.size() + p.stages[1].devices.size(), 5u);
   expect_equal(train(g, p, 3), p);
+}
+
+// Stage-to-stage messages carried by the store backend (the CUDA build's
+// CPU tensors): matched by tag, as Gloo does (Note [Tags]), and in order per
+// pair of ranks, ignoring tags, as NCCL does: each rank sends a peer its
+// messages in the order the peer posts their receives (Note [Pipeline
+// transfers on GPUs]), with replicated stages, fan-out and fan-in.
+TEST(Pipeline, TransfersOverTheStoreBackendMatchedByTagOrInOrderEqualSingleProcess) {
+  const auto g = zoo::build_graph({"inception", "tiny"});
+  const auto widths = hand_plan(g, request("graphpipe", "1f1b", 5, 12, 6, 0),
+                                {[](const std::string& n) { return n == "image" || starts(n, "stem") || n == "pool1" || starts(n, "block1"); },
+                                 [](const std::string&) { return true; }},
+                                {3, 2});
+  const auto m = zoo::build_graph({"mmt", "tiny"});
+  const auto branches = make_plan(m, request("graphpipe", "graph-1f1b", 4, 16, 4, 1));
+  ASSERT_GT(branches.stages.size(), 1u);
+  for (auto matching : {comm::Matching::kByTag, comm::Matching::kInOrder}) {
+    SCOPED_TRACE(matching == comm::Matching::kByTag ? "by tag" : "in order");
+    expect_equal(train(g, widths, 3, 20, true, matching), widths);
+    expect_equal(train(m, branches, 3, 20, true, matching), branches);
+  }
 }
 
 TEST(Pipeline, WrongEdgeShapeFailsAtTheSenderNamingTheEdge) {

@@ -45,10 +45,17 @@ using BackendBase = c10d::Backend;
 using BackendBase = c10d::ProcessGroup;
 #endif
 
+// How receives find their sends: by tag, as Gloo (the default); or in
+// order per ordered pair of ranks, ignoring tags, as NCCL does — tests use
+// it to hold StageExecutor to the order NCCL would need (Note [Pipeline
+// transfers on GPUs] in runtime/placement.h).
+enum class Matching { kByTag, kInOrder };
+
 class StoreBackend final : public BackendBase {
  public:
   // `store` is shared by the members only (a PrefixStore per group).
-  StoreBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout);
+  StoreBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout,
+               Matching matching = Matching::kByTag);
 
   const std::string getBackendName() const override { return "trident-store"; }
 
@@ -66,6 +73,8 @@ class StoreBackend final : public BackendBase {
  private:
   // The key prefix of the next collective, "c<sequence>/".
   std::string next_collective();
+  // The key of message `n` from `src` to `dst` with `tag`.
+  std::string message_key(int src, int dst, int tag, std::int64_t n) const;
   // Publishes this rank's bytes of `t` under prefix + rank.
   void put(const std::string& key, const at::Tensor& t);
   // Waits for `key` (at most `timeout`) and reads it into a tensor like `like`.
@@ -77,6 +86,7 @@ class StoreBackend final : public BackendBase {
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, size_;
   std::chrono::milliseconds timeout_;
+  Matching matching_;
   std::mutex mu_;
   std::int64_t collectives_ = 0;
   std::map<std::pair<int, int>, std::int64_t> sent_, received_;  // (peer, tag) -> messages so far
@@ -86,6 +96,7 @@ class StoreBackend final : public BackendBase {
 // 2.x a ProcessGroup serving CPU tensors by a StoreBackend, on 1.13 the
 // StoreBackend itself.
 c10::intrusive_ptr<c10d::ProcessGroup> store_process_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                           std::chrono::milliseconds timeout);
+                                                           std::chrono::milliseconds timeout,
+                                                           Matching matching = Matching::kByTag);
 
 }  // namespace trident::comm

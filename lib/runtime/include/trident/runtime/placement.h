@@ -21,7 +21,11 @@
 // that stream, and two stages can wait on each other. Moving transfers to
 // NCCL needs one communicator per direction (forward sends and backward
 // sends on streams of their own) and a GPU to test it on; until then the
-// pipeline is correct on GPUs and pays two host copies per message.
+// pipeline is correct on GPUs and pays two host copies per message. What
+// such a move relies on is tested already: each rank sends a peer its
+// messages in the order the peer posts their receives, so matching in order
+// and matching by tag give the same result (pipeline_test's
+// Pipeline.TransfersOverTheStoreBackendMatchedByTagOrInOrder...).
 //
 // A device the build or the machine cannot give is bad input (exit 2):
 // the CPU build says how to get the CUDA build; the CUDA build names the
