@@ -5,12 +5,17 @@
 # (MASTER_ADDR) and Gloo on each host's interface (GLOO_SOCKET_IFNAME), as
 # on two machines. Checks:
 # - data-parallel and pipeline training across the hosts end with the
-#   weights of the same runs on loopback;
+#   weights of the same runs on loopback; so does data parallelism over an
+#   impaired link: 1% of the packets each host sends dropped at random
+#   (drop_packets.bpf.c, a tc BPF filter) and host 1's link limited to
+#   100 Mbit/s (tc tbf);
 # - cutting host 1's link mid-training ends the job within
 #   parallel.timeout_s + the diagnosis, and host 0 names rank 1 and host1;
 # - under `trident launch --min-devices 1` the same cut makes the job drop
 #   host 1 and continue on host 0 from its checkpoint, re-planned.
-# tc netem (delay, loss) is not run: this machine's kernel lacks sch_netem.
+# tc netem is not run: this machine's kernel lacks sch_netem (and tc's gact
+# action, and the fq qdisc that honours departure times), so there is no
+# added delay; loss comes from the BPF filter instead.
 # Skipped, saying why, where namespaces cannot be made (not root, no `ip`).
 #   hosts_test.sh TRIDENT_BINARY SOURCE_DIR
 . "$(dirname "$0")/lib.sh" "$@"
@@ -65,6 +70,48 @@ for variant in "dp dp" "pipeline pipedream"; do
   across "$1-hosts" "$port" "${common[@]}" "${extra[@]}" --set parallel.devices=2 --set runs_dir="$work/ns-$1" &&
     same_weights "$1-hosts-equal-loopback" "$work/lo-$1/fmnist-mlp" "$work/ns-$1/fmnist-mlp"
 done
+
+# An impaired link: each host drops 1% of the packets it sends, and host 1 sends at most 100 Mbit/s.
+# TCP retransmits; training must still end with the loopback run's weights.
+# impair: the BPF filter on both hosts' interfaces and the rate limit on host 1's; non-zero when this machine cannot.
+impair() {
+  clang -O2 -target bpf -I/usr/include/"$(gcc -print-multiarch)" -DDROP_PERCENT=1 \
+    -c "$src/tools/trident/test/drop_packets.bpf.c" -o "$work/drop.o" || return 1
+  for r in 0 1; do
+    # One wire packet per buffer the filter sees (no GSO batches of up to 64 KiB), so 1% is of packets.
+    ip -n "${tag}h$r" link set dev "${tag}$r" gso_max_segs 1 || return 1
+    tc -n "${tag}h$r" qdisc add dev "${tag}$r" clsact || return 1
+    tc -n "${tag}h$r" filter add dev "${tag}$r" egress bpf da obj "$work/drop.o" sec tc || return 1
+  done
+  tc -n "$ns1" qdisc add dev "${tag}1" root tbf rate 100mbit burst 256kb latency 1s
+}
+# filtered R: "SENT DROPPED", the packets host R's interface sent and those its filter dropped.
+filtered() {
+  tc -n "${tag}h$1" -s qdisc show dev "${tag}$1" |
+    awk '/qdisc clsact/ {c=1} c && /Sent/ {gsub(/,/, ""); for (i=1;i<=NF;i++) {if ($i=="pkt") s=$(i-1); if ($i=="(dropped") d=$(i+1)}; print s, d; exit}'
+}
+if impair 2> "$work/impair.err"; then
+  port=$(( 20000 + ($$ * 7 + 11) % 20000 ))
+  start=$SECONDS
+  if across dp-impaired "$port" "${common[@]}" --set parallel.partitioner=dp --set parallel.devices=2 \
+       --set runs_dir="$work/ns-impaired"; then
+    same_weights dp-impaired-equal-loopback "$work/lo-dp/fmnist-mlp" "$work/ns-impaired/fmnist-mlp"
+    read -r sent0 dropped0 <<<"$(filtered 0)"; read -r sent1 dropped1 <<<"$(filtered 1)"
+    if [ "${dropped0:-0}" -gt 0 ] && [ "${dropped1:-0}" -gt 0 ]; then
+      passes=$((passes+1))
+      echo "impaired link: 30 steps in $((SECONDS - start)) s; the filters dropped $dropped0 of $sent0 packets" \
+           "from host 0 and $dropped1 of $sent1 from host 1 (100 Mbit/s)"
+    else
+      echo "FAIL impaired-link: the filters dropped '${dropped0:-}' and '${dropped1:-}' packets"; fails=$((fails+1))
+    fi
+  fi
+  for r in 0 1; do
+    tc -n "${tag}h$r" qdisc del dev "${tag}$r" clsact; ip -n "${tag}h$r" link set dev "${tag}$r" gso_max_segs 65535
+  done
+  tc -n "$ns1" qdisc del dev "${tag}1" root
+else
+  echo "SKIP impaired link: cannot drop packets with a BPF filter here: $(head -2 "$work/impair.err")"
+fi
 
 # The link of host 1 goes down after step 20: the job must end, host 0 naming rank 1 on host1.
 port=$(( 40000 + $$ % 20000 ))
