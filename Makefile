@@ -48,7 +48,7 @@ build-cuda:
 # tests and the GPU check's dry run.
 check-cuda-build: build-cuda
 	@cd $(CUDA_BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900 -L unit
-	@bash scripts/gpu-check.sh --cpu --build $(CUDA_BUILD)
+	@bash scripts/gpu-check.sh --cpu --build $(CUDA_BUILD) --python "$$(bash scripts/install-peers.sh | tail -1)"
 
 # On a machine with an NVIDIA GPU and a CUDA PyTorch (python3, or PY=...).
 gpu-check:

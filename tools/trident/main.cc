@@ -431,7 +431,7 @@ CLI::App* add_export_command(CLI::App& app, RunDirArgs& a) {
 int show_version() {
   std::cout << "trident " << TRIDENT_VERSION << ", LibTorch " << TORCH_VERSION << ", "
             << (runtime::Placement::cuda_build() ? "CUDA" : "CPU") << " build; collectives: " << comm::backend_names();
-  if (runtime::Placement::cuda_build()) std::cout << "; CUDA devices visible: " << torch::cuda::device_count();
+  if (runtime::Placement::cuda_build()) std::cout << "; CUDA devices visible: " << static_cast<int>(torch::cuda::device_count());
   std::cout << "\n";
   return 0;
 }

@@ -505,6 +505,8 @@ NamedParams wide_fc_params() {
 // receives, and the bytes Gloo writes to its sockets (counted by the kernel)
 // are their sum over the ranks, for P = 2, 3, 4.
 TEST(PsSync, BytesOnTheWireEqualTheCostModel) {
+  // Gloo's sockets write the bytes; the CUDA build's store backend keeps them in a HashStore here.
+  if (backend_names() != "gloo") GTEST_SKIP() << "no sockets to count under " << backend_names();
   const auto params = wide_fc_params();
   for (int ranks : {2, 3, 4}) {
     const auto owners = ps_owners(params, ranks);
