@@ -1,3 +1,4 @@
+#include <array>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -335,19 +336,24 @@ TEST_P(AllReduce, SfbEqualsSingleProcessTraining) {
   }));
 }
 
-TEST_P(AllReduce, HybridEqualsSingleProcessTraining) {
-  // Methods rotate over the parameters, so all three run side by side.
-  const auto& [model, ranks] = GetParam();
-  const auto g = model_graph(model);
+// Methods rotating over the parameters in the order `pick`, so all three run
+// side by side; SFB where a parameter cannot take it becomes pick[0].
+std::map<std::string, std::string> rotating_methods(const graph::OpGraph& g, const std::array<const char*, 3>& pick) {
   std::map<std::string, std::string> methods;
   int i = 0;
   for (const auto& op : g.ops())
     for (const auto& p : op.params) {
-      const char* pick[] = {"ps", "allreduce", "sfb"};
       std::string m = pick[i++ % 3];
-      if (m == "sfb" && !cost::sfb_shape(op, p)) m = "ps";
+      if (m == "sfb" && !cost::sfb_shape(op, p)) m = pick[0];
       methods[p.name] = m;
     }
+  return methods;
+}
+
+TEST_P(AllReduce, HybridEqualsSingleProcessTraining) {
+  const auto& [model, ranks] = GetParam();
+  const auto g = model_graph(model);
+  const auto methods = rotating_methods(g, {"ps", "allreduce", "sfb"});
   expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
     return make_hybrid_sync(grp, p, g, methods);
   }));
@@ -358,15 +364,7 @@ TEST_P(AllReduce, HybridEqualsSingleProcessTraining) {
 TEST_P(AllReduce, HybridOverTheStoreBackendEqualsSingleProcessTraining) {
   const auto& [model, ranks] = GetParam();
   const auto g = model_graph(model);
-  std::map<std::string, std::string> methods;
-  int i = 0;
-  for (const auto& op : g.ops())
-    for (const auto& p : op.params) {
-      const char* pick[] = {"allreduce", "ps", "sfb"};
-      std::string m = pick[i++ % 3];
-      if (m == "sfb" && !cost::sfb_shape(op, p)) m = "allreduce";
-      methods[p.name] = m;
-    }
+  const auto methods = rotating_methods(g, {"allreduce", "ps", "sfb"});
   auto store = c10::make_intrusive<c10d::HashStore>();
   expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
     auto pg = store_process_group(store, grp.rank(), grp.size(), grp.timeout());

@@ -259,13 +259,17 @@ TEST(Pipeline, FanOutFanInStagesEqualSingleProcess) {
   expect_equal(train(g, p, 3), p);
 }
 
-// Stages of 3 and 2 replicas: every edge is split into overlapping pieces.
+// Inception in two stages of 3 and 2 replicas: every edge is split into overlapping pieces.
+plan::Plan widths_plan(const graph::OpGraph& g) {
+  return hand_plan(g, request("graphpipe", "1f1b", 5, 12, 6, 0),
+                   {[](const std::string& n) { return n == "image" || starts(n, "stem") || n == "pool1" || starts(n, "block1"); },
+                    [](const std::string&) { return true; }},
+                   {3, 2});
+}
+
 TEST(Pipeline, StagesOfDifferentWidthsEqualSingleProcess) {
   const auto g = zoo::build_graph({"inception", "tiny"});
-  const auto p = hand_plan(g, request("graphpipe", "1f1b", 5, 12, 6, 0),
-                           {[](const std::string& n) { return n == "image" || starts(n, "stem") || n == "pool1" || starts(n, "block1"); },
-                            [](const std::string&) { return true; }},
-                           {3, 2});
+  const auto p = widths_plan(g);
   ASSERT_EQ(p.stages.size(), 2u);
   EXPECT_EQ(p.stages[0].devices.size() + p.stages[1].devices.size(), 5u);
   expect_equal(train(g, p, 3), p);
@@ -278,10 +282,7 @@ TEST(Pipeline, StagesOfDifferentWidthsEqualSingleProcess) {
 // transfers on GPUs]), with replicated stages, fan-out and fan-in.
 TEST(Pipeline, TransfersOverTheStoreBackendMatchedByTagOrInOrderEqualSingleProcess) {
   const auto g = zoo::build_graph({"inception", "tiny"});
-  const auto widths = hand_plan(g, request("graphpipe", "1f1b", 5, 12, 6, 0),
-                                {[](const std::string& n) { return n == "image" || starts(n, "stem") || n == "pool1" || starts(n, "block1"); },
-                                 [](const std::string&) { return true; }},
-                                {3, 2});
+  const auto widths = widths_plan(g);
   const auto m = zoo::build_graph({"mmt", "tiny"});
   const auto branches = make_plan(m, request("graphpipe", "graph-1f1b", 4, 16, 4, 1));
   ASSERT_GT(branches.stages.size(), 1u);
