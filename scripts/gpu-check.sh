@@ -2,7 +2,9 @@
 # The GPU check (docs/gpu.md). On a machine with an NVIDIA GPU and a CUDA
 # PyTorch it
 #   1. builds trident's CUDA variant against that PyTorch's LibTorch
-#      (scripts/build-cuda.sh, every core);
+#      (scripts/build-cuda.sh, every core; the targets it runs only). Where
+#      the machine reaches no package registry, carry build/gpu-deps, made
+#      here by scripts/gpu-bundle.sh;
 #   2. runs what one GPU allows and says what it could not run:
 #      - the CUDA unit tests (NCCL collectives at world size 1);
 #      - single-process training with train.device=cuda against the same run
@@ -48,7 +50,9 @@ else
   torch_dir=$("$py" -c 'import torch, os; assert torch.cuda.is_available(), "no GPU"; print(os.path.dirname(torch.__file__))') ||
     { echo "gpu-check: $py has no CUDA PyTorch that sees a GPU (use --python, or --cpu for the dry run)" >&2; exit 2; }
   say "building the CUDA variant against $torch_dir"
-  TRIDENT_TORCH=$torch_dir JOBS=$(nproc) bash scripts/build-cuda.sh "$dir" >"$work/build.log" 2>&1 ||
+  [ -d build/gpu-deps ] && [ -z "${TRIDENT_DEPS:-}" ] && export TRIDENT_DEPS=build/gpu-deps  # scripts/gpu-bundle.sh
+  TRIDENT_TORCH=$torch_dir JOBS=$(nproc) TARGETS="trident comm_test bench_step" \
+    bash scripts/build-cuda.sh "$dir" >"$work/build.log" 2>&1 ||
     { tail -30 "$work/build.log"; echo "gpu-check: the CUDA build failed" >&2; exit 1; }
 fi
 bin=$dir/tools/trident/trident
