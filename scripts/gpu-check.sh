@@ -98,9 +98,9 @@ else
 fi
 
 # 3. A training step, trident against PyTorch eager on the same device.
-presets="tiny paper"; batch=max; steps=20
+presets="tiny paper"; batch=max  # 20 timed steps for tiny, 10 for paper, after 5 warm-up
 if [ $cpu = 1 ]; then
-  presets=tiny; batch=32; steps=3
+  presets=tiny; batch=32; tiny_steps=3
   say "dry run: 3 steps at batch 32 on a CPU; the figures below only show that each step runs (bench/run.sh measures CPUs)"
 fi
 echo
@@ -108,6 +108,7 @@ echo "| model | preset | batch | trident samples/s | PyTorch $("$py" -c 'import 
 echo "|---|---|---|---|---|---|"
 for model in mlp cnn transformer mmt; do
   for preset in $presets; do
+    [ "$preset" = paper ] && steps=10 || steps=${tiny_steps:-20}
     t=$("$dir/bench/bench_step" "$model" "$batch" 1 "$steps" "$preset" "$device" 2>"$work/bench.err") ||
       { fail "bench_step $model $preset: $(tail -1 "$work/bench.err")"; continue; }
     b=$(printf '%s' "$t" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["batch"])')
