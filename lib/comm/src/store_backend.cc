@@ -98,6 +98,23 @@ at::Tensor StoreBackend::take(const std::string& key, const at::Tensor& like, st
   return out;
 }
 
+at::Tensor StoreBackend::sum_in_rank_order(const std::string& prefix, const at::Tensor& mine,
+                                           std::chrono::milliseconds timeout, int own,
+                                           std::vector<std::string>& keys) {
+  at::Tensor sum;
+  for (int r = 0; r < size_; ++r) {
+    at::Tensor part;
+    if (r == own) {
+      part = mine.clone();
+    } else {
+      keys.push_back(prefix + std::to_string(r));
+      part = take(keys.back(), mine, timeout);
+    }
+    sum = r == 0 ? part : sum.add_(part);
+  }
+  return sum;
+}
+
 void StoreBackend::done_reading(const std::string& prefix, int readers, const std::vector<std::string>& keys) {
   if (store_->add(prefix + "read", 1) < readers) return;
   for (const auto& k : keys) store_->deleteKey(k);
@@ -111,15 +128,8 @@ c10::intrusive_ptr<c10d::Work> StoreBackend::allreduce(std::vector<at::Tensor>& 
   const auto prefix = next_collective();
   put(prefix + std::to_string(rank_), t);
   return deferred([this, t, prefix, wanted = opts.timeout](std::chrono::milliseconds asked) mutable {
-    const auto timeout = limit(wanted.count() > 0 ? wanted : asked);
     std::vector<std::string> keys;
-    at::Tensor sum;
-    for (int r = 0; r < size_; ++r) {
-      keys.push_back(prefix + std::to_string(r));
-      auto part = take(keys.back(), t, timeout);
-      sum = r == 0 ? part : sum.add_(part);
-    }
-    t.copy_(sum);
+    t.copy_(sum_in_rank_order(prefix, t, limit(wanted.count() > 0 ? wanted : asked), -1, keys));
     done_reading(prefix, size_, keys);
   });
 }
@@ -151,20 +161,8 @@ c10::intrusive_ptr<c10d::Work> StoreBackend::reduce(std::vector<at::Tensor>& ten
     return deferred(nullptr);
   }
   return deferred([this, t, prefix, root, wanted = opts.timeout](std::chrono::milliseconds asked) mutable {
-    const auto timeout = limit(wanted.count() > 0 ? wanted : asked);
     std::vector<std::string> keys;
-    at::Tensor sum;
-    for (int r = 0; r < size_; ++r) {
-      at::Tensor part;
-      if (r == root) {
-        part = t.clone();
-      } else {
-        keys.push_back(prefix + std::to_string(r));
-        part = take(keys.back(), t, timeout);
-      }
-      sum = r == 0 ? part : sum.add_(part);
-    }
-    t.copy_(sum);
+    t.copy_(sum_in_rank_order(prefix, t, limit(wanted.count() > 0 ? wanted : asked), root, keys));
     for (const auto& k : keys) store_->deleteKey(k);
   });
 }

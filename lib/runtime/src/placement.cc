@@ -72,10 +72,4 @@ torch::Tensor Placement::state(const torch::Tensor& t) const {
   return on_gpu() && t.dim() > 0 ? t.to(device_) : t;
 }
 
-void Placement::synchronize() const {
-#ifdef TRIDENT_CUDA
-  if (on_gpu()) at::cuda::getCurrentCUDAStream(device_.index()).synchronize();
-#endif
-}
-
 }  // namespace trident::runtime

@@ -79,6 +79,11 @@ class StoreBackend final : public BackendBase {
   void put(const std::string& key, const at::Tensor& t);
   // Waits for `key` (at most `timeout`) and reads it into a tensor like `like`.
   at::Tensor take(const std::string& key, const at::Tensor& like, std::chrono::milliseconds timeout);
+  // The members' tensors under `prefix` (shaped like `mine`) added in rank
+  // order; member `own` (-1: none) adds `mine` instead of reading the
+  // store. Appends the keys it read to `keys`.
+  at::Tensor sum_in_rank_order(const std::string& prefix, const at::Tensor& mine, std::chrono::milliseconds timeout,
+                               int own, std::vector<std::string>& keys);
   // Counts one reader of `prefix`; the `readers`-th deletes `keys`.
   void done_reading(const std::string& prefix, int readers, const std::vector<std::string>& keys);
   std::chrono::milliseconds limit(std::chrono::milliseconds asked) const;

@@ -66,8 +66,6 @@ class Placement {
   // A message for the wire, and a received one for this device.
   torch::Tensor departing(const torch::Tensor& t) const { return t.to(wire()); }
   torch::Tensor arrived(const torch::Tensor& t) const { return t.to(device_, /*non_blocking=*/true); }
-  // Waits until the device has done all work queued so far (for timing).
-  void synchronize() const;
 
  private:
   explicit Placement(torch::Device device) : device_(device) {}

@@ -1,0 +1,82 @@
+// StageExecutor::TensorBackend: a stage's forward and backward on its
+// modules and real rows (Note [Action backends], stage_parts.h).
+#include "stage_parts.h"
+
+namespace trident::runtime {
+
+void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const std::string& action) {
+  const auto& l = *x.layout;
+  auto& saved = saved_[m];
+  // Each received input is taken when the first op that reads it runs
+  // (Note [Inputs on demand] in nn/executor.h); the forward's trace splits
+  // into compute segments around the waits.
+  auto segment_start = now_us();
+  auto receive = [&](int k) {
+    const auto t0 = now_us();
+    auto t = s_.gather(x, 0, k, m);
+    const auto t1 = now_us();
+    if (p.trace && t1 - t0 >= kShortestTracedWaitUs) {
+      if (t0 > segment_start) p.trace->add(action, "forward", kComputeLane, segment_start, t0);
+      p.trace->add_wait("wait " + action, t0, t1);
+      segment_start = t1;
+    }
+    if (s_.crossings_[k].differentiable && torch::GradMode::is_enabled()) t.requires_grad_(true);
+    saved.inputs[s_.crossings_[k].op] = t;
+    return t;
+  };
+  if (l.row_end <= l.row_begin) {  // a short evaluation chunk may leave a replica no rows
+    for (int k : l.input_ks) receive(k);
+    return;
+  }
+  nn::Batch fields;
+  const auto base = p.first_row + m * l.micro_batch;
+  if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
+  saved.outputs =
+      s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(l.input_k_of.at(producer)); }, fields);
+  for (const auto& piece : l.out) s_.send(x, piece, saved.outputs.at(s_.crossings_[piece.k].op), m, 0);
+  if (s_.has_loss_) {
+    torch::NoGradGuard no_grad;
+    p.result.loss_sum += saved.outputs.at(s_.graph_.loss()).item<double>();
+    auto value = [&](graph::OpId id) { return saved.outputs.count(id) ? saved.outputs.at(id) : saved.inputs.at(id); };
+    if (s_.classifies_)
+      p.result.correct += value(s_.logits_).argmax(1).eq(value(s_.labels_)).sum().item<double>();
+  }
+  if (!torch::GradMode::is_enabled()) saved_.erase(m);  // evaluation keeps nothing
+  if (p.trace) p.trace->add(action, "forward", kComputeLane, segment_start, now_us());
+}
+
+void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) {
+  const auto& l = *x.layout;
+  auto& saved = saved_.at(m);
+  const auto t0 = now_us();
+  std::vector<torch::Tensor> roots, grads;
+  if (s_.has_loss_) {
+    auto loss = saved.outputs.at(s_.graph_.loss());
+    roots.push_back(loss);
+    grads.push_back(torch::full_like(loss, 1.0 / p.divisor));
+  }
+  std::map<graph::OpId, torch::Tensor> out_grads;
+  for (int k : l.output_ks) {
+    if (!s_.crossings_[k].differentiable) continue;
+    auto gk = s_.gather(x, 1, k, m);
+    auto& acc = out_grads[s_.crossings_[k].op];
+    acc = acc.defined() ? acc + gk : gk;
+  }
+  for (auto& [op, grad] : out_grads) {
+    const auto& value = saved.outputs.at(op);
+    if (value.requires_grad()) roots.push_back(value), grads.push_back(grad);
+  }
+  const auto t1 = now_us();
+  if (p.trace) p.trace->add_wait("wait " + action, t0, t1);
+  if (last && p.before_last_backward) p.before_last_backward();
+  if (!roots.empty()) torch::autograd::backward(roots, grads);
+  for (const auto& piece : l.in) {
+    if (!s_.crossings_[piece.k].differentiable) continue;
+    const auto& input = saved.inputs.at(s_.crossings_[piece.k].op);
+    s_.send(x, piece, input.grad().defined() ? input.grad() : torch::zeros_like(input), m, 1);
+  }
+  saved_.erase(m);
+  if (p.trace) p.trace->add(action, "backward", kComputeLane, t1, now_us());
+}
+
+}  // namespace trident::runtime
