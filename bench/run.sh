@@ -7,7 +7,7 @@
 #
 # trident applies its process settings itself (Note [CPU process settings]
 # in lib/runtime/include/trident/runtime/process.h: OpenBLAS threads = THREADS,
-# glibc malloc thresholds). "PyTorch 1.13" (Debian's python3-torch) gets the
+# glibc malloc thresholds, OpenMP's passive wait). "PyTorch 1.13" (Debian's python3-torch) gets the
 # same settings through the environment, so the ratio compares the step like
 # for like; "1.13 defaults" is what a PyTorch user gets out of the box
 # (OpenBLAS threads pinned, malloc untouched). "PyTorch 2.x" is the current
@@ -29,7 +29,7 @@ for spec in mlp:128:400 cnn:128:40 inception:128:40 mmt:64:200 transformer:64:60
   t=(); p=(); d=(); n=()
   for _ in $(seq "$rounds"); do
     t+=("$("$bin" "$model" "$batch" "$threads" "$steps" | rate)")
-    p+=("$(GLIBC_TUNABLES=$same_malloc OPENBLAS_NUM_THREADS=$threads \
+    p+=("$(GLIBC_TUNABLES=$same_malloc OPENBLAS_NUM_THREADS=$threads OMP_WAIT_POLICY=PASSIVE \
       /usr/bin/python3 bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
     d+=("$(OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
     n+=("$("$peer" bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
