@@ -40,8 +40,9 @@ namespace trident::comm {
 
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                           int size, std::chrono::milliseconds timeout,
-                                                          const std::string&) {
-  auto pg = store_process_group(c10::make_intrusive<c10d::PrefixStore>("cpu", store), rank, size, timeout);
+                                                          const std::string&, std::optional<Beats> beats) {
+  auto pg = store_process_group(c10::make_intrusive<c10d::PrefixStore>("cpu", store), rank, size, timeout,
+                                Matching::kByTag, std::move(beats));
 #ifdef USE_C10D_NCCL
   using Type = c10d::ProcessGroup::BackendType;
   if (torch::cuda::is_available()) {
@@ -86,7 +87,7 @@ std::shared_ptr<gloo::transport::Device> device(const std::string& host) {
 
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                           int size, std::chrono::milliseconds timeout,
-                                                          const std::string& host) {
+                                                          const std::string& host, std::optional<Beats>) {
   auto opts = c10d::ProcessGroupGloo::Options::create();
   opts->timeout = timeout;
   opts->devices = {device(host)};

@@ -3,18 +3,24 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "trident/comm/store_backend.h"
+
 namespace trident::comm {
 
 // A process group of `size` members over `store` (shared by the members
 // only). `host` is the address Gloo binds: "127.0.0.1" for loopback runs,
-// "" for this host's default interface (or GLOO_SOCKET_IFNAME's).
+// "" for this host's default interface (or GLOO_SOCKET_IFNAME's). `beats`,
+// where the members' heartbeats are, lets the store backend notice a lost
+// member before its timeout (Note [Lost writers]); Gloo needs none.
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                           int size, std::chrono::milliseconds timeout,
-                                                          const std::string& host);
+                                                          const std::string& host,
+                                                          std::optional<Beats> beats = std::nullopt);
 
 }  // namespace trident::comm

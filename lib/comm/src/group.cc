@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -69,7 +70,7 @@ class Heartbeat {
         try {
           std::lock_guard<std::mutex> lock(mu_);
           const auto text = std::to_string(++beat);
-          store_->set("heartbeat/" + std::to_string(rank_), std::vector<std::uint8_t>(text.begin(), text.end()));
+          store_->set(heartbeat_key(rank_), std::vector<std::uint8_t>(text.begin(), text.end()));
         } catch (const std::exception&) {
           // The store is gone; diagnose() reports it.
         }
@@ -134,7 +135,7 @@ class Heartbeat {
       };
       auto sample = [&] {
         std::vector<std::string> beats(static_cast<std::size_t>(size));
-        for (int r = 0; r < size; ++r) beats[r] = read("heartbeat/" + std::to_string(r), "");
+        for (int r = 0; r < size; ++r) beats[r] = read(heartbeat_key(r), "");
         return beats;
       };
       const auto before = sample();
@@ -301,9 +302,12 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
   }
   try {
     const std::string host = is_local(world.master_addr) ? "127.0.0.1" : "";
-    auto pg = make_process_group(store, world.rank, world.world_size, timeout, host);
+    std::vector<int> everyone(static_cast<std::size_t>(world.world_size));
+    std::iota(everyone.begin(), everyone.end(), 0);
+    auto pg = make_process_group(store, world.rank, world.world_size, timeout, host, Beats{store, everyone});
     Group g(store, pg, world.rank, world.world_size, timeout, host);
     g.heartbeat_ = std::make_shared<Heartbeat>(world, timeout);
+    g.root_store_ = store;
     return g;
   } catch (const std::exception& e) {
     throw CommError("rank " + std::to_string(world.rank) + ": connecting to the other " +
@@ -322,9 +326,14 @@ Group Group::subgroup(const std::vector<int>& ranks, const std::string& name) co
     throw CommError(member(rank_) + " is not in group '" + name + "'");
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   const int r = static_cast<int>(it - ranks.begin()), n = static_cast<int>(ranks.size());
-  Group g(store, make_process_group(store, r, n, timeout_, host_), r, n, timeout_, host_);
+  std::vector<int> world_ranks;
+  for (int member : ranks) world_ranks.push_back(world_rank(member));
+  std::optional<Beats> beats;
+  if (root_store_) beats = Beats{root_store_, world_ranks};
+  Group g(store, make_process_group(store, r, n, timeout_, host_, beats), r, n, timeout_, host_);
   g.name_ = name;
-  for (int i = 0; i < n; ++i) g.world_ranks_[static_cast<std::size_t>(i)] = world_rank(ranks[static_cast<std::size_t>(i)]);
+  g.world_ranks_ = world_ranks;
+  g.root_store_ = root_store_;
   // The heartbeat speaks of world ranks; only a group over all of them can use it.
   if (n == size_) g.heartbeat_ = heartbeat_;
   return g;

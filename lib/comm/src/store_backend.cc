@@ -59,9 +59,13 @@ const at::Tensor& only(const std::vector<at::Tensor>& tensors, const char* what)
 }  // namespace
 
 StoreBackend::StoreBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                           std::chrono::milliseconds timeout, Matching matching)
+                           std::chrono::milliseconds timeout, Matching matching, std::optional<Beats> beats)
     : BackendBase(rank, size), store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
-      matching_(matching) {}
+      matching_(matching), beats_(std::move(beats)) {
+  TORCH_CHECK(!beats_ || static_cast<int>(beats_->world_ranks.size()) == size,
+              "trident-store: beats name ", beats_ ? beats_->world_ranks.size() : 0, " world ranks for ", size,
+              " members");
+}
 
 std::string StoreBackend::message_key(int src, int dst, int tag, std::int64_t n) const {
   return "sb/p" + std::to_string(src) + "-" + std::to_string(dst) + "/" + std::to_string(tag) + "/" + std::to_string(n);
@@ -82,13 +86,58 @@ void StoreBackend::put(const std::string& key, const at::Tensor& t) {
   store_->set(key, std::vector<std::uint8_t>(p, p + c.numel() * c.element_size()));
 }
 
-at::Tensor StoreBackend::take(const std::string& key, const at::Tensor& like, std::chrono::milliseconds timeout) {
-  try {
-    store_->wait({key}, timeout);
-  } catch (const std::exception& e) {
-    throw std::runtime_error("trident-store: rank " + std::to_string(rank_) + " waited " +
-                             std::to_string(timeout.count()) + " ms for '" + key + "': " + e.what());
+int StoreBackend::who(int member) const {
+  return beats_ ? beats_->world_ranks.at(static_cast<std::size_t>(member)) : member;
+}
+
+std::string StoreBackend::beat_of(int writer) const {
+  const auto key = heartbeat_key(who(writer));
+  if (!beats_->store->check({key})) return "";
+  const auto v = beats_->store->get(key);
+  return std::string(v.begin(), v.end());
+}
+
+// Note [Lost writers].
+void StoreBackend::wait_for(const std::string& key, int writer, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now(), deadline = start + timeout;
+  const auto failure = [&](const std::string& why) {
+    return std::runtime_error("trident-store: rank " + std::to_string(who(rank_)) + " waited " +
+                              std::to_string(timeout.count()) + " ms for '" + key + "': " + why);
+  };
+  std::string beat = beats_ ? beat_of(writer) : "";
+  auto beat_moved = start;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const bool last = !beats_ || left <= kWaitSlice;
+    try {
+      store_->wait({key}, last ? std::max(left, std::chrono::milliseconds(1)) : kWaitSlice);
+      return;
+    } catch (const std::exception& e) {
+      if (last) throw failure(e.what());
+    }
+    std::string now;
+    try {
+      now = beat_of(writer);
+    } catch (const std::exception& e) {
+      throw failure(std::string("the store stopped answering: ") + e.what());
+    }
+    if (now != beat || now.empty()) {
+      beat = now;
+      beat_moved = Clock::now();
+    } else if (Clock::now() - beat_moved >= kSilence) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      throw std::runtime_error("trident-store: rank " + std::to_string(who(rank_)) + " stopped waiting for '" +
+                               key + "' after " + std::to_string(waited) + " ms: rank " + std::to_string(who(writer)) +
+                               " stopped beating (its heartbeat stood still for " +
+                               std::to_string(kSilence.count()) + " ms)");
+    }
   }
+}
+
+at::Tensor StoreBackend::take(const std::string& key, int writer, const at::Tensor& like,
+                              std::chrono::milliseconds timeout) {
+  wait_for(key, writer, timeout);
   const auto bytes = store_->get(key);
   const auto expected = static_cast<std::size_t>(like.numel() * like.element_size());
   TORCH_CHECK(bytes.size() == expected, "trident-store: '", key, "' holds ", bytes.size(), " bytes, expected ",
@@ -108,7 +157,7 @@ at::Tensor StoreBackend::sum_in_rank_order(const std::string& prefix, const at::
       part = mine.clone();
     } else {
       keys.push_back(prefix + std::to_string(r));
-      part = take(keys.back(), mine, timeout);
+      part = take(keys.back(), r, mine, timeout);
     }
     sum = r == 0 ? part : sum.add_(part);
   }
@@ -144,8 +193,8 @@ c10::intrusive_ptr<c10d::Work> StoreBackend::broadcast(std::vector<at::Tensor>& 
     if (size_ == 1) store_->deleteKey(prefix + "root");
     return deferred(nullptr);
   }
-  return deferred([this, t, prefix, wanted = opts.timeout](std::chrono::milliseconds asked) mutable {
-    t.copy_(take(prefix + "root", t, limit(wanted.count() > 0 ? wanted : asked)));
+  return deferred([this, t, prefix, root, wanted = opts.timeout](std::chrono::milliseconds asked) mutable {
+    t.copy_(take(prefix + "root", root, t, limit(wanted.count() > 0 ? wanted : asked)));
     done_reading(prefix, size_ - 1, {prefix + "root"});
   });
 }
@@ -181,7 +230,7 @@ c10::intrusive_ptr<c10d::Work> StoreBackend::allgather(std::vector<std::vector<a
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) {
       keys.push_back(prefix + std::to_string(r));
-      out[static_cast<std::size_t>(r)].copy_(take(keys.back(), out[static_cast<std::size_t>(r)], timeout));
+      out[static_cast<std::size_t>(r)].copy_(take(keys.back(), r, out[static_cast<std::size_t>(r)], timeout));
     }
     done_reading(prefix, size_, keys);
   });
@@ -215,15 +264,16 @@ c10::intrusive_ptr<c10d::Work> StoreBackend::recv(std::vector<at::Tensor>& tenso
     n = received_[{src, tag}]++;
   }
   const auto key = message_key(src, rank_, tag, n);
-  return deferred([this, t, key](std::chrono::milliseconds asked) mutable {
-    t.copy_(take(key, t, limit(asked)));
+  return deferred([this, t, key, src](std::chrono::milliseconds asked) mutable {
+    t.copy_(take(key, src, t, limit(asked)));
     store_->deleteKey(key);
   });
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> store_process_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                           std::chrono::milliseconds timeout, Matching matching) {
-  auto backend = c10::make_intrusive<StoreBackend>(store, rank, size, timeout, matching);
+                                                           std::chrono::milliseconds timeout, Matching matching,
+                                                           std::optional<Beats> beats) {
+  auto backend = c10::make_intrusive<StoreBackend>(store, rank, size, timeout, matching, std::move(beats));
 #if TORCH_VERSION_MAJOR >= 2
   using Type = c10d::ProcessGroup::BackendType;
   auto pg = c10::make_intrusive<c10d::ProcessGroup>(std::move(store), rank, size);

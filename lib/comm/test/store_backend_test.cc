@@ -2,6 +2,8 @@
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 #include <torch/torch.h>
 
 #include <functional>
@@ -123,6 +125,112 @@ TEST(StoreBackend, AWaitPastItsTimeoutNamesTheKeyAndTheRank) {
     EXPECT_NE(what.find("rank 1 waited 200 ms for 'sb/p0-1/5/0'"), std::string::npos) << what;
   }
 }
+
+// Note [Lost writers]: member 0 (world rank 4) beats for a while, then its
+// beat stops and its message never comes; member 1 (world rank 7) names it
+// long before the 60-s timeout.
+TEST(StoreBackend, AWaitForAWriterWhoseHeartbeatStoppedEndsEarlyNamingIt) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto pg = store_process_group(c10::make_intrusive<c10d::PrefixStore>("s", store), 1, 2, std::chrono::seconds(60),
+                                Matching::kByTag, Beats{store, {4, 7}});
+  std::thread beating([&] {
+    for (int beat = 1; beat <= 8; ++beat) {
+      const auto text = std::to_string(beat);
+      store->set(heartbeat_key(4), std::vector<std::uint8_t>(text.begin(), text.end()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::vector<at::Tensor> t{torch::zeros({2})};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    pg->recv(t, 0, 5)->wait(std::chrono::seconds(60));
+    FAIL() << "expected the wait to end";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 7 stopped waiting for 'sb/p0-1/5/0'"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 4 stopped beating"), std::string::npos) << what;
+  }
+  beating.join();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, kSilence);
+  EXPECT_LT(took, kSilence + std::chrono::seconds(3));
+}
+
+// A writer that beats on is waited for, however long its message takes; one
+// whose beat never appeared is waited for to the timeout.
+TEST(StoreBackend, AWriterThatBeatsIsWaitedForPastTheSilence) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto pg = store_process_group(c10::make_intrusive<c10d::PrefixStore>("s", store), 1, 2, std::chrono::seconds(60),
+                                Matching::kByTag, Beats{store, {0, 1}});
+  std::thread writer([&] {
+    auto mine = store_process_group(c10::make_intrusive<c10d::PrefixStore>("s", store), 0, 2, std::chrono::seconds(60));
+    const auto until = std::chrono::steady_clock::now() + kSilence + std::chrono::seconds(1);
+    for (int beat = 1; std::chrono::steady_clock::now() < until; ++beat) {
+      const auto text = std::to_string(beat);
+      store->set(heartbeat_key(0), std::vector<std::uint8_t>(text.begin(), text.end()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::vector<at::Tensor> t{torch::full({2}, 3.0)};
+    mine->send(t, 1, 5)->wait();
+  });
+  std::vector<at::Tensor> t{torch::zeros({2})};
+  EXPECT_NO_THROW(pg->recv(t, 0, 5)->wait(std::chrono::seconds(60)));
+  writer.join();
+  EXPECT_TRUE(torch::equal(t[0], torch::full({2}, 3.0)));
+
+  // Past kSilence, so a missing beat must not count as a stopped one.
+  const auto timeout = kSilence + std::chrono::milliseconds(1000);
+  std::vector<at::Tensor> u{torch::zeros({2})};
+  auto silent = store_process_group(c10::make_intrusive<c10d::PrefixStore>("q", store), 1, 3, timeout,
+                                    Matching::kByTag, Beats{store, {0, 1, 9}});
+  try {
+    silent->recv(u, 2, 5)->wait(timeout);
+    FAIL() << "expected a timeout";
+  } catch (const std::exception& e) {
+    const auto expected = "rank 1 waited " + std::to_string(timeout.count()) + " ms for 'sb/p2-1/5/0'";
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+// Note [Lost writers] relies on a TCPStore that stays usable after a wait
+// slice timed out (LibTorch 2.x cancels it at the server; 1.13's does not,
+// so this runs on the CUDA build only): a message that comes after several
+// slices arrives whole, and the next messages still match.
+TEST(StoreBackend, TcpStoreWaitsInSlicesAndStaysUsable) {
+  c10d::TCPStoreOptions opts;
+  opts.port = 0;
+  opts.isServer = true;
+  opts.waitWorkers = false;
+  opts.timeout = std::chrono::seconds(20);
+  auto server = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
+  opts.port = server->getPort();
+  opts.isServer = false;
+  auto client = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
+  auto pg = store_process_group(c10::make_intrusive<c10d::PrefixStore>("s", client), 1, 2, std::chrono::seconds(20),
+                                Matching::kByTag, Beats{client, {0, 1}});
+  std::thread writer([&] {
+    auto other = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
+    auto mine = store_process_group(c10::make_intrusive<c10d::PrefixStore>("s", other), 0, 2, std::chrono::seconds(20));
+    for (int beat = 1; beat <= 12; ++beat) {
+      const auto text = std::to_string(beat);
+      other->set(heartbeat_key(0), std::vector<std::uint8_t>(text.begin(), text.end()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (double value : {5.0, 6.0}) {
+      std::vector<at::Tensor> t{torch::full({3}, value)};
+      mine->send(t, 1, 2)->wait();
+    }
+  });
+  for (double value : {5.0, 6.0}) {
+    std::vector<at::Tensor> t{torch::zeros({3})};
+    pg->recv(t, 0, 2)->wait(std::chrono::seconds(20));
+    EXPECT_TRUE(torch::equal(t[0], torch::full({3}, value)));
+  }
+  writer.join();
+  EXPECT_EQ(client->add("after", 3), 3);  // the client's replies are still its own
+}
+#endif
 
 }  // namespace
 }  // namespace trident::comm

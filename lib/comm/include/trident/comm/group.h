@@ -68,6 +68,7 @@ class Group {
   std::string name_ = "world";
   std::string host_;  // Gloo device: "127.0.0.1", or "" for this host's default interface
   std::shared_ptr<class Heartbeat> heartbeat_;  // shared by copies and subgroups
+  c10::intrusive_ptr<c10d::Store> root_store_;   // where the heartbeats are; null without them
   // Declared last, destroyed first: peers see this rank's connections close
   // while its heartbeat and (on rank 0) the store still answer diagnose().
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;

@@ -18,11 +18,28 @@
 // be posted before the matching send. The last reader of a message deletes
 // it from the store. A wait longer than its timeout (the group's when the
 // Work is waited without one) throws, naming the key it waited for.
+//
+// Note [Lost writers]: Gloo learns that a peer died from its socket; a
+// message through the store has no socket of its own, so a wait for a dead
+// rank's bytes would last the whole timeout (parallel.timeout_s), after
+// which a launcher has long killed the survivors and nobody has named the
+// lost rank. Given the members' heartbeats (Beats: the counters Group's
+// heartbeat thread writes to "heartbeat/<world rank>" every 500 ms), a wait
+// goes in slices of kWaitSlice and, between slices, reads the beat of the
+// rank whose bytes it waits for: a beat that stood still for kSilence ends
+// the wait at once with "rank W stopped beating". A rank whose beat never
+// appeared (it has not started its heartbeat yet) is waited for to the
+// timeout, as without beats. Slices need a store whose timed-out wait leaves
+// it usable: HashStore, and LibTorch 2.x's TCPStore (it cancels the wait at
+// the server). LibTorch 1.13's TCPStore reads the server's late answer as
+// the reply to its next request, so the 1.13 build gives no beats (it
+// carries its tensors over Gloo anyway).
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,11 +68,23 @@ using BackendBase = c10d::ProcessGroup;
 // transfers on GPUs] in runtime/placement.h).
 enum class Matching { kByTag, kInOrder };
 
+// Note [Lost writers]: where the members' heartbeats are read.
+struct Beats {
+  c10::intrusive_ptr<c10d::Store> store;  // holds "heartbeat/<world rank>"
+  std::vector<int> world_ranks;           // member -> world rank
+};
+// The key of a rank's heartbeat counter (written by Group's heartbeat).
+inline std::string heartbeat_key(int world_rank) { return "heartbeat/" + std::to_string(world_rank); }
+constexpr auto kWaitSlice = std::chrono::milliseconds(250);
+constexpr auto kSilence = std::chrono::milliseconds(3000);
+
 class StoreBackend final : public BackendBase {
  public:
   // `store` is shared by the members only (a PrefixStore per group).
+  // With `beats`, a wait ends early when its writer's heartbeat stops
+  // (Note [Lost writers]).
   StoreBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout,
-               Matching matching = Matching::kByTag);
+               Matching matching = Matching::kByTag, std::optional<Beats> beats = std::nullopt);
 
   const std::string getBackendName() const override { return "trident-store"; }
 
@@ -77,8 +106,15 @@ class StoreBackend final : public BackendBase {
   std::string message_key(int src, int dst, int tag, std::int64_t n) const;
   // Publishes this rank's bytes of `t` under prefix + rank.
   void put(const std::string& key, const at::Tensor& t);
-  // Waits for `key` (at most `timeout`) and reads it into a tensor like `like`.
-  at::Tensor take(const std::string& key, const at::Tensor& like, std::chrono::milliseconds timeout);
+  // Waits for `key`, written by member `writer`, (at most `timeout`) and
+  // reads it into a tensor like `like`.
+  at::Tensor take(const std::string& key, int writer, const at::Tensor& like, std::chrono::milliseconds timeout);
+  // Waits for `key` in slices while `writer` beats (Note [Lost writers]).
+  void wait_for(const std::string& key, int writer, std::chrono::milliseconds timeout);
+  // The rank messages name: a member's world rank when beats give it.
+  int who(int member) const;
+  // Member `writer`'s heartbeat counter, "" before its first beat.
+  std::string beat_of(int writer) const;
   // The members' tensors under `prefix` (shaped like `mine`) added in rank
   // order; member `own` (-1: none) adds `mine` instead of reading the
   // store. Appends the keys it read to `keys`.
@@ -92,6 +128,7 @@ class StoreBackend final : public BackendBase {
   int rank_, size_;
   std::chrono::milliseconds timeout_;
   Matching matching_;
+  std::optional<Beats> beats_;
   std::mutex mu_;
   std::int64_t collectives_ = 0;
   std::map<std::pair<int, int>, std::int64_t> sent_, received_;  // (peer, tag) -> messages so far
@@ -102,6 +139,7 @@ class StoreBackend final : public BackendBase {
 // StoreBackend itself.
 c10::intrusive_ptr<c10d::ProcessGroup> store_process_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                                            std::chrono::milliseconds timeout,
-                                                           Matching matching = Matching::kByTag);
+                                                           Matching matching = Matching::kByTag,
+                                                           std::optional<Beats> beats = std::nullopt);
 
 }  // namespace trident::comm
