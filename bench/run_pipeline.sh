@@ -13,10 +13,7 @@
 # split the same way on 2 processes over Gloo (mmt as a chain, since
 # pipelining feeds only its first stage), the same micro-batches, GPipe and
 # 1F1B, one thread per process, on a fixed random batch (no data loading).
-# trident runs its planner's plan twice: with the planner's schedule (1f1b
-# for pipedream, graph-1f1b for graphpipe) and with eager-1f1b (Note [Eager
-# warm-up] in lib/schedule/include/trident/schedule/schedule.h).
-# ROUNDS rounds alternate all five; each keeps its median; every run is
+# ROUNDS rounds alternate all four; each keeps its median; every run is
 # printed under its row.
 #   bash bench/run_pipeline.sh [ROUNDS] [MICRO_BATCH] [MINI_BATCH]
 # MODELS="transformer" (or "mmt") runs one of the two.
@@ -47,31 +44,29 @@ w=[json.loads(l) for l in open(sys.argv[1]) if 'samples_per_s' in l][1:]
 print(statistics.median(x['samples_per_s'] for x in w))" "$work/$name/metrics.jsonl"
 }
 version=$("$peer" -c 'import torch; print(torch.__version__)')
-echo "| model | trident plan | mini-batch | micro-batch | 1 process samples/s | 2-stage pipeline samples/s | ratio | 2-stage, eager-1f1b | pipelining $version GPipe | pipelining 1F1B | trident / best of pipelining | eager-1f1b / best of pipelining |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | trident plan | mini-batch | micro-batch | 1 process samples/s | 2-stage pipeline samples/s | ratio | pipelining $version GPipe | pipelining 1F1B | trident / best of pipelining |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 models=${MODELS:-transformer mmt}
 for spec in transformer:examples/fmnist-transformer.yaml:pipedream mmt:examples/synthetic-mmt.yaml:graphpipe; do
   IFS=: read -r model config partitioner <<<"$spec"
   [[ " $models " == *" $model "* ]] || continue
-  one=(); two=(); eager=(); gp=(); fb=()
-  pipeline=(--set parallel.devices=2 --set parallel.partitioner="$partitioner" --set parallel.max_replicas=1
-            --set parallel.micro_batch="$micro")
+  one=(); two=(); gp=(); fb=()
   for round in $(seq "$rounds"); do
     one+=("$(trident_rate "$config" "$model-one-$round")")
-    two+=("$(trident_rate "$config" "$model-two-$round" "${pipeline[@]}")")
-    eager+=("$(trident_rate "$config" "$model-eager-$round" "${pipeline[@]}" --set parallel.schedule=eager-1f1b)")
+    two+=("$(trident_rate "$config" "$model-two-$round" --set parallel.devices=2 --set parallel.partitioner="$partitioner" \
+      --set parallel.max_replicas=1 --set parallel.micro_batch="$micro")")
     gp+=("$(peer_rate "$model" gpipe)")
     fb+=("$(peer_rate "$model" 1f1b)")
   done
   "$bin" report "$work/$model-two-$rounds" > "$work/$model.report"
-  python3 - "$model/tiny" "$partitioner" "$mini" "$micro" "${one[*]}" "${two[*]}" "${eager[*]}" "${gp[*]}" "${fb[*]}" <<'PY'
+  python3 - "$model/tiny" "$partitioner" "$mini" "$micro" "${one[*]}" "${two[*]}" "${gp[*]}" "${fb[*]}" <<'PY'
 import statistics, sys
 model, partitioner, mini, micro = sys.argv[1:5]
-runs = [[float(x) for x in arg.split()] for arg in sys.argv[5:10]]
-one, two, eager, gp, fb = (statistics.median(r) for r in runs)
-print("| %s | %s | %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.2f | %.2f |" % (
-    model, partitioner, mini, micro, one, two, two / one, eager, gp, fb, two / max(gp, fb), eager / max(gp, fb)))
-print("|  |  |  | runs | %s | %s |  | %s | %s | %s |  |  |" % tuple(" ".join("%.0f" % x for x in r) for r in runs))
+runs = [[float(x) for x in arg.split()] for arg in sys.argv[5:9]]
+one, two, gp, fb = (statistics.median(r) for r in runs)
+print("| %s | %s | %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |" % (
+    model, partitioner, mini, micro, one, two, two / one, gp, fb, two / max(gp, fb)))
+print("|  |  |  | runs | %s | %s |  | %s | %s |  |" % tuple(" ".join("%.0f" % x for x in r) for r in runs))
 PY
 done
 for model in $models; do
