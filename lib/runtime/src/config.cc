@@ -223,9 +223,8 @@ std::vector<Key> parallel_keys() {
                       [](const TrainConfig& c) { return c.train.mini_batch; },
                       "divides `train.mini_batch` (0: searched by the planner)"));
   k.push_back(text_key("parallel.schedule", [](TrainConfig& c) -> auto& { return c.parallel.schedule; },
-                       {"auto", "gpipe", "1f1b", "eager-1f1b", "graph-1f1b"},
-                       "`auto` (graph-1f1b for graphpipe, 1f1b otherwise), `gpipe`, `1f1b`, `eager-1f1b`, "
-                       "`graph-1f1b`"));
+                       {"auto", "gpipe", "1f1b", "graph-1f1b"},
+                       "`auto` (graph-1f1b for graphpipe, 1f1b otherwise), `gpipe`, `1f1b`, `graph-1f1b`"));
   k.push_back(text_key("parallel.grad_sync", [](TrainConfig& c) -> auto& { return c.parallel.grad_sync; },
                        cost::grad_sync_names(),
                        "`allreduce`, `ps`, `sfb` (Linear weights; the rest all-reduce), `hybrid` (per parameter by the "

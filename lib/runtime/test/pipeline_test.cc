@@ -228,7 +228,7 @@ TEST_P(Pipelines, GraphpipePipedreamAndHybridEqualSingleProcess) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Pipelines,
                          ::testing::Combine(::testing::Values("mmt", "dlrm", "candle_uno", "inception"),
-                                            ::testing::Values("gpipe", "1f1b", "eager-1f1b", "graph-1f1b")),
+                                            ::testing::Values("gpipe", "1f1b", "graph-1f1b")),
                          [](const auto& info) {
                            auto name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
                            for (auto& c : name)

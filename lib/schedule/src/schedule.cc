@@ -23,7 +23,7 @@ StageActions one_f_one_b(int warmup, int m) {
 }  // namespace
 
 const std::vector<std::string>& schedule_names() {
-  static const std::vector<std::string> names{"gpipe", "1f1b", "eager-1f1b", "graph-1f1b"};
+  static const std::vector<std::string> names{"gpipe", "1f1b", "graph-1f1b"};
   return names;
 }
 
@@ -36,15 +36,11 @@ Schedule make_schedule(const std::string& name, const StageGraph& graph, int mic
   } else if (name == "1f1b") {
     const auto order = graph.topo_order();
     for (int i = 0; i < graph.size(); ++i) s.stages[order[i]] = one_f_one_b(graph.size() - 1 - i, micro_batches);
-  } else if (name == "eager-1f1b") {
-    const auto order = graph.topo_order();
-    const int last = graph.size() - 1;
-    for (int i = 0; i <= last; ++i) s.stages[order[i]] = one_f_one_b(i == last ? 0 : last - i + 1, micro_batches);
   } else if (name == "graph-1f1b") {
     const auto h = graph.heights();
     for (StageId st = 0; st < graph.size(); ++st) s.stages[st] = one_f_one_b(h[st] - 1, micro_batches);
   } else {
-    throw ScheduleError("schedule '" + name + "' is unknown; use gpipe, 1f1b, eager-1f1b or graph-1f1b");
+    throw ScheduleError("schedule '" + name + "' is unknown; use gpipe, 1f1b or graph-1f1b");
   }
   return s;
 }

@@ -33,20 +33,8 @@ struct Schedule {
 // gpipe:      all forwards, then all backwards.
 // 1f1b:       PipeDream-Flush on the stages' topological order: stage at
 //             position i of S warms up with S−1−i forwards, then alternates.
-// eager-1f1b: 1f1b with one more warm-up forward on every stage but the last
-//             (Note [Eager warm-up]).
 // graph-1f1b: GraphPipe's 1F1B on a stage DAG: warm-up = (longest path to a
 //             sink) − 1, so parallel branches do not pay for each other.
-//
-// Note [Eager warm-up]: under 1f1b a stage's warm-up leaves exactly enough
-// forwards in flight for a pipeline whose stages always take the same time;
-// when a stage runs late (two processes sharing cores, a noisy neighbour),
-// the next stage waits for its activations and the delay passes down the
-// chain. One more forward in flight keeps a micro-batch's activations
-// waiting at the next stage, which absorbs such delays. In the simulator,
-// where every pass takes its modelled time, eager-1f1b takes as long as
-// 1f1b; it costs one more micro-batch of activations on every stage but the
-// last. Measured on 2 processes sharing 2 cores: docs/benchmarks.md.
 const std::vector<std::string>& schedule_names();
 Schedule make_schedule(const std::string& name, const StageGraph& graph, int micro_batches);
 
