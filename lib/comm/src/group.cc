@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <numeric>
 #include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -302,12 +301,10 @@ Group Group::connect(const WorldInfo& world, std::chrono::milliseconds timeout) 
   }
   try {
     const std::string host = is_local(world.master_addr) ? "127.0.0.1" : "";
-    std::vector<int> everyone(static_cast<std::size_t>(world.world_size));
-    std::iota(everyone.begin(), everyone.end(), 0);
-    auto pg = make_process_group(store, world.rank, world.world_size, timeout, host, Beats{store, everyone});
-    Group g(store, pg, world.rank, world.world_size, timeout, host);
-    g.heartbeat_ = std::make_shared<Heartbeat>(world, timeout);
+    Group g(store, c10::intrusive_ptr<c10d::ProcessGroup>(), world.rank, world.world_size, timeout, host);
     g.root_store_ = store;
+    g.pg_ = make_process_group(store, world.rank, world.world_size, timeout, host, g.beats());
+    g.heartbeat_ = std::make_shared<Heartbeat>(world, timeout);
     return g;
   } catch (const std::exception& e) {
     throw CommError("rank " + std::to_string(world.rank) + ": connecting to the other " +
@@ -326,14 +323,11 @@ Group Group::subgroup(const std::vector<int>& ranks, const std::string& name) co
     throw CommError(member(rank_) + " is not in group '" + name + "'");
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   const int r = static_cast<int>(it - ranks.begin()), n = static_cast<int>(ranks.size());
-  std::vector<int> world_ranks;
-  for (int member : ranks) world_ranks.push_back(world_rank(member));
-  std::optional<Beats> beats;
-  if (root_store_) beats = Beats{root_store_, world_ranks};
-  Group g(store, make_process_group(store, r, n, timeout_, host_, beats), r, n, timeout_, host_);
+  Group g(store, c10::intrusive_ptr<c10d::ProcessGroup>(), r, n, timeout_, host_);
   g.name_ = name;
-  g.world_ranks_ = world_ranks;
+  for (int i = 0; i < n; ++i) g.world_ranks_[static_cast<std::size_t>(i)] = world_rank(ranks[static_cast<std::size_t>(i)]);
   g.root_store_ = root_store_;
+  g.pg_ = make_process_group(store, r, n, timeout_, host_, g.beats());
   // The heartbeat speaks of world ranks; only a group over all of them can use it.
   if (n == size_) g.heartbeat_ = heartbeat_;
   return g;
@@ -365,6 +359,11 @@ std::vector<std::string> allgather_strings(const Group& group, const std::string
   for (int r = 0; r < n; ++r)
     out.emplace_back(static_cast<const char*>(all[0][r].data_ptr()), sizes[r].item<std::int64_t>());
   return out;
+}
+
+std::optional<Beats> Group::beats() const {
+  if (!root_store_) return std::nullopt;
+  return Beats{root_store_, world_ranks_};
 }
 
 std::string Group::diagnose() const { return heartbeat_ ? heartbeat_->diagnose() : ""; }

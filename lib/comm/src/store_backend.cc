@@ -105,7 +105,7 @@ void StoreBackend::wait_for(const std::string& key, int writer, std::chrono::mil
     return std::runtime_error("trident-store: rank " + std::to_string(who(rank_)) + " waited " +
                               std::to_string(timeout.count()) + " ms for '" + key + "': " + why);
   };
-  std::string beat = beats_ ? beat_of(writer) : "";
+  std::optional<std::string> beat;  // read only once a slice has passed: most messages are there by then
   auto beat_moved = start;
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -122,7 +122,7 @@ void StoreBackend::wait_for(const std::string& key, int writer, std::chrono::mil
     } catch (const std::exception& e) {
       throw failure(std::string("the store stopped answering: ") + e.what());
     }
-    if (now != beat || now.empty()) {
+    if (!beat || now != *beat || now.empty()) {
       beat = now;
       beat_moved = Clock::now();
     } else if (Clock::now() - beat_moved >= kSilence) {

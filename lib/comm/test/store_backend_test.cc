@@ -46,6 +46,14 @@ torch::Tensor input(int rank) {
 
 void run(c10d::ProcessGroup&, const c10::intrusive_ptr<c10d::Work>& w) { w->wait(std::chrono::seconds(20)); }
 
+// Writes beat number `n` of world rank `rank`, as Group's heartbeat does,
+// then sleeps 100 ms.
+void beat(c10d::Store& store, int rank, int n) {
+  const auto text = std::to_string(n);
+  store.set(heartbeat_key(rank), std::vector<std::uint8_t>(text.begin(), text.end()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
 TEST(StoreBackend, CollectivesEqualTheBuildsBackendAndAddInRankOrder) {
   constexpr int n = 3;
   std::vector<torch::Tensor> sums(n), reduced(n), broadcast(n);
@@ -134,11 +142,7 @@ TEST(StoreBackend, AWaitForAWriterWhoseHeartbeatStoppedEndsEarlyNamingIt) {
   auto pg = store_process_group(c10::make_intrusive<c10d::PrefixStore>("s", store), 1, 2, std::chrono::seconds(60),
                                 Matching::kByTag, Beats{store, {4, 7}});
   std::thread beating([&] {
-    for (int beat = 1; beat <= 8; ++beat) {
-      const auto text = std::to_string(beat);
-      store->set(heartbeat_key(4), std::vector<std::uint8_t>(text.begin(), text.end()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    for (int n = 1; n <= 8; ++n) beat(*store, 4, n);
   });
   std::vector<at::Tensor> t{torch::zeros({2})};
   const auto start = std::chrono::steady_clock::now();
@@ -165,11 +169,7 @@ TEST(StoreBackend, AWriterThatBeatsIsWaitedForPastTheSilence) {
   std::thread writer([&] {
     auto mine = store_process_group(c10::make_intrusive<c10d::PrefixStore>("s", store), 0, 2, std::chrono::seconds(60));
     const auto until = std::chrono::steady_clock::now() + kSilence + std::chrono::seconds(1);
-    for (int beat = 1; std::chrono::steady_clock::now() < until; ++beat) {
-      const auto text = std::to_string(beat);
-      store->set(heartbeat_key(0), std::vector<std::uint8_t>(text.begin(), text.end()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    for (int n = 1; std::chrono::steady_clock::now() < until; ++n) beat(*store, 0, n);
     std::vector<at::Tensor> t{torch::full({2}, 3.0)};
     mine->send(t, 1, 5)->wait();
   });
@@ -212,11 +212,7 @@ TEST(StoreBackend, TcpStoreWaitsInSlicesAndStaysUsable) {
   std::thread writer([&] {
     auto other = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
     auto mine = store_process_group(c10::make_intrusive<c10d::PrefixStore>("s", other), 0, 2, std::chrono::seconds(20));
-    for (int beat = 1; beat <= 12; ++beat) {
-      const auto text = std::to_string(beat);
-      other->set(heartbeat_key(0), std::vector<std::uint8_t>(text.begin(), text.end()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    for (int n = 1; n <= 12; ++n) beat(*other, 0, n);
     for (double value : {5.0, 6.0}) {
       std::vector<at::Tensor> t{torch::full({3}, value)};
       mine->send(t, 1, 2)->wait();

@@ -8,12 +8,14 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "trident/comm/store_backend.h"
 #include "trident/comm/world.h"
 
 namespace trident::comm {
@@ -69,6 +71,9 @@ class Group {
   std::string host_;  // Gloo device: "127.0.0.1", or "" for this host's default interface
   std::shared_ptr<class Heartbeat> heartbeat_;  // shared by copies and subgroups
   c10::intrusive_ptr<c10d::Store> root_store_;   // where the heartbeats are; null without them
+  // Where the store backend reads this group's members' heartbeats (Note
+  // [Lost writers]); none for groups without a heartbeat.
+  std::optional<Beats> beats() const;
   // Declared last, destroyed first: peers see this rank's connections close
   // while its heartbeat and (on rank 0) the store still answer diagnose().
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
