@@ -11,7 +11,8 @@
 #        with train.device=cpu, for every zoo model (weights compared by
 #        `trident diff`, tolerance below);
 #      - multi-process training only with a GPU per process (NCCL refuses
-#        two ranks on one device);
+#        two ranks on one device): 2-process data parallelism, and a
+#        2-stage pipeline whose activations and gradients travel by NCCL;
 #   3. prints a Markdown table: a training step of mlp, cnn, transformer and
 #      mmt (tiny and paper presets, the largest batch of 64..1024 that fits)
 #      in trident and in PyTorch eager on the same GPU, samples/s and ratio.
@@ -93,6 +94,16 @@ if [ "$gpus" -ge 2 ]; then
   done
   "$bin" diff "$work/runs/dp-cpu" "$work/runs/dp-$device" --atol $atol --rtol 1e-3 >/dev/null &&
     say "2-process data parallel (NCCL) equals the CPU run" || fail "2-process data parallel on $device differs from cpu"
+  # Stage-to-stage messages through NCCL, on a link per direction (Note
+  # [Pipeline transfers on GPUs]): a 2-stage 1F1B pipeline, one GPU a stage.
+  for where in cpu "$device"; do
+    "$bin" train --config examples/synthetic-mmt.yaml --nproc 2 --set name="pp-$where" --set runs_dir="$work/runs" \
+      --set train.steps=20 --set train.eval=false --set train.device="$where" --set optimizer.name=sgd \
+      --set parallel.partitioner=pipedream --set parallel.max_replicas=1 --set parallel.micro_batch=16 \
+      >"$work/pp-$where.log" 2>&1 || fail "2-stage pipeline on $where: $(tail -1 "$work/pp-$where.log")"
+  done
+  "$bin" diff "$work/runs/pp-cpu" "$work/runs/pp-$device" --atol $atol --rtol 1e-3 >/dev/null &&
+    say "2-stage pipeline (NCCL, a link per direction) equals the CPU run" || fail "2-stage pipeline on $device differs from cpu"
 else
   say "multi-process runs: not run ($([ $cpu = 1 ] && echo "dry run" || echo "$gpus GPU")): NCCL refuses two ranks on one device"
 fi

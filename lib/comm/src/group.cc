@@ -217,6 +217,13 @@ Group Group::with_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg) const
   return g;
 }
 
+Group Group::made_by(Maker make) const {
+  Group g = *this;
+  g.maker_ = std::make_shared<const Maker>(std::move(make));
+  g.pg_ = (*g.maker_)(c10::make_intrusive<c10d::PrefixStore>("made", store_), rank_, size_, timeout_);
+  return g;
+}
+
 std::string Group::member(int r) const {
   const auto world = "rank " + std::to_string(world_rank(r));
   return name_ == "world" ? world : world + " (member " + std::to_string(r) + " of '" + name_ + "')";
@@ -327,7 +334,8 @@ Group Group::subgroup(const std::vector<int>& ranks, const std::string& name) co
   g.name_ = name;
   for (int i = 0; i < n; ++i) g.world_ranks_[static_cast<std::size_t>(i)] = world_rank(ranks[static_cast<std::size_t>(i)]);
   g.root_store_ = root_store_;
-  g.pg_ = make_process_group(store, r, n, timeout_, host_, g.beats());
+  g.maker_ = maker_;
+  g.pg_ = maker_ ? (*maker_)(store, r, n, timeout_) : make_process_group(store, r, n, timeout_, host_, g.beats());
   // The heartbeat speaks of world ranks; only a group over all of them can use it.
   if (n == size_) g.heartbeat_ = heartbeat_;
   return g;

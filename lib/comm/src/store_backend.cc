@@ -1,6 +1,7 @@
 #include "trident/comm/store_backend.h"
 
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <stdexcept>
 
@@ -243,31 +244,71 @@ c10::intrusive_ptr<c10d::Work> StoreBackend::barrier(const c10d::BarrierOptions&
   return allreduce(one, o);
 }
 
+// One queue of this rank's operations with one peer (kStreamPerPair).
+struct StoreBackend::Stream {
+  std::mutex mu;
+  std::deque<std::pair<bool, std::function<void(std::chrono::milliseconds)>>> ops;  // (is send, run)
+  std::int64_t issued = 0, done = 0;
+  // Runs the operations in order until `until` have run, or while the next is a send.
+  void advance(std::int64_t until, std::chrono::milliseconds timeout) {
+    while (!ops.empty() && (done < until || ops.front().first)) {
+      auto run = std::move(ops.front().second);
+      ops.pop_front();
+      ++done;
+      run(timeout);
+    }
+  }
+};
+
+c10::intrusive_ptr<c10d::Work> StoreBackend::on_stream(int peer, bool is_send,
+                                                       std::function<void(std::chrono::milliseconds)> run) {
+  std::shared_ptr<Stream> stream;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = streams_[peer];
+    if (!slot) slot = std::make_shared<Stream>();
+    stream = slot;
+  }
+  std::lock_guard<std::mutex> lock(stream->mu);
+  stream->ops.emplace_back(is_send, std::move(run));
+  const auto id = ++stream->issued;
+  stream->advance(0, timeout_);  // a send at the head of the queue goes at once
+  return deferred([this, stream, id](std::chrono::milliseconds asked) {
+    std::lock_guard<std::mutex> lock(stream->mu);
+    stream->advance(id, limit(asked));
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> StoreBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   const auto& t = only(tensors, "send");
-  if (matching_ == Matching::kInOrder) tag = 0;
+  if (matching_ != Matching::kByTag) tag = 0;
   std::int64_t n = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     n = sent_[{dst, tag}]++;
   }
-  put(message_key(rank_, dst, tag, n), t);
+  const auto key = message_key(rank_, dst, tag, n);
+  if (matching_ == Matching::kStreamPerPair)
+    return on_stream(dst, true, [this, key, t](std::chrono::milliseconds) { put(key, t); });  // read when it runs, as NCCL
+  put(key, t);
   return deferred(nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> StoreBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   auto t = only(tensors, "recv");
-  if (matching_ == Matching::kInOrder) tag = 0;
+  if (matching_ != Matching::kByTag) tag = 0;
   std::int64_t n = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     n = received_[{src, tag}]++;
   }
   const auto key = message_key(src, rank_, tag, n);
-  return deferred([this, t, key, src](std::chrono::milliseconds asked) mutable {
+  auto run = [this, t, key, src](std::chrono::milliseconds asked) mutable {
     t.copy_(take(key, src, t, limit(asked)));
     store_->deleteKey(key);
-  });
+  };
+  if (matching_ == Matching::kStreamPerPair) return on_stream(src, false, std::move(run));
+  return deferred(std::move(run));
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> store_process_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,

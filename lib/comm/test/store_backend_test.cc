@@ -120,6 +120,31 @@ TEST(StoreBackend, AReceivePostedBeforeItsSendAndOutOfOrderWaitsMatchPerTag) {
   });
 }
 
+// Matching::kStreamPerPair, as NCCL's one stream per pair of ranks: rank 0
+// issues a receive from rank 1, then a send to it. The send is held until
+// the receive has been waited for: rank 1 cannot get it first, and gets it
+// once it has sent what rank 0 receives.
+TEST(StoreBackend, OnAStreamPerPairASendIssuedAfterAReceiveWaitsForIt) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto member = [&](int r) {
+    return store_process_group(store, r, 2, std::chrono::milliseconds(5000), Matching::kStreamPerPair);
+  };
+  auto zero = member(0), one = member(1);
+  std::vector<at::Tensor> x{torch::zeros({2})}, a{torch::full({2}, 5.0)};
+  auto received = zero->recv(x, 1, 3);
+  auto sent = zero->send(a, 1, 4);
+  std::vector<at::Tensor> early{torch::zeros({2})};
+  EXPECT_THROW(member(1)->recv(early, 0, 4)->wait(std::chrono::milliseconds(300)), std::exception)
+      << "the send went ahead of the receive issued before it";
+  std::vector<at::Tensor> b{torch::full({2}, 7.0)}, y{torch::zeros({2})};
+  one->send(b, 0, 3)->wait();
+  sent->wait(std::chrono::milliseconds(5000));  // runs the receive, then the send
+  EXPECT_TRUE(torch::equal(x[0], b[0]));
+  received->wait(std::chrono::milliseconds(1));
+  one->recv(y, 0, 4)->wait(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(torch::equal(y[0], a[0]));
+}
+
 TEST(StoreBackend, AWaitPastItsTimeoutNamesTheKeyAndTheRank) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   auto pg = store_process_group(store, 1, 2, std::chrono::milliseconds(300));

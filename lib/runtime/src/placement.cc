@@ -10,7 +10,11 @@
 #ifdef TRIDENT_CUDA
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#include <cmath>
+#include <deque>
 #endif
 
 namespace trident::runtime {
@@ -66,6 +70,77 @@ nn::Batch Placement::batch(nn::Batch fields) const {
   for (auto& [name, t] : fields)
     if (t.device() != device_) t = t.pin_memory().to(device_, /*non_blocking=*/true);
   return fields;
+}
+
+#ifdef TRIDENT_CUDA
+namespace {
+
+// A timed CUDA event, through the CUDA runtime's own API: the same in every
+// LibTorch 2.x (LibTorch moved its event class between versions).
+class TimedEvent {
+ public:
+  TimedEvent() { C10_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDefault)); }
+  TimedEvent(const TimedEvent&) = delete;
+  TimedEvent& operator=(const TimedEvent&) = delete;
+  ~TimedEvent() { cudaEventDestroy(event_); }
+  void record() { C10_CUDA_CHECK(cudaEventRecord(event_, at::cuda::getCurrentCUDAStream())); }
+  void wait() { C10_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  // Milliseconds from `earlier` to this event; both have completed.
+  double since(const TimedEvent& earlier) const {
+    float ms = 0;
+    C10_CUDA_CHECK(cudaEventElapsedTime(&ms, earlier.event_, event_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Note [GPU spans] (trace.h): marks are events on the current stream. Their
+// times are measured from an anchor: an event recorded on an idle stream
+// and waited for, at a known system-clock time. times() re-anchors after
+// each step (the stream is idle then), so the GPU's clock and the host's
+// cannot drift apart by more than a step's worth.
+class CudaClock final : public DeviceClock {
+ public:
+  CudaClock() { anchor(); }
+  std::int64_t mark() override {
+    marks_.emplace_back();
+    marks_.back().record();
+    return static_cast<std::int64_t>(marks_.size()) - 1;
+  }
+  std::vector<std::int64_t> times() override {
+    std::vector<std::int64_t> out;
+    for (auto& m : marks_) {
+      m.wait();
+      out.push_back(anchor_us_ + std::llround(m.since(*anchor_) * 1000.0));
+    }
+    marks_.clear();
+    anchor();
+    return out;
+  }
+
+ private:
+  void anchor() {
+    at::cuda::getCurrentCUDAStream().synchronize();
+    anchor_ = std::make_unique<TimedEvent>();
+    anchor_->record();
+    anchor_->wait();
+    anchor_us_ = now_us();
+  }
+  std::unique_ptr<TimedEvent> anchor_;
+  std::int64_t anchor_us_ = 0;
+  std::deque<TimedEvent> marks_;  // a deque: events stay where they were made
+};
+
+}  // namespace
+#endif
+
+std::unique_ptr<DeviceClock> Placement::clock() const {
+#ifdef TRIDENT_CUDA
+  if (on_gpu()) return std::make_unique<CudaClock>();
+#endif
+  return nullptr;
 }
 
 torch::Tensor Placement::state(const torch::Tensor& t) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <numeric>
 #include <thread>
 #include <tuple>
 
@@ -21,6 +22,7 @@ StageExecutor::~StageExecutor() = default;
 StageExecutor::StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world, Placement placement)
     : graph_(module.graph()), module_(&module), plan_(plan), world_(std::move(world)), placement_(std::move(placement)) {
   build();
+  open_links();
   backend_ = std::make_unique<TensorBackend>(*this);
 }
 
@@ -89,6 +91,38 @@ void StageExecutor::build() {
   for (const auto& a : schedule::parse_actions(st.actions))
     actions_.emplace_back(a.kind == schedule::Action::Kind::kBackward, a.micro_batch);
   layout(micro_batch_);
+}
+
+void StageExecutor::open_links() {
+  if (!placement_.link_per_direction()) return;
+  std::vector<int> everyone(static_cast<std::size_t>(world_.size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const int me = world_.rank();
+  for (int d = 0; d < 2; ++d) {
+    links_.push_back(world_.subgroup(everyone, d ? "gradients" : "activations"));
+    std::set<std::tuple<int, int, int, int>> pairs;  // (lower rank, higher rank, sender, receiver)
+    for (const auto& c : crossings_) {
+      if (d == 1 && !c.differentiable) continue;
+      for (int a : plan_.stages[c.from].devices)
+        for (int b : plan_.stages[c.to].devices) {
+          const int sender = d ? b : a, receiver = d ? a : b;
+          pairs.insert({std::min(a, b), std::max(a, b), sender, receiver});
+        }
+    }
+    for (const auto& [lower, higher, sender, receiver] : pairs) {
+      if (me != sender && me != receiver) continue;
+      std::vector<at::Tensor> one{torch::zeros({1}, torch::TensorOptions().device(placement_.device()))};
+      const int peer = me == sender ? receiver : sender;
+      try {
+        auto& pg = links_.back().pg();
+        (me == sender ? pg.send(one, receiver, 0) : pg.recv(one, sender, 0))->wait(world_.timeout());
+      } catch (const std::exception& e) {
+        fail(std::string("could not open the link for ") + (d ? "gradients" : "activations") +
+                 (me == sender ? " to" : " from"),
+             peer, e);
+      }
+    }
+  }
 }
 
 const StageExecutor::Layout& StageExecutor::layout(std::int64_t micro_batch) {
@@ -214,7 +248,7 @@ void StageExecutor::post_next(Exchange& x, int d) {
     std::vector<at::Tensor> v{buffer};
     c10::intrusive_ptr<c10d::Work> work;
     try {
-      work = world_.pg().recv(v, pieces[i].peer, static_cast<int>(tag(pieces[i].k, m, x.micro_batches, d)));
+      work = link(d).pg().recv(v, pieces[i].peer, static_cast<int>(tag(pieces[i].k, m, x.micro_batches, d)));
     } catch (const std::exception& e) {
       fail("could not post the receive of " + std::string(d ? "gradients of " : "activations of ") + c.name +
                " for micro-batch " + std::to_string(m) + " from",
@@ -239,7 +273,7 @@ torch::Tensor StageExecutor::take(Exchange& x, int d, std::size_t i, int m) {
   }
   auto buffer = std::move(it->second.buffer);
   dir.posted[i].erase(it);
-  return placement_.arrived(buffer);
+  return buffer;
 }
 
 // This rank's rows of crossing k for micro-batch m, from its pieces in row order.
@@ -262,14 +296,14 @@ void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& v
                         std::to_string(piece.hi - piece.lo) + (c.declared.shape.empty() ? "" : ",") +
                         graph::to_string(c.declared).substr(1) + " but the stage produced " + nn::describe(slice) +
                         (d ? " as its gradient" : ""));
-  post_send(x, piece, placement_.departing(slice), m, d);
+  post_send(x, piece, slice, m, d);
 }
 
 void StageExecutor::post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d) {
   std::vector<at::Tensor> v{message};
   try {
     x.sends.push_back(
-        {message, world_.pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, x.micro_batches, d))), piece.peer});
+        {message, link(d).pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, x.micro_batches, d))), piece.peer});
   } catch (const std::exception& e) {
     fail("could not send " + std::string(d ? "gradients of " : "activations of ") + crossings_[piece.k].name +
              " for micro-batch " + std::to_string(m) + " to",

@@ -9,15 +9,18 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   auto& saved = saved_[m];
   // Each received input is taken when the first op that reads it runs
   // (Note [Inputs on demand] in nn/executor.h); the forward's trace splits
-  // into compute segments around the waits.
-  auto segment_start = now_us();
+  // into compute segments around the waits. On the host a short wait stays
+  // inside the forward; on a device each receive is marked, and a short wait
+  // is dropped when the marks are timed (Note [GPU spans] in trace.h).
+  auto stamp = [&] { return p.trace ? p.trace->stamp() : 0; };
+  auto segment_start = stamp();
   auto receive = [&](int k) {
-    const auto t0 = now_us();
+    const auto t0 = stamp();
     auto t = s_.gather(x, 0, k, m);
-    const auto t1 = now_us();
-    if (p.trace && t1 - t0 >= kShortestTracedWaitUs) {
-      if (t0 > segment_start) p.trace->add(action, "forward", kComputeLane, segment_start, t0);
-      p.trace->add_wait("wait " + action, t0, t1);
+    const auto t1 = stamp();
+    if (p.trace && (p.trace->device || t1 - t0 >= kShortestTracedWaitUs)) {
+      p.trace->add_stamped(action, "forward", segment_start, t0);
+      p.trace->add_stamped("wait " + action, "wait", t0, t1);
       segment_start = t1;
     }
     if (s_.crossings_[k].differentiable && torch::GradMode::is_enabled()) t.requires_grad_(true);
@@ -42,13 +45,14 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
       p.result.correct += value(s_.logits_).argmax(1).eq(value(s_.labels_)).sum().item<double>();
   }
   if (!torch::GradMode::is_enabled()) saved_.erase(m);  // evaluation keeps nothing
-  if (p.trace) p.trace->add(action, "forward", kComputeLane, segment_start, now_us());
+  if (p.trace) p.trace->add_stamped(action, "forward", segment_start, stamp());
 }
 
 void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) {
   const auto& l = *x.layout;
   auto& saved = saved_.at(m);
-  const auto t0 = now_us();
+  auto stamp = [&] { return p.trace ? p.trace->stamp() : 0; };
+  const auto t0 = stamp();
   std::vector<torch::Tensor> roots, grads;
   if (s_.has_loss_) {
     auto loss = saved.outputs.at(s_.graph_.loss());
@@ -66,8 +70,8 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool la
     const auto& value = saved.outputs.at(op);
     if (value.requires_grad()) roots.push_back(value), grads.push_back(grad);
   }
-  const auto t1 = now_us();
-  if (p.trace) p.trace->add_wait("wait " + action, t0, t1);
+  const auto t1 = stamp();
+  if (p.trace) p.trace->add_stamped("wait " + action, "wait", t0, t1);
   if (last && p.before_last_backward) p.before_last_backward();
   if (!roots.empty()) torch::autograd::backward(roots, grads);
   for (const auto& piece : l.in) {
@@ -76,7 +80,7 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool la
     s_.send(x, piece, input.grad().defined() ? input.grad() : torch::zeros_like(input), m, 1);
   }
   saved_.erase(m);
-  if (p.trace) p.trace->add(action, "backward", kComputeLane, t1, now_us());
+  if (p.trace) p.trace->add_stamped(action, "backward", t1, stamp());
 }
 
 }  // namespace trident::runtime

@@ -12,6 +12,30 @@ std::int64_t now_us() {
       .count();
 }
 
+void TraceLog::add_stamped(std::string name, std::string cat, std::int64_t start, std::int64_t end) {
+  if (end <= start && !device) return;  // an empty segment (a forward whose first op waited)
+  if (device)
+    marked_.push_back({std::move(name), std::move(cat), start, end});
+  else if (cat == "wait")
+    add_wait(std::move(name), start, end);
+  else
+    add(std::move(name), std::move(cat), kComputeLane, start, end);
+}
+
+void TraceLog::resolve() {
+  if (!device) return;
+  const auto at = device->times();
+  for (auto& e : marked_) {
+    const auto start = at.at(static_cast<std::size_t>(e.start)), end = at.at(static_cast<std::size_t>(e.end));
+    if (end <= start) continue;
+    if (e.cat == "wait")
+      add_wait(std::move(e.name), start, end);
+    else
+      add(std::move(e.name), std::move(e.cat), kComputeLane, start, end);
+  }
+  marked_.clear();
+}
+
 nlohmann::json to_json(const std::vector<TraceEvent>& events) {
   auto out = nlohmann::json::array();
   for (const auto& e : events) out.push_back({e.name, e.cat, e.lane, e.ts_us, e.dur_us});

@@ -87,6 +87,7 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   classifies_ = graph.op(graph.loss()).kind == "cross_entropy";
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
   placement_ = Placement::choose(config_.train.device, comm::world_from_env().local_rank);
+  clock_ = placement_.clock();
   join(std::move(world));
   threads_ = choose_threads(static_cast<int>(config_.train.threads), usable_cores(), local_processes_);
   configure_process(threads_.threads);
@@ -174,24 +175,24 @@ void Trainer::arm_sync() {
 double Trainer::sync_and_step(double lr, TraceLog& trace) {
   const auto& params = stage_->params();
   if (!sync_) {
-    const auto t0 = now_us();
+    const auto t0 = trace.stamp();
     optimizer_->apply(params, lr);
-    trace.add("optimizer", "optimizer", kComputeLane, t0, now_us());
+    trace.add_stamped("optimizer", "optimizer", t0, trace.stamp());
     return 0;
   }
-  const auto t0 = now_us();
+  const auto t0 = trace.stamp();
   sync_->finish();
-  const auto t1 = now_us();
+  const auto t1 = trace.stamp();
   for (const auto& e : sync_->stats().events)
     trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
               sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
-  trace.add_wait("wait for sync", t0, t1);
+  trace.add_stamped("wait for sync", "wait", t0, t1);
   sync_->apply([&](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
     optimizer_->step(name, p, grad, lr);
   });
   for (const auto& [name, p] : params)
     if (p.grad().defined()) p.mutable_grad().zero_();
-  trace.add("optimizer", "optimizer", kComputeLane, t1, now_us());
+  trace.add_stamped("optimizer", "optimizer", t1, trace.stamp());
   return sync_->stats().exposed_s;
 }
 
@@ -230,6 +231,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   t.exposed_s = sync_and_step(lr, trace);
   const auto global = sum_over_ranks({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0});
   trace.add("step " + std::to_string(step_), "step", kCommLane, start, now_us());
+  trace.resolve();
   if (!std::isfinite(global[0]))
     throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global[0]) +
                         "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
@@ -325,6 +327,7 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
     if (stop_after && step_ >= *stop_after) return result;
     const double lr = learning_rate(config_.optimizer, step_, total_steps_);
     TraceLog trace;
+    trace.device = clock_.get();
     const auto t = step(lr, trace);
     trace_.push_back(std::move(trace));
     if (trace_.size() > static_cast<std::size_t>(kTracedSteps)) trace_.pop_front();

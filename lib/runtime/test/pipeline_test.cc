@@ -82,11 +82,12 @@ void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std::vector
   for (const auto& q : m.named_parameters()) res.single[q.key()] = q.value().detach().clone();
 }
 
-// `over_store`: the world's messages (the stage-to-stage transfers) travel
-// by the store backend, as CPU tensors do in the CUDA build (Note [Backends]),
-// matched as `matching` says.
+// `over_store`: every message (stage-to-stage transfers, replica sync)
+// travels by the store backend, as CPU tensors do in the CUDA build (Note
+// [Backends]), matched as `matching` says; `per_direction`: transfers take
+// a link per direction, as on GPUs (Note [Pipeline transfers on GPUs]).
 Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20, bool over_store = false,
-             comm::Matching matching = comm::Matching::kByTag) {
+             comm::Matching matching = comm::Matching::kByTag, bool per_direction = false) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
   // Stage-local state (docs/design.md, contract 8): rank r builds only its stage's
@@ -124,9 +125,11 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
         auto world = comm::Group::over_store(store, r, n,
                                              std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
         if (over_store)
-          world = world.with_process_group(comm::store_process_group(
-              c10::make_intrusive<c10d::PrefixStore>("transfers", store), r, n, world.timeout(), matching));
-        StageExecutor ex(*modules[r], p, world);
+          world = world.made_by([matching](c10::intrusive_ptr<c10d::Store> s, int rank, int size,
+                                           std::chrono::milliseconds timeout) {
+            return comm::store_process_group(std::move(s), rank, size, timeout, matching);
+          });
+        StageExecutor ex(*modules[r], p, world, per_direction ? Placement().with_link_per_direction() : Placement());
         auto sync = make_stage_sync(ex, p, world, 25 << 20, 0);
         for (int s = 0; s < steps; ++s) {
           auto source = [&](std::int64_t b, std::int64_t e, const std::set<std::string>& fields) {
@@ -290,6 +293,89 @@ TEST(Pipeline, TransfersOverTheStoreBackendMatchedByTagOrInOrderEqualSingleProce
     SCOPED_TRACE(matching == comm::Matching::kByTag ? "by tag" : "in order");
     expect_equal(train(g, widths, 3, 20, true, matching), widths);
     expect_equal(train(m, branches, 3, 20, true, matching), branches);
+  }
+}
+
+// Note [Pipeline transfers on GPUs]: with a link per direction, messages
+// also pass where each pair of ranks is one queue per link, its operations
+// run in the order each rank issued them, as on NCCL's streams
+// (kStreamPerPair): replicated stages, fan-out and fan-in, 1F1B with
+// receives posted ahead in both directions. On one shared link the same
+// plans would wait forever (a stage's receive of gradients posted ahead
+// holds up the activations it sends).
+TEST(Pipeline, TransfersOnALinkPerDirectionRunAsOnNcclStreamsEqualSingleProcess) {
+  const auto g = zoo::build_graph({"inception", "tiny"});
+  const auto widths = widths_plan(g);
+  const auto m = zoo::build_graph({"mmt", "tiny"});
+  const auto branches = make_plan(m, request("graphpipe", "1f1b", 4, 16, 4, 1));
+  ASSERT_GT(branches.stages.size(), 1u);
+  const auto stream = comm::Matching::kStreamPerPair;
+  expect_equal(train(g, widths, 3, 20, true, stream, true), widths);
+  expect_equal(train(m, branches, 3, 20, true, stream, true), branches);
+}
+
+// Note [GPU spans]: with a device clock the compute lane is timed by its
+// marks, not by the host. This clock puts mark n at µs 1000·(n+1), far from
+// any system-clock time; rank 0 keeps host times, for contrast.
+class CountingClock final : public DeviceClock {
+ public:
+  std::int64_t mark() override { return marks_++; }
+  std::vector<std::int64_t> times() override {
+    std::vector<std::int64_t> out;
+    for (std::int64_t n = 0; n < marks_; ++n) out.push_back(1000 * (n + 1));
+    marks_ = 0;
+    return out;
+  }
+
+ private:
+  std::int64_t marks_ = 0;
+};
+
+TEST(Pipeline, WithADeviceClockEveryActionIsTimedByItsMarks) {
+  const auto g = zoo::build_graph({"mlp", "tiny"});
+  const auto p = make_plan(g, request("pipedream", "1f1b", 2, 16, 4, 1));
+  ASSERT_EQ(p.stages.size(), 2u);
+  auto gen = at::detail::createCPUGenerator(3);
+  const auto batch = nn::random_batch(g, p.mini_batch, gen);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<TraceLog> traces(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        nn::GraphModule module(g, 7);
+        StageExecutor ex(module, p, comm::Group::over_store(store, r, 2, std::chrono::milliseconds(20000)));
+        CountingClock clock;
+        if (r == 1) traces[r].device = &clock;
+        auto source = [&](std::int64_t b, std::int64_t e, const std::set<std::string>& fields) {
+          nn::Batch out;
+          for (const auto& f : fields) out[f] = batch.at(f).slice(0, b, e);
+          return out;
+        };
+        ex.run(source, static_cast<double>(p.mini_batch), {}, &traces[r]);
+        traces[r].resolve();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    const int stage = plan::stage_of_devices(p)[r];
+    std::set<std::string> actions, timed;
+    for (const auto& a : schedule::parse_actions(p.stages[stage].actions))
+      actions.insert((a.kind == schedule::Action::Kind::kBackward ? "B" : "F") + std::to_string(a.micro_batch));
+    for (const auto& e : traces[r].events) {
+      if (e.cat != "forward" && e.cat != "backward") continue;
+      timed.insert(e.name);
+      EXPECT_GT(e.dur_us, 0) << e.name;
+      if (r == 1)
+        EXPECT_TRUE(e.ts_us >= 1000 && e.ts_us % 1000 == 0 && e.ts_us < 1000000) << e.name << " at " << e.ts_us;
+      else
+        EXPECT_GT(e.ts_us, 1000000000) << e.name << " at " << e.ts_us;
+    }
+    EXPECT_EQ(timed, actions) << "rank " << r;
   }
 }
 

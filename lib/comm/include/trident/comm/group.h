@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,6 +53,13 @@ class Group {
   // store and timeout): a decorator that counts or delays them, in tests.
   Group with_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg) const;
   c10::intrusive_ptr<c10d::ProcessGroup> process_group() const { return pg_; }
+  // Makes a process group of `size` members over a store they share.
+  using Maker = std::function<c10::intrusive_ptr<c10d::ProcessGroup>(
+      c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout)>;
+  // This group, and every subgroup made from it, with process groups made
+  // by `make` instead of the build's backends: tests run code that makes
+  // its own subgroups over the store backend's matching modes.
+  Group made_by(Maker make) const;
 
   // After a collective failed: which ranks stopped responding. Every rank of
   // a group made by connect() beats a heartbeat into the rendezvous store;
@@ -68,6 +76,7 @@ class Group {
   std::chrono::milliseconds timeout_{60000};
   std::vector<int> world_ranks_;  // member -> world rank
   std::string name_ = "world";
+  std::shared_ptr<const Maker> maker_;  // null: the build's backends
   std::string host_;  // Gloo device: "127.0.0.1", or "" for this host's default interface
   std::shared_ptr<class Heartbeat> heartbeat_;  // shared by copies and subgroups
   c10::intrusive_ptr<c10d::Store> root_store_;   // where the heartbeats are; null without them

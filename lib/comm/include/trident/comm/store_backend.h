@@ -37,7 +37,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -62,11 +64,20 @@ using BackendBase = c10d::Backend;
 using BackendBase = c10d::ProcessGroup;
 #endif
 
-// How receives find their sends: by tag, as Gloo (the default); or in
-// order per ordered pair of ranks, ignoring tags, as NCCL does — tests use
-// it to hold StageExecutor to the order NCCL would need (Note [Pipeline
-// transfers on GPUs] in runtime/placement.h).
-enum class Matching { kByTag, kInOrder };
+// How receives find their sends (tests use the last two to hold
+// StageExecutor to what NCCL needs, Note [Pipeline transfers on GPUs] in
+// runtime/placement.h):
+//   kByTag          by tag, as Gloo (the default);
+//   kInOrder        in order per ordered pair of ranks, ignoring tags;
+//   kStreamPerPair  in order, and each pair of ranks is one queue on each
+//                   rank, as NCCL's one stream per pair: this rank's sends
+//                   and receives with a peer run one at a time in the order
+//                   it issued them, so a send issued after a receive from
+//                   the same peer is not written until that receive has
+//                   been waited for. Waiting for an operation waits for
+//                   those issued before it to that peer. (Ops on a pair must
+//                   be issued and waited for by one thread at a time.)
+enum class Matching { kByTag, kInOrder, kStreamPerPair };
 
 // Note [Lost writers]: where the members' heartbeats are read.
 struct Beats {
@@ -123,6 +134,10 @@ class StoreBackend final : public BackendBase {
   // Counts one reader of `prefix`; the `readers`-th deletes `keys`.
   void done_reading(const std::string& prefix, int readers, const std::vector<std::string>& keys);
   std::chrono::milliseconds limit(std::chrono::milliseconds asked) const;
+  // kStreamPerPair: queues `run` behind this rank's earlier operations with
+  // `peer`; the Work runs them in order up to this one.
+  struct Stream;
+  c10::intrusive_ptr<c10d::Work> on_stream(int peer, bool is_send, std::function<void(std::chrono::milliseconds)> run);
 
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, size_;
@@ -132,6 +147,7 @@ class StoreBackend final : public BackendBase {
   std::mutex mu_;
   std::int64_t collectives_ = 0;
   std::map<std::pair<int, int>, std::int64_t> sent_, received_;  // (peer, tag) -> messages so far
+  std::map<int, std::shared_ptr<Stream>> streams_;                 // kStreamPerPair: by peer
 };
 
 // A process group whose every tensor travels through `store`: on LibTorch

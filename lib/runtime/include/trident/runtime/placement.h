@@ -13,30 +13,38 @@
 // backpropagation all-reduces overlap backward as they do on CPU; the small
 // CPU tensors (loss sums, preflight) travel by the CPU backend.
 //
-// Note [Pipeline transfers on GPUs]: stage-to-stage messages travel through
-// host memory for now (wire() is the CPU), carried by the CPU backend, which
-// matches messages by tag. NCCL ignores tags and runs a pair's sends and
-// receives in issue order on one stream; StageExecutor posts receives ahead
-// (Note [Tags]), so a receive posted ahead would hold up a send behind it on
-// that stream, and two stages can wait on each other. Moving transfers to
-// NCCL needs one communicator per direction (forward sends and backward
-// sends on streams of their own) and a GPU to test it on; until then the
-// pipeline is correct on GPUs and pays two host copies per message. What
-// such a move relies on is tested already: each rank sends a peer its
-// messages in the order the peer posts their receives, so matching in order
-// and matching by tag give the same result (pipeline_test's
-// Pipeline.TransfersOverTheStoreBackendMatchedByTagOrInOrder...).
+// Note [Pipeline transfers on GPUs]: stage-to-stage messages live where
+// the stage does: on the GPU, NCCL carries them device to device. NCCL
+// ignores tags and runs all operations between two ranks of a communicator
+// in issue order on one stream, and a receive blocks that stream until its
+// send comes. StageExecutor posts receives ahead (Note [Tags]): on one
+// communicator, the gradients a stage awaits from its successor would hold
+// up the activations it sends that successor, and the two stages would
+// wait for each other. So on a GPU the messages take one link (a process
+// group) per direction: activations on one, gradients on the other, and
+// between two ranks only one of them ever sends on each link. The rest
+// follows: each rank sends a peer its messages in the order the peer posts
+// their receives (in-order matching suffices), and at start every pair of
+// ranks that exchanges meets once on each link, in one order on every rank,
+// so NCCL connects its pair communicators there rather than inside a
+// receive posted ahead, where two pairs connecting in opposite orders could
+// wait on each other. Tests hold the CPU path to the same rules: with
+// with_link_per_direction(), the store backend's kStreamPerPair matching
+// runs each pair's operations in issue order, as NCCL's streams do
+// (pipeline_test's Pipeline.TransfersOnALinkPerDirection...).
 //
 // A device the build or the machine cannot give is bad input (exit 2):
 // the CPU build says how to get the CUDA build; the CUDA build names the
 // device it did not find.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <torch/torch.h>
 
 #include "trident/nn/executor.h"
+#include "trident/runtime/trace.h"
 
 namespace trident::runtime {
 
@@ -61,15 +69,23 @@ class Placement {
   // A tensor read from a checkpoint, here; a scalar (an optimizer's step
   // count) stays on the host, where it is read.
   torch::Tensor state(const torch::Tensor& t) const;
-  // Where stage-to-stage messages travel (Note [Pipeline transfers on GPUs]).
-  torch::Device wire() const { return torch::kCPU; }
-  // A message for the wire, and a received one for this device.
-  torch::Tensor departing(const torch::Tensor& t) const { return t.to(wire()); }
-  torch::Tensor arrived(const torch::Tensor& t) const { return t.to(device_, /*non_blocking=*/true); }
+  // The clock of a step's compute spans (Note [GPU spans] in trace.h): CUDA
+  // events on the GPU; none on the CPU, whose spans take host times.
+  std::unique_ptr<DeviceClock> clock() const;
+  // Whether stage-to-stage messages take one link per direction (Note
+  // [Pipeline transfers on GPUs]): always on a GPU.
+  bool link_per_direction() const { return on_gpu() || link_per_direction_; }
+  // This placement with a link per direction on the CPU too (tests).
+  Placement with_link_per_direction() const {
+    Placement p = *this;
+    p.link_per_direction_ = true;
+    return p;
+  }
 
  private:
   explicit Placement(torch::Device device) : device_(device) {}
   torch::Device device_ = torch::kCPU;
+  bool link_per_direction_ = false;
 };
 
 }  // namespace trident::runtime

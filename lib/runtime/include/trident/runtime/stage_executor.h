@@ -158,6 +158,11 @@ class StageExecutor {
   class ClockBackend;
 
   void build();  // rank -> stage, crossings, actions; the executor when not emulated
+  // One group per direction, each pair of ranks met once (Note [Pipeline
+  // transfers on GPUs] in placement.h); nothing when the world carries both.
+  void open_links();
+  // The group that carries direction d (0 activations, 1 gradients).
+  const comm::Group& link(int d) const { return links_.empty() ? world_ : links_[static_cast<std::size_t>(d)]; }
   // Where this rank's rows and pieces lie when micro-batches have `micro_batch` rows.
   const Layout& layout(std::int64_t micro_batch);
   // One pass of `actions` over the micro-batches of `layout`; an error
@@ -180,6 +185,7 @@ class StageExecutor {
   nn::GraphModule* module_ = nullptr;  // null when emulated
   plan::Plan plan_;
   comm::Group world_;
+  std::vector<comm::Group> links_;  // [activations, gradients]; empty: world_ carries both
   Placement placement_;
   int stage_ = -1, replica_ = 0, micro_batches_ = 0;
   std::int64_t micro_batch_ = 0;

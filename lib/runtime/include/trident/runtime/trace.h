@@ -37,8 +37,34 @@ inline constexpr int kTracedSteps = 4;
 // slivers would hide the waits that matter in the timeline.
 inline constexpr std::int64_t kShortestTracedWaitUs = 50;
 
+// Note [GPU spans]: on a GPU the host queues work and moves on long before
+// the GPU runs it, so host times say when work was queued, not when it ran.
+// There a DeviceClock keeps time for the compute lane: a stamp is a mark on
+// the stream the work runs on (a CUDA event), and when the step ends the
+// marks become system-clock times (Placement::clock(), placement.h). A
+// receive's wait is then the time the stream stood waiting for it. The
+// communication lane (gradient sync) keeps host times.
+class DeviceClock {
+ public:
+  virtual ~DeviceClock() = default;
+  // Marks this point of the device's current stream; returns its number,
+  // counted from 0 after each times().
+  virtual std::int64_t mark() = 0;
+  // Waits for the device to pass every mark, and returns the system-clock
+  // µs at which it passed each, by number.
+  virtual std::vector<std::int64_t> times() = 0;
+};
+
 struct TraceLog {
   std::vector<TraceEvent> events;
+  DeviceClock* device = nullptr;  // keeps the compute lane's time when set
+  // Now, on the compute lane's clock: system-clock µs, or a device mark.
+  std::int64_t stamp() { return device ? device->mark() : now_us(); }
+  // A compute-lane span (a wait: only when at least kShortestTracedWaitUs)
+  // between two stamps; with a device, timed when resolve() runs.
+  void add_stamped(std::string name, std::string cat, std::int64_t start, std::int64_t end);
+  // After the step: device marks become times (a no-op without a device).
+  void resolve();
   void add(std::string name, std::string cat, int lane, std::int64_t start_us, std::int64_t end_us) {
     events.push_back({std::move(name), std::move(cat), lane, start_us, end_us - start_us});
   }
@@ -46,6 +72,13 @@ struct TraceLog {
   void add_wait(std::string name, std::int64_t start_us, std::int64_t end_us) {
     if (end_us - start_us >= kShortestTracedWaitUs) add(std::move(name), "wait", kComputeLane, start_us, end_us);
   }
+
+ private:
+  struct Marked {
+    std::string name, cat;
+    std::int64_t start = 0, end = 0;  // device marks
+  };
+  std::vector<Marked> marked_;
 };
 
 nlohmann::json to_json(const std::vector<TraceEvent>& events);

@@ -199,6 +199,7 @@ class Trainer {
   int local_processes_ = 1;  // the job's processes on this host (Note [Thread defaults])
   ThreadChoice threads_;
   Placement placement_;  // where this process's tensors live (Note [Placement])
+  std::unique_ptr<DeviceClock> clock_;  // times compute spans on a GPU (Note [GPU spans]); null on the CPU
   std::optional<comm::Group> group_;
   plan::Plan plan_;
   std::shared_ptr<nn::GraphModule> module_;  // this stage's ops only
