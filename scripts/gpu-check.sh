@@ -6,7 +6,8 @@
 #      the machine reaches no package registry, carry build/gpu-deps, made
 #      here by scripts/gpu-bundle.sh;
 #   2. runs what one GPU allows and says what it could not run:
-#      - the CUDA unit tests (NCCL collectives at world size 1);
+#      - the CUDA unit tests (NCCL collectives at world size 1, the clock of
+#        trace spans);
 #      - single-process training with train.device=cuda against the same run
 #        with train.device=cpu, for every zoo model (weights compared by
 #        `trident diff`, tolerance below);
@@ -52,7 +53,7 @@ else
     { echo "gpu-check: $py has no CUDA PyTorch that sees a GPU (use --python, or --cpu for the dry run)" >&2; exit 2; }
   say "building the CUDA variant against $torch_dir"
   [ -d build/gpu-deps ] && [ -z "${TRIDENT_DEPS:-}" ] && export TRIDENT_DEPS=build/gpu-deps  # scripts/gpu-bundle.sh
-  TRIDENT_TORCH=$torch_dir JOBS=$(nproc) TARGETS="trident comm_test bench_step" \
+  TRIDENT_TORCH=$torch_dir JOBS=$(nproc) TARGETS="trident comm_test runtime_test bench_step" \
     bash scripts/build-cuda.sh "$dir" >"$work/build.log" 2>&1 ||
     { tail -30 "$work/build.log"; echo "gpu-check: the CUDA build failed" >&2; exit 1; }
 fi
@@ -65,6 +66,10 @@ out=$("$dir/lib/comm/comm_test" --gtest_filter='Cuda*' 2>&1); rc=$?
 if [ $rc -ne 0 ]; then fail "CUDA collectives: $(printf '%s' "$out" | grep -E 'Failure|FAILED|error' | head -5)"
 elif printf '%s' "$out" | grep -q "SKIPPED"; then say "CUDA collectives: skipped, no CUDA device visible"
 else say "CUDA collectives at world size 1 (NCCL): passed"; fi
+out=$("$dir/lib/runtime/runtime_test" --gtest_filter='Cuda*' 2>&1); rc=$?
+if [ $rc -ne 0 ]; then fail "CUDA clock: $(printf '%s' "$out" | grep -E 'Failure|FAILED|error' | head -5)"
+elif printf '%s' "$out" | grep -q "SKIPPED"; then say "CUDA clock: skipped, no CUDA device visible"
+else say "CUDA clock (trace spans from CUDA events): passed"; fi
 
 # 2b. Training on the device equals training on the CPU, per zoo model: the
 # same seed, data and steps; SGD (Adam magnifies rounding, docs/reliability.md).

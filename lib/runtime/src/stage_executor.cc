@@ -94,7 +94,7 @@ void StageExecutor::build() {
 }
 
 void StageExecutor::open_links() {
-  if (!placement_.link_per_direction()) return;
+  if (!placement_.link_per_direction() || crossings_.empty()) return;  // the same on every rank
   std::vector<int> everyone(static_cast<std::size_t>(world_.size()));
   std::iota(everyone.begin(), everyone.end(), 0);
   const int me = world_.rank();
