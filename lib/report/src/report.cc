@@ -121,6 +121,8 @@ Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>
       sm.stage = get_checked<int>(r.at("stage"));
       sm.ranks.push_back(get_checked<int>(r.at("rank")));
       sm.peak_rss_bytes = std::max(sm.peak_rss_bytes, r.at("peak_rss_bytes").get<double>());
+      if (r.contains("peak_gpu_bytes"))
+        sm.peak_gpu_bytes = std::max(sm.peak_gpu_bytes.value_or(0), r["peak_gpu_bytes"].get<double>());
       sm.planned_bytes = r.at("planned_bytes").get<double>();
     }
     for (auto& [stage, sm] : by_stage) s.memory.push_back(std::move(sm));
@@ -146,12 +148,15 @@ std::string summary_text(const Summary& s) {
   row("exposed comm / rank", fmt("%.2f ms", s.exposed_comm_s * 1e3), "-");
   if (s.test_accuracy) o << "  test accuracy " << fmt("%.2f%%", 100 * *s.test_accuracy) << "\n";
   if (!s.memory.empty()) {
-    row("memory per process", "peak RSS", "planned");
+    // On GPUs the plan's bytes live on the device: its peak is the measure.
+    const bool gpu = s.memory.front().peak_gpu_bytes.has_value();
+    row("memory per process", gpu ? "peak on GPU" : "peak RSS", "planned");
     for (const auto& m : s.memory) {
       std::string ranks;
       for (int r : m.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      const double peak = gpu ? m.peak_gpu_bytes.value_or(0) : m.peak_rss_bytes;
       row((m.stage < 0 ? "idle" : "stage " + std::to_string(m.stage)) + " (rank " + ranks + ")",
-          fmt("%.1f MiB", m.peak_rss_bytes / (1 << 20)), fmt("%.1f MiB", m.planned_bytes / (1 << 20)));
+          fmt("%.1f MiB", peak / (1 << 20)), fmt("%.1f MiB", m.planned_bytes / (1 << 20)));
     }
   }
   return o.str();

@@ -63,6 +63,23 @@ TEST(Report, MemoryPerStageFromTheLastMemoryLine) {
   EXPECT_DOUBLE_EQ(s.memory[2].planned_bytes, 50.0);
 }
 
+// A GPU run's memory lines carry the GPU's peak too: the summary sets it
+// beside the plan's bytes, which live on the device.
+TEST(Report, OnGpusMemoryIsTheGpusPeak) {
+  auto rank = [](int r, double rss, double gpu) {
+    return nlohmann::json{{"rank", r},          {"stage", 0},     {"replica", r}, {"peak_rss_bytes", rss},
+                          {"planned_bytes", 3 << 20}, {"peak_gpu_bytes", gpu}};
+  };
+  const auto s = summarize(two_rank_trace(), {{{"step", 2}, {"memory", {rank(0, 900 << 20, 5 << 20), rank(1, 800 << 20, 7 << 20)}}}});
+  ASSERT_EQ(s.memory.size(), 1u);
+  ASSERT_TRUE(s.memory[0].peak_gpu_bytes);
+  EXPECT_DOUBLE_EQ(*s.memory[0].peak_gpu_bytes, 7 << 20);
+  const auto text = summary_text(s);
+  EXPECT_NE(text.find("peak on GPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("7.0 MiB"), std::string::npos) << text;
+  EXPECT_EQ(text.find("900.0 MiB"), std::string::npos) << text;
+}
+
 TEST(Report, TimelineHasOneRowPerRankAndASpanPerEvent) {
   const auto svg = timeline_svg(two_rank_trace(), 1);
   EXPECT_NE(svg.find("rank 1 · stage 1"), std::string::npos);

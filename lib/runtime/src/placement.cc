@@ -10,6 +10,7 @@
 #ifdef TRIDENT_CUDA
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
@@ -135,6 +136,14 @@ class CudaClock final : public DeviceClock {
 
 }  // namespace
 #endif
+
+std::int64_t Placement::peak_device_bytes() const {
+#ifdef TRIDENT_CUDA
+  if (on_gpu())
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index()).allocated_bytes[0].peak;  // 0: all pools
+#endif
+  return 0;
+}
 
 std::unique_ptr<DeviceClock> Placement::clock() const {
 #ifdef TRIDENT_CUDA

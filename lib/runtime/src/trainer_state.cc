@@ -166,11 +166,12 @@ void Trainer::load(const std::string& run_dir) {
 // (docs/design.md, contract 8: the run keeps the plan), one metrics line.
 void Trainer::record_memory() {
   const int stage = stage_->stage();
-  const nlohmann::json mine{{"rank", rank_},
-                            {"stage", stage},
-                            {"replica", stage_->replica()},
-                            {"peak_rss_bytes", peak_rss_bytes()},
-                            {"planned_bytes", stage >= 0 ? plan_.stages[stage].memory_bytes : 0.0}};
+  nlohmann::json mine{{"rank", rank_},
+                      {"stage", stage},
+                      {"replica", stage_->replica()},
+                      {"peak_rss_bytes", peak_rss_bytes()},
+                      {"planned_bytes", stage >= 0 ? plan_.stages[stage].memory_bytes : 0.0}};
+  if (placement_.on_gpu()) mine["peak_gpu_bytes"] = placement_.peak_device_bytes();
   const auto all = gather_strings(mine.dump());
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& text : all) ranks.push_back(nlohmann::json::parse(text));

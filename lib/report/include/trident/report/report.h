@@ -41,6 +41,7 @@ struct StageMemory {
   int stage = -1;               // -1: ranks the plan leaves idle
   std::vector<int> ranks;
   double peak_rss_bytes = 0;    // the largest of its ranks'
+  std::optional<double> peak_gpu_bytes;  // the same on their GPUs (GPU runs)
   double planned_bytes = 0;
 };
 

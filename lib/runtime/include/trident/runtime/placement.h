@@ -72,6 +72,9 @@ class Placement {
   // The clock of a step's compute spans (Note [GPU spans] in trace.h): CUDA
   // events on the GPU; none on the CPU, whose spans take host times.
   std::unique_ptr<DeviceClock> clock() const;
+  // The most bytes this process's tensors held on its GPU at once (LibTorch's
+  // CUDA allocator); 0 on the CPU.
+  std::int64_t peak_device_bytes() const;
   // Whether stage-to-stage messages take one link per direction (Note
   // [Pipeline transfers on GPUs]): always on a GPU.
   bool link_per_direction() const { return on_gpu() || link_per_direction_; }

@@ -21,7 +21,8 @@
 //                   evaluations {step, epoch, test_loss, test_accuracy, wall_s}
 //                   (accuracy only for a cross_entropy loss; mse has none),
 //                   and at the end {step, memory: [per rank: rank, stage,
-//                   replica, peak_rss_bytes, planned_bytes]}
+//                   replica, peak_rss_bytes, planned_bytes, and on a GPU
+//                   peak_gpu_bytes]}
 //   checkpoints/step-<N>/  the last checkpoint.keep checkpoints (manifest + shards)
 //   trace.json      Chrome trace of the last steps, every rank (Perfetto)
 //   ops.json        with train.profile_ops: each rank's self time per op
