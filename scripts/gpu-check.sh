@@ -89,28 +89,33 @@ for model in mlp cnn inception transformer mmt dlrm candle_uno; do
 done
 
 # 2c. Several processes need a GPU each: NCCL refuses two ranks on one device.
+# Runs `name` on 2 processes on the CPU and on $device, with the extra
+# settings, and compares the weights. The dry run runs both on the CPU.
+both_ways() {
+  local what=$1 name=$2 side where
+  shift 2
+  for side in cpu dev; do
+    where=cpu; [ $side = dev ] && where=$device
+    "$bin" train --config examples/synthetic-mmt.yaml --nproc 2 --set name="$name-$side" --set runs_dir="$work/runs" \
+      --set train.epochs=null --set train.steps=20 --set train.eval=false --set train.device="$where" \
+      --set optimizer.name=sgd "$@" \
+      >"$work/$name-$side.log" 2>&1 || { fail "$what on $where: $(tail -1 "$work/$name-$side.log")"; return; }
+  done
+  "$bin" diff "$work/runs/$name-cpu" "$work/runs/$name-dev" --atol $atol --rtol 1e-3 >/dev/null &&
+    say "$what on $device equals the CPU run" || fail "$what on $device differs from cpu"
+}
 gpus=0
 [ $cpu = 1 ] || gpus=$("$py" -c 'import torch; print(torch.cuda.device_count())')
-if [ "$gpus" -ge 2 ]; then
-  for where in cpu "$device"; do
-    "$bin" train --config examples/synthetic-mmt.yaml --nproc 2 --set name="dp-$where" --set runs_dir="$work/runs" \
-      --set train.steps=20 --set train.eval=false --set train.device="$where" --set optimizer.name=sgd \
-      >"$work/dp-$where.log" 2>&1 || fail "2-process data parallel on $where: $(tail -1 "$work/dp-$where.log")"
-  done
-  "$bin" diff "$work/runs/dp-cpu" "$work/runs/dp-$device" --atol $atol --rtol 1e-3 >/dev/null &&
-    say "2-process data parallel (NCCL) equals the CPU run" || fail "2-process data parallel on $device differs from cpu"
-  # Stage-to-stage messages through NCCL, on a link per direction (Note
-  # [Pipeline transfers on GPUs]): a 2-stage 1F1B pipeline, one GPU a stage.
-  for where in cpu "$device"; do
-    "$bin" train --config examples/synthetic-mmt.yaml --nproc 2 --set name="pp-$where" --set runs_dir="$work/runs" \
-      --set train.steps=20 --set train.eval=false --set train.device="$where" --set optimizer.name=sgd \
-      --set parallel.partitioner=pipedream --set parallel.max_replicas=1 --set parallel.micro_batch=16 \
-      >"$work/pp-$where.log" 2>&1 || fail "2-stage pipeline on $where: $(tail -1 "$work/pp-$where.log")"
-  done
-  "$bin" diff "$work/runs/pp-cpu" "$work/runs/pp-$device" --atol $atol --rtol 1e-3 >/dev/null &&
-    say "2-stage pipeline (NCCL, a link per direction) equals the CPU run" || fail "2-stage pipeline on $device differs from cpu"
+if [ $cpu = 1 ] || [ "$gpus" -ge 2 ]; then
+  both_ways "2-process data parallel" dp
+  # Stage-to-stage messages by NCCL, on a link per direction (Note [Pipeline
+  # transfers on GPUs]): a 2-stage 1F1B pipeline, one GPU a stage.
+  both_ways "2-stage pipeline" pp --set parallel.partitioner=pipedream --set parallel.max_replicas=1 \
+    --set parallel.micro_batch=16
+  [ ! -f "$work/pp-dev.log" ] || grep -q "plan of 2 stages" "$work/pp-dev.log" ||
+    fail "the pipeline check did not run 2 stages: $(grep -m1 'trident: training' "$work/pp-dev.log")"
 else
-  say "multi-process runs: not run ($([ $cpu = 1 ] && echo "dry run" || echo "$gpus GPU")): NCCL refuses two ranks on one device"
+  say "multi-process runs: not run ($gpus GPU): NCCL refuses two ranks on one device"
 fi
 
 # 3. A training step, trident against PyTorch eager on the same device.
