@@ -279,39 +279,34 @@ TEST(Pipeline, StagesOfDifferentWidthsEqualSingleProcess) {
 }
 
 // Stage-to-stage messages carried by the store backend (the CUDA build's
-// CPU tensors): matched by tag, as Gloo does (Note [Tags]), and in order per
-// pair of ranks, ignoring tags, as NCCL does: each rank sends a peer its
-// messages in the order the peer posts their receives (Note [Pipeline
-// transfers on GPUs]), with replicated stages, fan-out and fan-in.
-TEST(Pipeline, TransfersOverTheStoreBackendMatchedByTagOrInOrderEqualSingleProcess) {
+// CPU tensors), with replicated stages of different widths, fan-out and
+// fan-in, matched
+//  - by tag, as Gloo does (Note [Tags]);
+//  - in order per pair of ranks, ignoring tags: each rank sends a peer its
+//    messages in the order the peer posts their receives;
+//  - as on NCCL's streams (kStreamPerPair: a pair's operations run in the
+//    order each rank issued them), with a link per direction (Note
+//    [Pipeline transfers on GPUs]). On one shared link these plans would
+//    wait forever: a stage's receive of gradients, posted ahead, would hold
+//    up the activations it sends.
+TEST(Pipeline, TransfersOverTheStoreBackendByTagInOrderOrAsOnNcclStreamsEqualSingleProcess) {
   const auto g = zoo::build_graph({"inception", "tiny"});
   const auto widths = widths_plan(g);
   const auto m = zoo::build_graph({"mmt", "tiny"});
   const auto branches = make_plan(m, request("graphpipe", "graph-1f1b", 4, 16, 4, 1));
   ASSERT_GT(branches.stages.size(), 1u);
-  for (auto matching : {comm::Matching::kByTag, comm::Matching::kInOrder}) {
-    SCOPED_TRACE(matching == comm::Matching::kByTag ? "by tag" : "in order");
-    expect_equal(train(g, widths, 3, 20, true, matching), widths);
-    expect_equal(train(m, branches, 3, 20, true, matching), branches);
+  struct Mode {
+    comm::Matching matching;
+    bool per_direction;
+    const char* name;
+  };
+  for (const auto& mode : {Mode{comm::Matching::kByTag, false, "by tag"},
+                           Mode{comm::Matching::kInOrder, false, "in order"},
+                           Mode{comm::Matching::kStreamPerPair, true, "as on NCCL's streams, a link per direction"}}) {
+    SCOPED_TRACE(mode.name);
+    expect_equal(train(g, widths, 3, 20, true, mode.matching, mode.per_direction), widths);
+    expect_equal(train(m, branches, 3, 20, true, mode.matching, mode.per_direction), branches);
   }
-}
-
-// Note [Pipeline transfers on GPUs]: with a link per direction, messages
-// also pass where each pair of ranks is one queue per link, its operations
-// run in the order each rank issued them, as on NCCL's streams
-// (kStreamPerPair): replicated stages, fan-out and fan-in, 1F1B with
-// receives posted ahead in both directions. On one shared link the same
-// plans would wait forever (a stage's receive of gradients posted ahead
-// holds up the activations it sends).
-TEST(Pipeline, TransfersOnALinkPerDirectionRunAsOnNcclStreamsEqualSingleProcess) {
-  const auto g = zoo::build_graph({"inception", "tiny"});
-  const auto widths = widths_plan(g);
-  const auto m = zoo::build_graph({"mmt", "tiny"});
-  const auto branches = make_plan(m, request("graphpipe", "1f1b", 4, 16, 4, 1));
-  ASSERT_GT(branches.stages.size(), 1u);
-  const auto stream = comm::Matching::kStreamPerPair;
-  expect_equal(train(g, widths, 3, 20, true, stream, true), widths);
-  expect_equal(train(m, branches, 3, 20, true, stream, true), branches);
 }
 
 // Note [GPU spans]: with a device clock the compute lane is timed by its

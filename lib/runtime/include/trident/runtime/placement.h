@@ -31,7 +31,7 @@
 // wait on each other. Tests hold the CPU path to the same rules: with
 // with_link_per_direction(), the store backend's kStreamPerPair matching
 // runs each pair's operations in issue order, as NCCL's streams do
-// (pipeline_test's Pipeline.TransfersOnALinkPerDirection...).
+// (pipeline_test's Pipeline.TransfersOverTheStoreBackend...).
 //
 // A device the build or the machine cannot give is bad input (exit 2):
 // the CPU build says how to get the CUDA build; the CUDA build names the
