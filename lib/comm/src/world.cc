@@ -8,6 +8,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <random>
 #include <cstdlib>
 #include <optional>
 #include <vector>
@@ -146,17 +149,45 @@ void report_started() {
   close(fd);
 }
 
-int free_local_port() {
+std::pair<int, int> ephemeral_ports() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (in >> low >> high && 0 < low && low <= high && high <= 65535) return {low, high};
+  return {32768, 60999};
+}
+
+namespace {
+
+// Binds a TCP socket to 127.0.0.1:`port` (0: the kernel picks) and releases
+// it; the port it got, or 0 when the bind failed.
+int try_port(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
   socklen_t len = sizeof addr;
-  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
                   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  if (fd >= 0) close(fd);
-  if (!ok) throw CommError("cannot find a free TCP port on 127.0.0.1");
-  return ntohs(addr.sin_port);
+  close(fd);
+  return ok ? ntohs(addr.sin_port) : 0;
+}
+
+}  // namespace
+
+// Note [Free ports] (world.h).
+int free_local_port() {
+  const int below = ephemeral_ports().first;
+  const int lowest = std::max(1024, below - 16384);
+  if (below - lowest >= 64) {
+    std::mt19937 draw(std::random_device{}());
+    std::uniform_int_distribution<int> port(lowest, below - 1);
+    for (int attempt = 0; attempt < 64; ++attempt)
+      if (const int got = try_port(port(draw))) return got;
+  }
+  if (const int got = try_port(0)) return got;
+  throw CommError("cannot find a free TCP port on 127.0.0.1");
 }
 
 }  // namespace trident::comm

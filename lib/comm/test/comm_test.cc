@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <functional>
@@ -64,6 +66,22 @@ TEST(World, ReadsTheJobId) {
   EXPECT_EQ(world_from_env({{"TRIDENT_JOB_ID", "a"}, {"SLURM_JOB_ID", "7"}}).job_id, "a");
   EXPECT_EQ(world_from_env({{"SLURM_JOB_ID", "7"}}).job_id, "7");
   EXPECT_EQ(world_from_env({}).job_id, "");
+}
+
+// Note [Free ports]: a rendezvous port lies below the ephemeral range, where
+// no outgoing connection or port-0 listener can take it, and was free.
+TEST(World, AFreeLocalPortLiesBelowTheEphemeralRange) {
+  const auto [low, high] = ephemeral_ports();
+  ASSERT_LE(low, high);
+  if (low - 1024 < 64) GTEST_SKIP() << "the ephemeral range starts at " << low << ": no room below it";
+  std::set<int> seen;
+  for (int i = 0; i < 20; ++i) {
+    const int port = free_local_port();
+    EXPECT_GE(port, 1024);
+    EXPECT_LT(port, low);
+    seen.insert(port);
+  }
+  EXPECT_GT(seen.size(), 1u) << "drawn at random, so two jobs rarely try the same port";
 }
 
 // Note [Job ids]: a worker of another job that reaches this job's

@@ -14,6 +14,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "trident/base/error.h"
 
@@ -59,8 +60,19 @@ WorldInfo world_from_env();  // the process environment
 // closes it, once per process. Without that variable it does nothing.
 void report_started();
 
-// A TCP port on 127.0.0.1 that is free now (the kernel picks it); throws
-// CommError when there is none.
+// Note [Free ports]: a TCP port on 127.0.0.1 that is free now, for a
+// rendezvous store that rank 0 will bind a moment later. It is drawn at
+// random from below the kernel's ephemeral range (ip_local_port_range),
+// because every outgoing connection and every listener bound to port 0 —
+// Gloo's, another test's — takes its port from that range: a port from it
+// could be taken before rank 0 binds it, and the workers would then reach
+// that socket instead of the store. Below the range, only another picker
+// like this one can take it (and a worker of another job at this job's
+// store is refused, Note [Job ids]). Falls back to a port the kernel picks
+// when none below the range is free; throws CommError when there is none.
 int free_local_port();
+// The kernel's ephemeral port range, [low, high] (32768..60999 when it
+// cannot be read).
+std::pair<int, int> ephemeral_ports();
 
 }  // namespace trident::comm
