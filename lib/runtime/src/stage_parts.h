@@ -83,6 +83,8 @@ struct StageExecutor::Pass {
   std::function<void()> before_last_backward;
   TraceLog* trace = nullptr;
   StageResult result;
+  // Now on the trace's compute clock (0 without a trace).
+  std::int64_t stamp() const { return trace ? trace->stamp() : 0; }
 };
 
 class StageExecutor::Backend {

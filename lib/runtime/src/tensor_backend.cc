@@ -12,12 +12,11 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   // into compute segments around the waits. On the host a short wait stays
   // inside the forward; on a device each receive is marked, and a short wait
   // is dropped when the marks are timed (Note [GPU spans] in trace.h).
-  auto stamp = [&] { return p.trace ? p.trace->stamp() : 0; };
-  auto segment_start = stamp();
+  auto segment_start = p.stamp();
   auto receive = [&](int k) {
-    const auto t0 = stamp();
+    const auto t0 = p.stamp();
     auto t = s_.gather(x, 0, k, m);
-    const auto t1 = stamp();
+    const auto t1 = p.stamp();
     if (p.trace && (p.trace->device || t1 - t0 >= kShortestTracedWaitUs)) {
       p.trace->add_stamped(action, "forward", segment_start, t0);
       p.trace->add_stamped("wait " + action, "wait", t0, t1);
@@ -45,14 +44,13 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
       p.result.correct += value(s_.logits_).argmax(1).eq(value(s_.labels_)).sum().item<double>();
   }
   if (!torch::GradMode::is_enabled()) saved_.erase(m);  // evaluation keeps nothing
-  if (p.trace) p.trace->add_stamped(action, "forward", segment_start, stamp());
+  if (p.trace) p.trace->add_stamped(action, "forward", segment_start, p.stamp());
 }
 
 void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) {
   const auto& l = *x.layout;
   auto& saved = saved_.at(m);
-  auto stamp = [&] { return p.trace ? p.trace->stamp() : 0; };
-  const auto t0 = stamp();
+  const auto t0 = p.stamp();
   std::vector<torch::Tensor> roots, grads;
   if (s_.has_loss_) {
     auto loss = saved.outputs.at(s_.graph_.loss());
@@ -70,7 +68,7 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool la
     const auto& value = saved.outputs.at(op);
     if (value.requires_grad()) roots.push_back(value), grads.push_back(grad);
   }
-  const auto t1 = stamp();
+  const auto t1 = p.stamp();
   if (p.trace) p.trace->add_stamped("wait " + action, "wait", t0, t1);
   if (last && p.before_last_backward) p.before_last_backward();
   if (!roots.empty()) torch::autograd::backward(roots, grads);
@@ -80,7 +78,7 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool la
     s_.send(x, piece, input.grad().defined() ? input.grad() : torch::zeros_like(input), m, 1);
   }
   saved_.erase(m);
-  if (p.trace) p.trace->add_stamped(action, "backward", t1, stamp());
+  if (p.trace) p.trace->add_stamped(action, "backward", t1, p.stamp());
 }
 
 }  // namespace trident::runtime
