@@ -13,27 +13,27 @@ std::int64_t now_us() {
 }
 
 void TraceLog::add_stamped(std::string name, std::string cat, std::int64_t start, std::int64_t end) {
-  if (end <= start && !device) return;  // an empty segment (a forward whose first op waited)
   if (device)
     marked_.push_back({std::move(name), std::move(cat), start, end});
-  else if (cat == "wait")
-    add_wait(std::move(name), start, end);
   else
-    add(std::move(name), std::move(cat), kComputeLane, start, end);
+    add_timed(std::move(name), std::move(cat), start, end);
 }
 
 void TraceLog::resolve() {
   if (!device) return;
   const auto at = device->times();
-  for (auto& e : marked_) {
-    const auto start = at.at(static_cast<std::size_t>(e.start)), end = at.at(static_cast<std::size_t>(e.end));
-    if (end <= start) continue;
-    if (e.cat == "wait")
-      add_wait(std::move(e.name), start, end);
-    else
-      add(std::move(e.name), std::move(e.cat), kComputeLane, start, end);
-  }
+  for (auto& e : marked_)
+    add_timed(std::move(e.name), std::move(e.cat), at.at(static_cast<std::size_t>(e.start)),
+              at.at(static_cast<std::size_t>(e.end)));
   marked_.clear();
+}
+
+void TraceLog::add_timed(std::string name, std::string cat, std::int64_t start_us, std::int64_t end_us) {
+  if (end_us <= start_us) return;  // an empty segment (a forward whose first op waited)
+  if (cat == "wait")
+    add_wait(std::move(name), start_us, end_us);
+  else
+    add(std::move(name), std::move(cat), kComputeLane, start_us, end_us);
 }
 
 nlohmann::json to_json(const std::vector<TraceEvent>& events) {

@@ -74,6 +74,8 @@ struct TraceLog {
   }
 
  private:
+  // A compute-lane span in system-clock µs; empty ones are dropped.
+  void add_timed(std::string name, std::string cat, std::int64_t start_us, std::int64_t end_us);
   struct Marked {
     std::string name, cat;
     std::int64_t start = 0, end = 0;  // device marks
