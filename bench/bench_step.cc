@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: bench_step MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda]]\n";
     return 2;
   }
-  runtime::passive_openmp_wait(argv);  // as `trident train` runs (Note [CPU process settings])
+  runtime::prepare_process(argv);  // as `trident train` starts (Note [CPU process settings], Note [BLAS kernel])
   try {
     const std::string model = argv[1], preset = argc > 5 ? argv[5] : "tiny", device = argc > 6 ? argv[6] : "cpu";
     const int64_t threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);

@@ -432,7 +432,7 @@ int show_version() {
   std::cout << "trident " << TRIDENT_VERSION << ", LibTorch " << TORCH_VERSION << ", "
             << (runtime::Placement::cuda_build() ? "CUDA" : "CPU") << " build; collectives: " << comm::backend_names();
   if (runtime::Placement::cuda_build()) std::cout << "; CUDA devices visible: " << static_cast<int>(torch::cuda::device_count());
-  std::cout << "\n";
+  std::cout << "\nBLAS: " << runtime::blas_in_use().describe() << "\n";
   return 0;
 }
 
@@ -453,11 +453,18 @@ int guarded(Run&& run) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Note [CPU process settings]: only the commands that compute pay the
-  // re-execution (a second load of LibTorch, ~0.6 s); `launch` passes the
-  // policy to its workers.
+  // Note [CPU process settings], Note [BLAS kernel]: only the commands that
+  // compute pay the re-execution (a second load of LibTorch, ~0.6 s);
+  // `version` re-executes only to show the kernel a run would get; `launch`
+  // decides the kernel once and its workers inherit the decision.
   const std::string command = argc > 1 ? argv[1] : "";
-  if (command == "train" || command == "profile" || command == "calibrate") runtime::passive_openmp_wait(argv);
+  const int started = guarded([&] {
+    if (command == "train" || command == "profile" || command == "calibrate") runtime::prepare_process(argv);
+    if (command == "version" && runtime::choose_blas_kernel(argv)) runtime::reexecute(argv);
+    if (command == "launch") runtime::choose_blas_kernel(argv);
+    return 0;
+  });
+  if (started != 0) return started;
   CLI::App app{"trident: plan and train multi-branch DNNs (graph pipelines + Poseidon data parallelism)", "trident"};
   app.require_subcommand(1);
   TrainArgs train_args;

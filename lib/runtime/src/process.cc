@@ -9,6 +9,8 @@
 
 #include <torch/torch.h>
 
+#include "trident/runtime/blas.h"
+
 namespace trident::runtime {
 
 ThreadChoice choose_threads(int requested, int cores, int local_processes) {
@@ -19,10 +21,15 @@ ThreadChoice choose_threads(int requested, int cores, int local_processes) {
                        (processes == 1 ? " process" : " processes") + " on this host"};
 }
 
-void passive_openmp_wait(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY")) return;
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  ::execv("/proc/self/exe", argv);
+void reexecute(char** argv) { ::execv("/proc/self/exe", argv); }
+
+void prepare_process(char** argv) {
+  bool changed = choose_blas_kernel(argv);
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    changed = true;
+  }
+  if (changed) reexecute(argv);
 }
 
 // See Note [CPU process settings].

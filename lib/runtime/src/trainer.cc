@@ -19,6 +19,7 @@
 #include "trident/base/text.h"
 #include "trident/comm/grad_sync.h"
 #include "trident/plan/report.h"
+#include "trident/runtime/blas.h"
 #include "trident/runtime/process.h"
 #include "trident/data/npy.h"
 #include "trident/runtime/sharded_checkpoint.h"
@@ -211,8 +212,8 @@ std::string Trainer::banner() const {
          std::to_string(data_.train.size()) + " samples), " + std::to_string(total_steps_) + " steps of " +
          std::to_string(config_.train.mini_batch) + ", " + config_.optimizer.name + " lr " +
          fixed(config_.optimizer.lr, 4) + ", " + std::to_string(threads_.threads) +
-         (threads_.threads == 1 ? " thread (" : " threads (") + threads_.reason + ")" + layout +
-         "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
+         (threads_.threads == 1 ? " thread (" : " threads (") + threads_.reason + ")" + layout + "; BLAS " +
+         blas_in_use().describe() + "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
 }
 
 // One optimizer step of every plan: this rank's stage runs its schedule

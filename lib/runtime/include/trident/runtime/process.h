@@ -22,6 +22,8 @@
 //   only when it loads, so `trident train`, `profile` and `calibrate`
 //   re-execute themselves once with it set (unless the user set
 //   OMP_WAIT_POLICY), and `trident launch` sets it for its workers.
+// - BLAS kernel. The same re-execution runs the OpenBLAS kernel chosen by
+//   Note [BLAS kernel] (blas.h) where OpenBLAS fell back to a generic one.
 #pragma once
 
 #include <string>
@@ -46,9 +48,16 @@ ThreadChoice choose_threads(int requested, int cores, int local_processes);
 // Note [CPU process settings].
 void configure_process(int threads);
 
-// Note [CPU process settings], OpenMP waiting: without OMP_WAIT_POLICY in the
-// environment, sets it to PASSIVE and re-executes this program with `argv`
-// (returns only if OMP_WAIT_POLICY was set, or the exec failed).
-void passive_openmp_wait(char** argv);
+// Process start of the commands that compute: chooses the BLAS kernel
+// (Note [BLAS kernel] in blas.h) and, without OMP_WAIT_POLICY in the
+// environment, sets it to PASSIVE (Note [CPU process settings]); when either
+// changed the environment, re-executes this program with `argv` once (returns
+// only when nothing changed, or the exec failed). Throws Failure when a
+// OPENBLAS_CORETYPE set outside trident computes wrong products.
+void prepare_process(char** argv);
+
+// Runs this program again with `argv` and the current environment (returns
+// only if the exec failed).
+void reexecute(char** argv);
 
 }  // namespace trident::runtime
