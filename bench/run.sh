@@ -14,6 +14,10 @@
 # torch from the Python package index (scripts/install-peers.sh, installed on
 # first use), out of the box: its own kernels (oneDNN, MKL), no trident
 # settings; the script sets only its thread count.
+# BLAS (Note [BLAS kernel] in lib/runtime/include/trident/runtime/blas.h): the
+# first line names the CPU and the kernel trident runs; where trident replaced
+# a fallback kernel, the PyTorch 1.13 columns run that kernel too
+# (OPENBLAS_CORETYPE), so that they time the same products.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-1}; rounds=${2:-3}
@@ -22,6 +26,12 @@ peer=$(bash scripts/install-peers.sh | tail -1)
 peer_version=$("$peer" -c 'import torch; print(torch.__version__)')
 same_malloc="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["steps_per_s"])'; }
+blas=$("${BUILD:-build}/tools/trident/trident" version | sed -n 's/^BLAS: //p')
+if printf '%s' "$blas" | grep -q '(detected [A-Za-z0-9_]*; checked)'; then
+  export OPENBLAS_CORETYPE=$(printf '%s' "$blas" | sed -n 's/.*, kernel \([A-Za-z0-9_]*\) .*/\1/p')
+fi
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); trident's BLAS: $blas${OPENBLAS_CORETYPE:+; PyTorch 1.13 with OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE}"
+echo
 echo "| model | batch | threads | trident steps/s | PyTorch 1.13 steps/s | ratio | 1.13 defaults steps/s | PyTorch $peer_version steps/s | trident / $peer_version |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for spec in mlp:128:400 cnn:128:40 inception:128:40 mmt:64:200 transformer:64:60; do
