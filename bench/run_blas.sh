@@ -33,7 +33,7 @@ if [ ! -d "$alt/x" ]; then
 fi
 lib=$PWD/$alt/x/usr/lib/x86_64-linux-gnu
 current=$(ls "$PWD/$alt"/wheels/x/scipy_openblas32/lib/libscipy_openblas*.so | head -1)
-current_version=$(basename "$alt"/wheels/scipy_openblas32-*.whl | cut -d- -f2)
+current_version=$(basename "$alt"/wheels/scipy_openblas32-*.whl | cut -d- -f2 | cut -d. -f1-3)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 detected=$("$build/tools/trident/trident" version | sed -n 's/^BLAS: //p')
 peer_version=$("$peer" -c 'import torch; print(torch.__version__)')
@@ -67,6 +67,9 @@ for spec in mlp:128:400 transformer:64:60; do
   row="| $model | $batch |"
   for i in "${!columns[@]}"; do row+=" $(python3 -c 'import statistics,sys; print("%.1f" % statistics.median(map(float, sys.argv[1:])))' ${runs[$i]}) |"; done
   row+=" $(python3 -c 'import statistics,sys; print("%.1f" % statistics.median(map(float, sys.argv[1:])))' ${runs[peer]}) |"
+  echo "$row"
+  row="|  | runs |"
+  for i in "${!columns[@]}" peer; do row+=" $(printf '%.0f ' ${runs[$i]})|"; done
   echo "$row"
   unset runs
 done
