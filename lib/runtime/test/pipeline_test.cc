@@ -122,10 +122,15 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto world = comm::Group::over_store(store, r, n,
-                                             std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
+        // The Gloo group lives as long as this thread, also where its messages go by the store:
+        // a rank that dropped its Gloo context at once closed its sockets while a slower rank was
+        // still connecting to it, which then failed ("Connection closed by peer") and never sent
+        // its first activation (a hang in 3 of 8 runs on a loaded 2-core machine).
+        const auto gloo = comm::Group::over_store(store, r, n,
+                                                  std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
+        auto world = gloo;
         if (over_store)
-          world = world.made_by([matching](c10::intrusive_ptr<c10d::Store> s, int rank, int size,
+          world = gloo.made_by([matching](c10::intrusive_ptr<c10d::Store> s, int rank, int size,
                                            std::chrono::milliseconds timeout) {
             return comm::store_process_group(std::move(s), rank, size, timeout, matching);
           });
