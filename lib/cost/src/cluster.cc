@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "trident/base/cores.h"
+#include "trident/base/env.h"
 #include "trident/base/text.h"
 #include "trident/base/files.h"
 #include "trident/cost/cost_model.h"
@@ -254,17 +255,13 @@ ClusterSpec calibrated_or_rough() {
   return c;
 }
 
-std::string text_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
 
 }  // namespace
 
 std::string calibration_path() {
-  std::string dir = text_or_empty("TRIDENT_CACHE_DIR");
-  if (dir.empty() && !text_or_empty("XDG_CACHE_HOME").empty()) dir = text_or_empty("XDG_CACHE_HOME") + "/trident";
-  if (dir.empty()) dir = (text_or_empty("HOME").empty() ? std::string("/tmp") : text_or_empty("HOME")) + "/.cache/trident";
+  std::string dir = env_or_empty("TRIDENT_CACHE_DIR");
+  if (dir.empty() && !env_or_empty("XDG_CACHE_HOME").empty()) dir = env_or_empty("XDG_CACHE_HOME") + "/trident";
+  if (dir.empty()) dir = (env_or_empty("HOME").empty() ? std::string("/tmp") : env_or_empty("HOME")) + "/.cache/trident";
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   // The format's number changes when `trident calibrate` measures

@@ -22,6 +22,7 @@
 #include <torch/torch.h>
 
 #include "trident/base/blas_kernel.h"
+#include "trident/base/env.h"
 #include "trident/base/error.h"
 
 extern char** environ;
@@ -33,11 +34,6 @@ constexpr const char* kChoiceVar = "TRIDENT_BLAS_CHOICE";  // the decision, for 
 constexpr const char* kCheckVar = "TRIDENT_BLAS_CHECK";    // set in the check child
 constexpr const char* kCoreVar = "OPENBLAS_CORETYPE";
 constexpr int kCheckTimeoutS = 120;
-
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
 
 // OpenBLAS's own queries, found with dlsym so nothing links against OpenBLAS.
 std::string openblas_text(const char* function) {
@@ -236,7 +232,7 @@ BlasInUse blas_in_use() {
     b.how = "set by OPENBLAS_CORETYPE=" + kernel + "; checked";
   } else if (verb == "refused") {
     const auto colon = choice.find(": ");
-    b.how = "detected; " + choice.substr(8, colon - 8) + " refused: " + choice.substr(colon + 2);
+    b.how = "detected; " + kernel.substr(0, kernel.size() - 1) + " refused: " + choice.substr(colon + 2);
   } else {
     b.how = std::getenv(kCoreVar) ? "set by OPENBLAS_CORETYPE=" + env_or_empty(kCoreVar) : "detected";
   }
