@@ -29,6 +29,7 @@ Works with python3-torch 1.13 and PyTorch 2.x; no other dependency.
 
 import argparse
 import importlib.util
+import inspect
 import json
 import math
 import operator
@@ -68,6 +69,7 @@ class _Graph:
         self.name = name
         self.ops = []
         self.specs = {}  # op name -> output spec
+        self.extra = {}  # further top-level fields: "constants", "capture"
 
     def add(self, name, kind, inputs, shape, dtype="float32", attrs=None, params=(), fwd=0.0, bwd=0.0, act=0):
         if name in self.specs:
@@ -88,7 +90,20 @@ class _Graph:
         return name
 
     def to_json(self):
-        return {"format": FORMAT, "name": self.name, "ops": self.ops}
+        return dict({"format": FORMAT, "name": self.name, "ops": self.ops}, **self.extra)
+
+
+def _add_loss(g, logits, shape, dtype, label, loss, input_name):
+    """The label's input op and trident's loss op over the model's output `logits` (per-sample `shape`)."""
+    if loss == "mse":  # a float target of the output's shape
+        n = _elements(shape)
+        target = g.add(input_name(label), "input", [], shape, dtype, attrs={"field": label, "dtype": dtype})
+        g.add("loss", "mse", [logits, target], [], fwd=3 * n, bwd=3 * n, act=8 * n)
+        return
+    if len(shape) != 1:
+        raise ExportError("cross_entropy needs logits of one axis per sample, got %s" % list(shape))
+    target = g.add(input_name(label), "input", [], [], "int64", attrs={"field": label, "dtype": "int64"})
+    g.add("loss", "cross_entropy", [logits, target], [], fwd=4 * shape[0], bwd=4 * shape[0], act=4 * shape[0])
 
 
 # ------------------------------------------------------------- the exporter
@@ -183,20 +198,11 @@ class _Exporter:
         out = node.args[0]
         if not isinstance(out, torch.fx.Node):
             _unsupported(node, "the module must return one tensor (the logits, or the prediction for mse)")
-        logits = self.arg(node, out)
         shape, dtype = self.per_sample(out)
-        if self.loss == "mse":  # a float target of the output's shape
-            n = _elements(shape)
-            label = self.g.add(self.input_name(self.label), "input", [], shape, dtype,
-                               attrs={"field": self.label, "dtype": dtype})
-            self.g.add("loss", "mse", [logits, label], [], fwd=3 * n, bwd=3 * n, act=8 * n)
-            return
-        if len(shape) != 1:
-            _unsupported(node, "cross_entropy needs logits of one axis per sample, got %s" % shape)
-        label = self.g.add(self.input_name(self.label), "input", [], [], "int64",
-                           attrs={"field": self.label, "dtype": "int64"})
-        self.g.add("loss", "cross_entropy", [logits, label], [], fwd=4 * shape[0], bwd=4 * shape[0],
-                   act=4 * shape[0])
+        try:
+            _add_loss(self.g, self.arg(node, out), shape, dtype, self.label, self.loss, self.input_name)
+        except ExportError as e:
+            _unsupported(node, str(e))
 
     def _shape_value(self, node):
         """A node whose value is not a tensor (x.size(0), a getitem of it): allowed only where it feeds
@@ -684,9 +690,16 @@ def _example(inputs, rows=2):
     return out
 
 
-def export_graph(module, inputs, label, loss="cross_entropy", name=None):
+CAPTURES = ("aten", "fx")
+
+
+def export_graph(module, inputs, label, loss="cross_entropy", name=None, capture="aten"):
     """The trident graph (a dict, "trident-graph/1") of `module`.
-    inputs: {name: (per-sample shape, dtype)} in forward's argument order."""
+    inputs: {name: (per-sample shape, dtype)} in forward's argument order.
+    capture: "aten" (make_fx, Note [ATen capture] in trident_aten.py) or "fx" (torch.fx symbolic tracing onto
+    trident's own op kinds)."""
+    if capture not in CAPTURES:
+        raise ExportError("capture '%s' is not supported; allowed: %s" % (capture, ", ".join(CAPTURES)))
     if loss not in LOSSES:
         raise ExportError("loss '%s' is not supported; allowed: %s" % (loss, ", ".join(LOSSES)))
     if not inputs:
@@ -697,6 +710,8 @@ def export_graph(module, inputs, label, loss="cross_entropy", name=None):
                                                                                      ", ".join(DTYPES)))
     if label in inputs:
         raise ExportError("label '%s' is also a forward input; the label is compared with the output" % label)
+    if capture == "aten":
+        return _export_aten(module, inputs, label, loss, name or type(module).__name__)
     try:
         tracer = torch.fx.Tracer()
         tracer.record_stack_traces = True  # so that an unsupported node can name its line of Python
@@ -714,6 +729,35 @@ def export_graph(module, inputs, label, loss="cross_entropy", name=None):
     return _Exporter(gm, inputs, label, loss, name or type(module).__name__).run()
 
 
+def _forward_arguments(module):
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return None
+    return [p.name for p in params]
+
+
+def _export_aten(module, inputs, label, loss, name):
+    import trident_aten
+    wanted = _forward_arguments(module)
+    if wanted is not None and wanted != list(inputs):
+        raise ExportError("the module's forward takes (%s) but --input gave (%s); give one --input per forward "
+                          "argument, in order" % (", ".join(wanted), ", ".join(inputs)))
+    g = _Graph(name)
+    ops = {f: g.add(f, "input", [], shape, DTYPE_NAMES[d], attrs={"field": f, "dtype": DTYPE_NAMES[d]})
+           for f, (shape, d) in inputs.items()}
+    try:
+        logits, constants, record = trident_aten.capture(module, inputs, g, ops)
+    except trident_aten.CaptureError as e:
+        raise ExportError(str(e))
+    spec = g.specs[logits]
+    _add_loss(g, logits, spec["shape"], spec["dtype"], label, loss, lambda f: f + "_input" if f in g.specs else f)
+    g.extra = {"capture": record, "constants": constants}
+    return g.to_json()
+
+
 def _write_atomic(path, write):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix="tmp-", suffix=os.path.basename(path))
     os.close(fd)
@@ -725,9 +769,9 @@ def _write_atomic(path, write):
         raise
 
 
-def export(module, inputs, label, loss="cross_entropy", out_dir=".", name=None):
+def export(module, inputs, label, loss="cross_entropy", out_dir=".", name=None, capture="aten"):
     """Writes out_dir/model.json and out_dir/init.pt; returns their paths."""
-    graph = export_graph(module, inputs, label, loss, name)
+    graph = export_graph(module, inputs, label, loss, name, capture)
     os.makedirs(out_dir, exist_ok=True)
     graph_path, weights_path = os.path.join(out_dir, "model.json"), os.path.join(out_dir, "init.pt")
     declared = {p["name"] for op in graph["ops"] for p in op["params"]}
@@ -789,6 +833,9 @@ def main(argv=None):
     ap.add_argument("--loss", default="cross_entropy",
                     help="cross_entropy (int64 class ids) or mse (float targets of the output's shape)")
     ap.add_argument("--name", help="the model's name (default: the module's class name)")
+    ap.add_argument("--capture", default="aten", choices=CAPTURES,
+                    help="aten (default): record the ATen operators the module runs; fx: torch.fx symbolic "
+                         "tracing onto trident's own op kinds")
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before building the module")
     ap.add_argument("--out", required=True, help="directory for model.json and init.pt")
     a = ap.parse_args(argv)
@@ -800,7 +847,7 @@ def main(argv=None):
         inputs = dict(_parse_input(t) for t in a.input)
         torch.manual_seed(a.seed)
         module = _load_module(a.module, args)
-        graph_path, weights_path = export(module, inputs, a.label, a.loss, a.out, a.name)
+        graph_path, weights_path = export(module, inputs, a.label, a.loss, a.out, a.name, a.capture)
     except ExportError as e:
         print("trident_export: %s" % e, file=sys.stderr)
         return 2

@@ -111,3 +111,15 @@ TEST_F(Files, MalformedOrMissingJsonIsBadInputNamingThePath) {
 
 }  // namespace
 }  // namespace trident
+
+TEST(Text, Base64DecodesWhatPythonWrites) {
+  // base64.b64encode(b"trident") == b"dHJpZGVudA==", and one and two bytes of padding.
+  EXPECT_EQ(trident::base64_decode("dHJpZGVudA=="), "trident");
+  EXPECT_EQ(trident::base64_decode("dHJpZGVu"), "triden");
+  EXPECT_EQ(trident::base64_decode("dHJpZGVudHM="), "tridents");
+  EXPECT_EQ(trident::base64_decode(""), "");
+  EXPECT_EQ(trident::base64_decode("AP8="), std::string("\x00\xff", 2));
+  EXPECT_THROW(trident::base64_decode("dHJpZGVud"), std::invalid_argument);
+  EXPECT_THROW(trident::base64_decode("dH*pZGVu"), std::invalid_argument);
+  EXPECT_THROW(trident::base64_decode("dH==ZGVu"), std::invalid_argument);
+}

@@ -51,7 +51,10 @@ json OpGraph::to_json() const {
                    {"backward_flops", o.backward_flops},
                    {"activation_bytes", o.activation_bytes}});
   }
-  return {{"format", "trident-graph/1"}, {"name", name_}, {"ops", ops}};
+  json doc = {{"format", "trident-graph/1"}, {"name", name_}, {"ops", ops}};
+  if (!capture_.is_null()) doc["capture"] = capture_;
+  if (!constants_.is_null()) doc["constants"] = constants_;
+  return doc;
 }
 
 OpGraph OpGraph::from_json(const json& doc) {
@@ -60,6 +63,12 @@ OpGraph OpGraph::from_json(const json& doc) {
       throw GraphError("graph JSON: field 'format' must be \"trident-graph/1\"");
     }
     OpGraph g(field<std::string>(doc, "name", "graph JSON"));
+    if (doc.contains("capture")) {
+      const auto& c = doc.at("capture");
+      if (!c.is_object() || !c.contains("format") || !c.at("format").is_string())
+        throw GraphError("graph JSON: field 'capture' must be an object with a 'format' string (tools/export writes it)");
+      g.set_capture(c, doc.value("constants", json::object()));
+    }
     for (const auto& jo : field<json>(doc, "ops", "graph JSON")) {
       Op o;
       o.name = field<std::string>(jo, "name", "graph JSON op");
@@ -91,6 +100,13 @@ OpGraph OpGraph::from_json(const json& doc) {
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong kind, e.g. a list where a number goes
     throw GraphError(std::string("graph JSON: ") + e.what());
   }
+}
+
+void OpGraph::set_capture(nlohmann::json capture, nlohmann::json constants) {
+  if (!constants.is_null() && !constants.is_object())
+    throw GraphError("graph JSON: field 'constants' must map names to tensors");
+  capture_ = std::move(capture);
+  constants_ = std::move(constants);
 }
 
 }  // namespace trident::graph

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "aten_op.h"
 #include "trident/base/files.h"
 #include "trident/nn/small_matmul.h"
 
@@ -247,10 +248,32 @@ void GraphModule::place(const std::string& dotted_name, std::shared_ptr<torch::n
   parent->register_module(dotted_name.substr(start), std::move(module));
 }
 
+torch::Tensor GraphModule::parameter(const graph::ParamSpec& spec) {
+  torch::nn::Module* parent = this;
+  size_t start = 0;
+  for (size_t dot; (dot = spec.name.find('.', start)) != std::string::npos; start = dot + 1) {
+    const std::string part = spec.name.substr(start, dot - start);
+    auto children = parent->named_children();
+    if (auto* found = children.find(part)) parent = found->get();
+    else parent = parent->register_module(part, std::make_shared<torch::nn::Module>()).get();
+  }
+  const std::string leaf = spec.name.substr(start);
+  auto own = parent->named_parameters(/*recurse=*/false);
+  if (auto* found = own.find(leaf)) {
+    if (found->sizes() != c10::IntArrayRef(spec.shape))
+      throw GraphError("parameter '" + spec.name + "' is read with shapes " + c10::str(found->sizes()) + " and " +
+                       graph::to_string(graph::TensorSpec{spec.shape, spec.dtype}));
+    return *found;
+  }
+  return parent->register_parameter(leaf, torch::empty(spec.shape));
+}
+
 GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
                          const std::optional<std::set<graph::OpId>>& only)
     : graph_(graph) {
   graph_.validate();
+  check_aten_ops(graph_);
+  const auto constants = decode_constants(graph_);
   fns_.resize(graph_.size());
   for (graph::OpId id = 0; id < graph_.size(); ++id) {
     if (only && !only->count(id)) continue;
@@ -259,6 +282,17 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
       fns_[id] = [name = op.name](const std::vector<torch::Tensor>&) -> torch::Tensor {
         throw GraphError("input op '" + name + "' is fed from the dataset, not computed");
       };
+    } else if (op.kind == "aten") {
+      std::map<std::string, torch::Tensor> params;
+      for (const auto& p : op.params) params.emplace(p.name, parameter(p));
+      fns_[id] = aten_function(
+          op,
+          [&](const std::string& name) {
+            auto it = params.find(name);
+            if (it == params.end()) throw GraphError("op '" + op.name + "' reads parameter '" + name + "', which it does not declare");
+            return it->second;
+          },
+          constants);
     } else if (auto layer = make_layer(op)) {
       place(op.name, layer->ptr());
       fns_[id] = [layer](const std::vector<torch::Tensor>& in) { return layer->forward(in[0]); };
@@ -282,10 +316,12 @@ std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name) {
 void GraphModule::initialise(std::uint64_t seed) {
   torch::NoGradGuard no_grad;
   auto all = named_parameters();
+  std::set<std::string> done;
   for (graph::OpId id = 0; id < graph_.size(); ++id) {
     if (!fns_[id]) continue;
     const Op& op = graph_.op(id);
     for (const auto& p : op.params) {
+      if (!done.insert(p.name).second) continue;  // shared by an earlier op
       auto* t = all.find(p.name);
       if (!t) throw GraphError("parameter '" + p.name + "' of op '" + op.name + "' has no module");
       if (t->sizes() != c10::IntArrayRef(p.shape))
@@ -293,7 +329,12 @@ void GraphModule::initialise(std::uint64_t seed) {
                          graph::to_string(graph::TensorSpec{p.shape, p.dtype}) + " but the op's module holds " +
                          c10::str(t->sizes()));
       auto gen = at::detail::createCPUGenerator(parameter_seed(seed, p.name));
-      if (op.kind == "layer_norm" || op.kind == "batch_norm") {
+      if (op.kind == "aten" && t->dim() < 2) {
+        // Note [Initial weights] for captured models without a weights file: a
+        // vector named "weight" (a norm's scale) starts at one, any other at zero.
+        const bool scale = p.name.size() >= 6 && p.name.compare(p.name.size() - 6, 6, "weight") == 0;
+        t->fill_(scale ? 1.0 : 0.0);
+      } else if (op.kind == "layer_norm" || op.kind == "batch_norm") {
         t->fill_(p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0 ? 0.0 : 1.0);
       } else if (op.kind == "embedding_bag" || op.kind == "embedding") {
         t->normal_(0.0, 1.0, gen);
@@ -323,9 +364,11 @@ std::vector<std::pair<std::string, torch::Tensor>> GraphModule::parameters_of(
     const std::vector<graph::OpId>& ops) const {
   auto all = named_parameters();
   std::vector<std::pair<std::string, torch::Tensor>> out;
+  std::set<std::string> seen;
   for (graph::OpId id : ops) {
     if (!fns_.at(id)) throw GraphError("op '" + graph_.op(id).name + "' is not held by this module (another stage owns it)");
     for (const auto& p : graph_.op(id).params) {
+      if (!seen.insert(p.name).second) continue;  // a parameter several ops read (tied weights) counts once
       auto* t = all.find(p.name);
       if (!t) throw GraphError("parameter '" + p.name + "' of op '" + graph_.op(id).name + "' has no module");
       out.emplace_back(p.name, *t);

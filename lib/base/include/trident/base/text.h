@@ -21,3 +21,12 @@ namespace trident {
 std::string format_number(const char* printf_format, double value);
 
 }  // namespace trident
+
+namespace trident {
+
+// The bytes of standard base64 text (RFC 4648, '=' padding, no line breaks),
+// as Python's base64.b64encode writes them; throws std::invalid_argument
+// for any other character or a length that is not a multiple of four.
+std::string base64_decode(const std::string& text);
+
+}  // namespace trident

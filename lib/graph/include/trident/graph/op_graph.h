@@ -75,6 +75,15 @@ class OpGraph {
 
   const std::string& name() const { return name_; }
 
+  // Graph-level data of an ATen-captured model (Note [ATen capture] in
+  // tools/export/trident_aten.py): "capture" records who captured it
+  // ({"by", "format", "torch"}), "constants" the tensors its ops read that
+  // are not parameters (name -> {"dtype", "shape", "base64"}). Both are
+  // null for zoo models and torch.fx exports.
+  const nlohmann::json& capture() const { return capture_; }
+  const nlohmann::json& constants() const { return constants_; }
+  void set_capture(nlohmann::json capture, nlohmann::json constants);
+
   // Appends an op; its inputs must name existing ops and its name must be
   // new. Returns its id. Throws GraphError otherwise.
   OpId add(Op op);
@@ -120,6 +129,7 @@ class OpGraph {
 
  private:
   std::string name_;
+  nlohmann::json capture_, constants_;
   std::vector<Op> ops_;
   std::vector<std::vector<OpId>> consumers_;
   std::map<std::string, OpId> by_name_;

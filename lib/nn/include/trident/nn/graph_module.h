@@ -14,6 +14,9 @@
 // LayerNorm: ones and zeros). So one process, any pipeline and any data-
 // parallel width start from identical weights without sending any, whoever
 // builds which op.
+// An op of kind "aten" (an ATen-captured model, Note [ATen programs] in
+// nn/src/aten_op.h) registers each parameter once under its state_dict name,
+// even when several ops read it (tied weights).
 // Each op's function maps its inputs (batch dimension first) to its output;
 // the loss op returns the *sum* of per-sample losses (see Note [Loss scale]
 // in executor.h).
@@ -53,6 +56,9 @@ class GraphModule : public torch::nn::Module {
 
  private:
   void place(const std::string& dotted_name, std::shared_ptr<torch::nn::Module> module);
+  // The parameter `spec.name`, registered under its dotted path on first use
+  // (ATen ops name parameters by their state_dict keys and may share them).
+  torch::Tensor parameter(const graph::ParamSpec& spec);
   void initialise(std::uint64_t seed);
 
   graph::OpGraph graph_;
