@@ -7,7 +7,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build test demo bench bench-plan fuzz build-cuda check-cuda-build gpu-check clean
+.PHONY: deps configure build test test-models demo bench bench-plan fuzz build-cuda check-cuda-build gpu-check clean
 CUDA_BUILD ?= build-cuda
 
 deps:
@@ -21,6 +21,12 @@ build: configure
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
+
+# Every torchvision classifier exports, and the smallest of each family trains
+# like PyTorch (docs/own-model.md, "Coverage"); about 20 minutes.
+test-models: build
+	@/usr/bin/python3 tools/export/test/aten_model_test.py $(BUILD)/tools/trident/trident --exports
+	@/usr/bin/python3 tools/export/test/aten_model_test.py $(BUILD)/tools/trident/trident --all
 
 demo: build
 	@$(BUILD)/tools/trident/trident calibrate --if-missing

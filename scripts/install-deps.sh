@@ -24,7 +24,7 @@ packages=(
   # the stage-graph picture of `trident report`
   graphviz
   # the PyTorch peer for the comparison benchmark, and tools/export (own models) with its tests
-  python3-torch python3-numpy
+  python3-torch python3-torchvision python3-numpy
 )
 
 missing=()

@@ -741,8 +741,8 @@ def _forward_arguments(module):
 
 def _export_aten(module, inputs, label, loss, name):
     import trident_aten
-    wanted = _forward_arguments(module)
-    if wanted is not None and wanted != list(inputs):
+    wanted = _forward_arguments(module)  # inputs are passed by position, so only their number must agree
+    if wanted is not None and len(wanted) != len(inputs):
         raise ExportError("the module's forward takes (%s) but --input gave (%s); give one --input per forward "
                           "argument, in order" % (", ".join(wanted), ", ".join(inputs)))
     g = _Graph(name)

@@ -11,6 +11,7 @@
 
 #include "trident/base/json.h"
 #include "trident/base/text.h"
+#include "trident/nn/random.h"
 
 namespace trident::nn {
 
@@ -46,6 +47,7 @@ struct Call {
   c10::OperatorHandle op;
   std::vector<Arg> args;  // in schema order, defaults filled in
   size_t returns = 1;
+  int generator = -1;     // a random call: the index of its Generator? argument (Note [Random ops])
 };
 
 c10::ScalarType scalar_type_of(const std::string& name, const std::string& where) {
@@ -172,7 +174,8 @@ class Builder {
 class Program {
  public:
   Program(const graph::Op& op, const std::function<torch::Tensor(const std::string&)>& param,
-          const std::map<std::string, torch::Tensor>& constants) {
+          const std::map<std::string, torch::Tensor>& constants)
+      : name_(op.name) {
     Builder b(op, param, constants);
     const auto& calls = op.attrs.value("calls", json::array());
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -201,6 +204,10 @@ class Program {
           throw GraphError(at + " is missing (schema " + toString(schema) + ")");
         }
       }
+      if (jc.value("random", false)) {
+        for (size_t k = 0; k < schema.arguments().size(); ++k)
+          if (unwrap_optional(schema.arguments()[k].type())->kind() == c10::TypeKind::GeneratorType) call.generator = static_cast<int>(k);
+      }
       calls_.push_back(std::move(call));
       b.made_call();
     }
@@ -218,6 +225,12 @@ class Program {
       auto& stack = results[i];
       stack.reserve(calls_[i].args.size());
       for (const auto& a : calls_[i].args) stack.push_back(materialise(a, env));
+      if (calls_[i].generator >= 0) {
+        if (auto seed = random_seed_for(name_, static_cast<int>(i))) {
+          stack[calls_[i].generator] = env.device.is_cpu() ? at::detail::createCPUGenerator(*seed)
+                                                           : seeded_device_generator(env.device, *seed);
+        }
+      }
       calls_[i].op.callBoxed(&stack);
     }
     return materialise(result_, env).toTensor();
@@ -281,6 +294,13 @@ class Program {
     }
   }
 
+  static at::Generator seeded_device_generator(c10::Device device, std::uint64_t seed) {
+    auto gen = at::globalContext().defaultGenerator(device).clone();
+    gen.set_current_seed(seed);
+    return gen;
+  }
+
+  std::string name_;
   std::vector<Call> calls_;
   Arg result_;
 };

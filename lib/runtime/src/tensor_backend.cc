@@ -2,6 +2,10 @@
 // modules and real rows (Note [Action backends], stage_parts.h).
 #include "stage_parts.h"
 
+#include <optional>
+
+#include "trident/nn/random.h"
+
 namespace trident::runtime {
 
 void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const std::string& action) {
@@ -31,6 +35,8 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
     return;
   }
   nn::Batch fields;
+  std::optional<nn::RandomScope> random;  // Note [Random ops]: training draws by (seed, step, micro-batch)
+  if (torch::GradMode::is_enabled()) random.emplace(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
   const auto base = p.first_row + m * l.micro_batch;
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
   saved.outputs =

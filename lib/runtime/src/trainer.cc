@@ -227,6 +227,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
     return placement_.batch(data_.train.batch(indices.slice(0, begin, end), fields));
   };
   const auto start = now_us();
+  stage_->set_random_key(config_.train.seed, step_);
   const auto r = stage_->run(source, batch, [this] { arm_sync(); }, &trace);
   StepTotals t;
   t.exposed_s = sync_and_step(lr, trace);

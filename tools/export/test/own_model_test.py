@@ -282,7 +282,9 @@ def check_errors(binary):
     for capture in ("aten", "fx"):
         expect_error("no input specs", run_export(work, "Tiny", capture=capture), "no inputs")
         expect_error("wrong input specs", run_export(work, "Tiny", "y:4:float32", capture=capture),
-                     "forward takes (x)", "gave (y)")
+                     "forward takes (x)", "gave (y)") if capture == "fx" else \
+            expect_error("too many input specs", run_export(work, "Tiny", "x:4:float32", "y:4:float32",
+                                                            capture=capture), "forward takes (x)", "gave (x, y)")
         expect_error("does not trace", run_export(work, "NoTrace", "x:4:float32", capture=capture),
                      "does not trace", "control flow")
     r = run_export(work, "Tiny", "x:4:float32", capture="fx")

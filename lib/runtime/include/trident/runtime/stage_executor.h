@@ -138,6 +138,9 @@ class StageExecutor {
   // Appends trace events (forward, backward, waits) to `trace` when given.
   StageResult run(const FieldSource& fields, double divisor, const std::function<void()>& before_last_backward,
                   TraceLog* trace = nullptr);
+  // The key of the next run()'s random operators (Note [Random ops] in
+  // nn/random.h): the run's seed and the optimizer step.
+  void set_random_key(std::uint64_t seed, std::int64_t step) { random_seed_ = seed, random_step_ = step; }
 
   // Forward only over rows [0, rows) of `fields` (Note [Pipelined
   // evaluation]): the loss stage's sums of loss and correct rows over its
@@ -189,6 +192,8 @@ class StageExecutor {
   Placement placement_;
   int stage_ = -1, replica_ = 0, micro_batches_ = 0;
   std::int64_t micro_batch_ = 0;
+  std::uint64_t random_seed_ = 0;
+  std::int64_t random_step_ = 0;
   bool has_loss_ = false;
   graph::OpId logits_ = -1, labels_ = -1;
   bool classifies_ = true;  // cross_entropy: accuracy is counted; mse: it is not

@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""Real PyTorch models through the ATen capture (Note [ATen capture] in
+tools/export/trident_aten.py), against eager PyTorch:
+
+- torchvision classifiers (num_classes=10, 32x32 images; dropout and
+  stochastic depth 0 where the model is compared step for step): one trident
+  step gives PyTorch's loss and every gradient (relative 1e-4, BatchNorm in
+  training mode, one micro-batch = the batch), and a pipeline on 3 processes
+  ends with the weights of one process at the same micro-batch;
+- nn.TransformerEncoder (batch_first, GELU), nn.LSTM and nn.GRU models: 20
+  SGD steps give PyTorch's losses (1e-4) and a pipeline on 3 processes the
+  weights of one process; with dropout 0.1 the loss falls and the pipeline
+  still equals one process (Note [Random ops] in nn/random.h);
+- a model whose output projection is its input embedding (tied weights),
+  split by a stage cut between the two uses: the weights of one process;
+- bad input: an operator this LibTorch lacks, a graph of another capture
+  format, a file cut short — exit 2 and one line naming it.
+
+  python3 tools/export/test/aten_model_test.py TRIDENT_BINARY [--all] [MODEL ...]
+  python3 tools/export/test/aten_model_test.py TRIDENT_BINARY --exports
+
+--exports exports every classifier torchvision lists (80 in 0.14);
+--all checks the smallest classifier of every torchvision family
+(`make test-models`); without it, a subset that covers the operator kinds the
+families add (depthwise convolutions, ceil-mode pooling, Hardswish/SiLU,
+squeeze-excitation, channel shuffle, layer scale, patch embeddings).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import trident_export  # noqa: E402
+from own_model_test import arrays, save_npy, train, plan_layout  # noqa: E402
+
+LR = 0.05
+ROWS = 8          # the mini-batch of the vision checks (one micro-batch for the step check)
+MICRO = 4         # the micro-batch of the 3-process check
+VISION_STEPS = 2
+SEQ_STEPS = 20
+SEQ_ROWS = 16
+IMAGE = {"image": ((3, 32, 32), torch.float32)}
+
+
+def _tv(name, **kwargs):
+    def build():
+        import torchvision
+        model = getattr(torchvision.models, name)(num_classes=10, **kwargs)
+        for m in model.modules():  # deterministic: no dropout, no stochastic depth
+            if isinstance(m, nn.Dropout) or type(m).__name__ == "StochasticDepth":
+                m.p = 0.0
+        return model
+    return build
+
+
+# The smallest classifier of each of torchvision 0.14's 22 families, with the input it needs.
+FAMILIES = {
+    "alexnet": (_tv("alexnet"), {"image": ((3, 64, 64), torch.float32)}),
+    "convnext_tiny": (_tv("convnext_tiny"), IMAGE),
+    "densenet121": (_tv("densenet121"), IMAGE),
+    "efficientnet_b0": (_tv("efficientnet_b0"), IMAGE),
+    "efficientnet_v2_s": (_tv("efficientnet_v2_s"), IMAGE),
+    "googlenet": (_tv("googlenet", aux_logits=False, init_weights=True), IMAGE),
+    "inception_v3": (_tv("inception_v3", aux_logits=False, init_weights=True),
+                     {"image": ((3, 75, 75), torch.float32)}),
+    "maxvit_t": (_tv("maxvit_t", input_size=(64, 64)),
+                 {"image": ((3, 64, 64), torch.float32)}),
+    "mnasnet0_5": (_tv("mnasnet0_5"), IMAGE),
+    "mobilenet_v2": (_tv("mobilenet_v2"), IMAGE),
+    "mobilenet_v3_small": (_tv("mobilenet_v3_small"), IMAGE),
+    "regnet_x_400mf": (_tv("regnet_x_400mf"), IMAGE),
+    "regnet_y_400mf": (_tv("regnet_y_400mf"), IMAGE),
+    "resnet18": (_tv("resnet18"), IMAGE),
+    "resnext50_32x4d": (_tv("resnext50_32x4d"), IMAGE),
+    "shufflenet_v2_x0_5": (_tv("shufflenet_v2_x0_5"), IMAGE),
+    "squeezenet1_1": (_tv("squeezenet1_1"), IMAGE),
+    "swin_t": (_tv("swin_t"), IMAGE),
+    "swin_v2_t": (_tv("swin_v2_t"), IMAGE),
+    "vgg11": (_tv("vgg11"), IMAGE),
+    "vit_b_16": (_tv("vit_b_16", image_size=32), IMAGE),
+    "wide_resnet50_2": (_tv("wide_resnet50_2"), IMAGE),
+}
+# In `make test`: the families whose operators the rest do not cover.
+SUBSET = ("mobilenet_v3_small", "shufflenet_v2_x0_5", "squeezenet1_1", "efficientnet_b0", "regnet_y_400mf")
+
+
+class Encoder(nn.Module):
+    """Token ids -> nn.TransformerEncoder (batch_first, GELU) -> mean -> classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(60, 32)
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=dropout, activation="gelu", batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)).mean(1))
+
+
+class Recurrent(nn.Module):
+    """Features -> nn.LSTM or nn.GRU (2 layers, batch_first) -> last step -> classes."""
+
+    def __init__(self, cell="LSTM"):
+        super().__init__()
+        self.proj = nn.Linear(6, 16)
+        self.rnn = getattr(nn, cell)(16, 24, num_layers=2, batch_first=True, dropout=dropout)
+        self.drop = nn.Dropout(dropout)
+        self.head = nn.Linear(24, 5)
+
+    def forward(self, x):
+        y, _ = self.rnn(torch.tanh(self.proj(x)))
+        return self.head(self.drop(y[:, -1]))
+
+
+class TiedLM(nn.Module):
+    """A next-token classifier whose output projection is its input embedding (tied weights)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(40, 16)
+        self.mix = nn.Linear(16, 16)
+        self.deep = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh())
+        self.out = nn.Linear(16, 40, bias=False)
+        self.out.weight = self.embed.weight
+
+    def forward(self, tokens):
+        return self.out(self.deep(torch.tanh(self.mix(self.embed(tokens).mean(1)))))
+
+
+SEQUENCE = {
+    "transformer": (Encoder, {"tokens": ((7,), torch.int64)}, 5, {"tokens": 60}),
+    "lstm": (lambda **k: Recurrent("LSTM", **k), {"x": ((5, 6), torch.float32)}, 5, {}),
+    "gru": (lambda **k: Recurrent("GRU", **k), {"x": ((5, 6), torch.float32)}, 5, {}),
+}
+
+
+def write_config(work, rows, micro):
+    with open(os.path.join(work, "config.yaml"), "w") as f:
+        f.write("model: {file: %s/model/model.json, weights: %s/model/init.pt}\n" % (work, work))
+        f.write("data: {name: npy, train: %s/train, test: %s/train}\n" % (work, work))
+        f.write("train: {mini_batch: %d, log_every: 1, threads: 1, eval: false}\n" % rows)
+        f.write("optimizer: {name: sgd, lr: %g, momentum: 0}\ncheckpoint: {every: 0}\nruns_dir: %s/runs\n" % (LR, work))
+        f.write("parallel: {micro_batch: %d}\n" % micro)
+
+
+def prepare(name, module, inputs, classes, ranges, rows, micro):
+    work = tempfile.mkdtemp(prefix="aten-model-")
+    start = time.time()
+    trident_export.export(module, inputs, "label", "cross_entropy", os.path.join(work, "model"), name)
+    exported = time.time() - start
+    init = torch.load(os.path.join(work, "model", "init.pt"))
+    init.pop("__format__")
+    data = arrays(inputs, classes, ranges, rows, 1)
+    save_npy(os.path.join(work, "train"), data)
+    write_config(work, rows, micro)
+    return work, init, data, exported
+
+
+def eager_steps(module, init, data, steps):
+    module.load_state_dict(init, strict=False)
+    module.train()
+    opt = torch.optim.SGD(module.parameters(), lr=LR)
+    inputs = [data[k] for k in data if k != "label"]
+    losses, grads = [], None
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(module(*inputs), data["label"])
+        loss.backward()
+        if grads is None:
+            grads = {k: p.grad.clone() for k, p in module.named_parameters()}
+        losses.append(loss.item())
+        opt.step()
+    return losses, grads
+
+
+def pipeline_args(extra=()):
+    args = ["--nproc", "3", "--set", "parallel.devices=3", "--set", "parallel.partitioner=pipedream", "--set",
+            "parallel.max_replicas=1", "--set", "parallel.cluster=cpu-local"]
+    for s in extra:
+        args += ["--set", s]
+    return args
+
+
+def same_weights(a, b, what, expect):
+    largest = 0.0
+    for k, w in a.items():
+        d = (b[k] - w).abs().max().item()
+        largest = max(largest, d)
+        expect(torch.allclose(b[k], w, rtol=1e-5, atol=1e-5), "%s: %s differs by %.2e" % (what, k, d))
+    return largest
+
+
+def check_vision(name, binary):
+    build, inputs = FAMILIES[name]
+    torch.manual_seed(0)
+    work, init, data, exported = prepare(name, build(), inputs, 10, {}, ROWS, ROWS)
+    failures = []
+
+    def expect(ok, what):
+        if not ok:
+            failures.append("%s: %s" % (name, what))
+    ops = len(json.load(open(os.path.join(work, "model", "model.json")))["ops"])
+    losses, after = train(binary, work, "one", 1)
+    ref, grads = eager_steps(build(), init, data, 1)
+    expect(abs(losses[0] - ref[0]) <= 1e-4 * max(1.0, abs(ref[0])), "step-1 loss %.7f, PyTorch %.7f" % (losses[0], ref[0]))
+    expect(set(after) == set(grads), "parameters %s, PyTorch %s" % (sorted(set(after) ^ set(grads)), ""))
+    worst = 0.0
+    for k, g in grads.items():
+        # The gradient is read back from the weights, (init - after) / LR, which rounds each element by up to
+        # one float32 ulp of the weight over LR: that much is allowed on top of 1e-4 of the largest element.
+        ours = (init[k] - after[k]) / LR
+        # A gradient that is zero but for rounding (a BatchNorm bias ahead of a convolution and another
+        # BatchNorm: measured up to 3e-6) means nothing relative to itself, so 1e-5 absolute is allowed too.
+        scale = max(g.abs().max().item(), 1e-12)
+        reading = 2 * torch.finfo(torch.float32).eps * init[k].abs() / LR + 1e-5
+        err = ((ours - g).abs() - reading).clamp(min=0).max().item() / scale
+        worst = max(worst, err)
+        expect(err <= 1e-4, "gradient of %s differs by %.2e of its largest element" % (k, err))
+    _, single = train(binary, work, "single", VISION_STEPS, ("--set", "parallel.micro_batch=%d" % MICRO))
+    _, piped = train(binary, work, "pipeline", VISION_STEPS, pipeline_args(["parallel.micro_batch=%d" % MICRO]))
+    stages = len(plan_layout(work, "pipeline"))
+    expect(stages >= 2, "the pipeline ran %d stage" % stages)
+    largest = same_weights(single, piped, "3-process pipeline", expect)
+    print("%s: %d ops, exported in %.1f s; step-1 gradients within %.1e; %d-stage pipeline within %.1e of one "
+          "process" % (name, ops, exported, worst, stages, largest))
+    if not failures:
+        shutil.rmtree(work)
+    return failures
+
+
+def check_sequence(name, binary, dropout):
+    build, inputs, classes, ranges = SEQUENCE[name]
+    torch.manual_seed(0)
+    work, init, data, _ = prepare(name, build(dropout=dropout), inputs, classes, ranges, SEQ_ROWS, SEQ_ROWS // 2)
+    failures = []
+    label = "%s (dropout %g)" % (name, dropout)
+
+    def expect(ok, what):
+        if not ok:
+            failures.append("%s: %s" % (label, what))
+    losses, single = train(binary, work, "single", SEQ_STEPS)
+    if dropout == 0:
+        ref, _ = eager_steps(build(dropout=dropout), init, data, SEQ_STEPS)
+        expect(np.allclose(losses, ref, rtol=1e-4, atol=1e-4), "%d-step losses %s, PyTorch %s" % (
+            SEQ_STEPS, np.round(losses, 5), np.round(ref, 5)))
+    falls = all(b < a for a, b in zip(losses, losses[1:])) if dropout == 0 else losses[-1] < losses[0] - 0.01
+    expect(falls, "the loss did not fall: %s" % np.round(losses, 4))
+    _, piped = train(binary, work, "pipeline", SEQ_STEPS, pipeline_args())
+    stages = len(plan_layout(work, "pipeline"))
+    expect(stages >= 2, "the pipeline ran %d stage" % stages)
+    largest = same_weights(single, piped, "3-process pipeline", expect)
+    print("%s: losses %.4f -> %.4f; %d-stage pipeline within %.1e of one process" % (label, losses[0], losses[-1],
+                                                                                    stages, largest))
+    if not failures:
+        shutil.rmtree(work)
+    return failures
+
+
+def input_for(name):
+    """The smallest square image (from 32) that the classifier takes."""
+    if name.startswith("inception"):
+        return 75
+    if name.startswith(("alexnet", "maxvit")):
+        return 64
+    return 32
+
+
+def export_everything():
+    """Exports every classifier torchvision lists (num_classes=10); returns failures."""
+    import torchvision
+    names = torchvision.models.list_models(module=torchvision.models)
+    failures, work = [], tempfile.mkdtemp(prefix="aten-exports-")
+    start = time.time()
+    slowest = (0.0, "")
+    for name in names:
+        size = input_for(name)
+        kwargs = {"image_size": size} if name.startswith("vit") else {"input_size": (size, size)} \
+            if name.startswith("maxvit") else {"aux_logits": False, "init_weights": True} \
+            if name in ("googlenet", "inception_v3") else {}
+        t0 = time.time()
+        try:
+            torch.manual_seed(0)
+            model = getattr(torchvision.models, name)(num_classes=10, **kwargs)
+            trident_export.export(model, {"image": ((3, size, size), torch.float32)}, "label", out_dir=work,
+                                  name=name)
+            ops = len(json.load(open(os.path.join(work, "model.json")))["ops"])
+            took = time.time() - t0
+            slowest = max(slowest, (took, name))
+            print("export %s: %d ops, %.1f s" % (name, ops, took))
+        except Exception as e:  # noqa: BLE001 - every failure is reported
+            failures.append("export %s: %s: %s" % (name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+            print(failures[-1])
+        del model
+    print("exported %d of %d torchvision classifiers in %.0f s (slowest: %s, %.1f s)" % (
+        len(names) - len(failures), len(names), time.time() - start, slowest[1], slowest[0]))
+    shutil.rmtree(work)
+    return failures
+
+
+def main():
+    torch.set_num_threads(1)
+    binary = sys.argv[1]
+    rest = sys.argv[2:]
+    if "--exports" in rest:
+        failures = export_everything()
+        for f in failures:
+            print("FAIL " + f)
+        return 1 if failures else 0
+    everything = "--all" in rest
+    names = [n for n in rest if n != "--all"]
+    vision = [n for n in names if n in FAMILIES] or ([] if names else list(FAMILIES if everything else SUBSET))
+    sequence = [n for n in names if n in SEQUENCE] or ([] if names else list(SEQUENCE))
+    failures = []
+    for name in vision:
+        mine = check_vision(name, binary)
+        print("%s: %s" % (name, "ok" if not mine else "FAILED"))
+        failures += mine
+    for name in sequence:
+        for dropout in (0.0, 0.1):
+            mine = check_sequence(name, binary, dropout)
+            print("%s: %s" % (name, "ok" if not mine else "FAILED"))
+            failures += mine
+    for f in failures:
+        print("FAIL " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
