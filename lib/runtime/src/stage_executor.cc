@@ -319,18 +319,23 @@ void StageExecutor::fail(const std::string& what, int peer, const std::exception
 }
 
 std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
-                                                std::int64_t bucket_bytes, int staleness) {
+                                                std::int64_t bucket_bytes, int staleness,
+                                                const std::set<std::string>& leave) {
   if (stage.replicas() < 2) return nullptr;
+  comm::NamedParams params;
+  for (const auto& p : stage.params())
+    if (!leave.count(p.first)) params.push_back(p);
+  if (params.empty()) return nullptr;
   auto devices = plan.stages.at(stage.stage()).devices;
   std::sort(devices.begin(), devices.end());
   auto group = world.subgroup(devices, "stage" + std::to_string(stage.stage()));
   std::map<std::string, std::string> methods;
-  for (const auto& [name, p] : stage.params()) {
+  for (const auto& [name, p] : params) {
     auto it = plan.grad_sync.find(name);
     methods[name] = it == plan.grad_sync.end() ? "allreduce" : it->second;
   }
   plan::check_sfb_order(plan, stage.graph());  // checked before start too; a plan made here is checked again
-  auto sync = comm::make_hybrid_sync(group, stage.params(), stage.graph(), methods, bucket_bytes, staleness);
+  auto sync = comm::make_hybrid_sync(group, params, stage.graph(), methods, bucket_bytes, staleness);
   stage.executor().set_observer(sync->observer());
   return sync;
 }

@@ -134,8 +134,9 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
   placement_.place(*module_);
   stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_, placement_);
   const auto& par = config_.parallel;
+  tied_ = std::make_unique<TiedSync>(plan_, graph, *group_, stage_->params());
   sync_ = make_stage_sync(*stage_, plan_, *group_, static_cast<std::int64_t>(par.bucket_mb * 1024 * 1024),
-                          static_cast<int>(par.staleness));
+                          static_cast<int>(par.staleness), tied_->names());
 }
 
 // Before allocating: a stage whose planned memory exceeds what this process
@@ -175,6 +176,11 @@ void Trainer::arm_sync() {
 
 double Trainer::sync_and_step(double lr, TraceLog& trace) {
   const auto& params = stage_->params();
+  if (tied_ && !tied_->empty()) {
+    const auto t0 = trace.stamp();
+    tied_->all_reduce();
+    trace.add_stamped("tied parameters", "wait", t0, trace.stamp());
+  }
   if (!sync_) {
     const auto t0 = trace.stamp();
     optimizer_->apply(params, lr);
@@ -191,6 +197,11 @@ double Trainer::sync_and_step(double lr, TraceLog& trace) {
   sync_->apply([&](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
     optimizer_->step(name, p, grad, lr);
   });
+  for (const auto& [name, p] : params)  // the replica sync left them (Note [Tied parameters])
+    if (tied_->names().count(name)) {
+      auto weights = p;  // a handle: the optimizer updates the parameter itself
+      optimizer_->step(name, weights, p.grad(), lr);
+    }
   for (const auto& [name, p] : params)
     if (p.grad().defined()) p.mutable_grad().zero_();
   trace.add_stamped("optimizer", "optimizer", t1, trace.stamp());

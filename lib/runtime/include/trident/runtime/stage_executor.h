@@ -212,8 +212,10 @@ class StageExecutor {
 // method (plan.grad_sync; missing = allreduce), WFBP buckets of
 // `bucket_bytes`, PS staleness `staleness`. Attaches its observer to the
 // stage's executor (SFB). Null when the stage has one replica or the rank
-// is idle.
+// is idle. Parameters in `leave` (tied ones, Note [Tied parameters]) are not
+// synced here.
 std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
-                                                std::int64_t bucket_bytes, int staleness);
+                                                std::int64_t bucket_bytes, int staleness,
+                                                const std::set<std::string>& leave = {});
 
 }  // namespace trident::runtime

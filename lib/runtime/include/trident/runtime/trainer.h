@@ -54,6 +54,7 @@
 #include "trident/runtime/placement.h"
 #include "trident/runtime/process.h"
 #include "trident/runtime/stage_executor.h"
+#include "trident/runtime/tied_params.h"
 #include "trident/runtime/trace.h"
 
 namespace trident::runtime {
@@ -207,6 +208,7 @@ class Trainer {
   std::unique_ptr<StageExecutor> stage_;
   bool classifies_ = true;  // the loss is cross_entropy: accuracy is reported (mse: it is not)
   std::unique_ptr<comm::GradSync> sync_;
+  std::unique_ptr<TiedSync> tied_;  // parameters read by several stages (Note [Tied parameters])
   data::Splits data_;
   std::unique_ptr<data::EpochSampler> sampler_;
   std::unique_ptr<Optimizer> optimizer_;
