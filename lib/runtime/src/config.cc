@@ -322,6 +322,10 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
     YAML::Node child = node[parts[i]];
     node.reset(child);
   }
+  if (value.IsNull()) {
+    node.remove(parts.back());  // --set key=null removes the key (docs/config.md)
+    return;
+  }
   node[parts.back()] = value;
 }
 

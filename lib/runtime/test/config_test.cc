@@ -68,6 +68,10 @@ TEST(Config, ModelFileNamesTheModelAndNpyDataIsChecked) {
   EXPECT_EQ(c.data.name, "synthetic");  // it reads x, which Fashion-MNIST lacks
   EXPECT_EQ(parse_config(c.to_yaml()).to_yaml(), c.to_yaml());
   expect_error(yaml, {"model.name=mlp"}, {"model.file", "give model.name or model.file, not both"});
+  // --set key=null removes the key: a zoo example becomes an own-model run.
+  auto own = parse_config(kGood, {"model.name=null", "model.preset=null", "model.file=" + model});
+  EXPECT_EQ(own.model.name, "Mine");
+  EXPECT_EQ(own.train.epochs, 2);
   expect_error("model: {name: mlp, weights: w.pt}\n", {}, {"model.weights", "needs model.file"});
   expect_error("model: {file: " + (dir / "none.json").string() + "}\n", {}, {"model.file", "none.json"});
   expect_error("train: {epochs: 1}\n", {}, {"model.name", "model.file"});

@@ -96,7 +96,7 @@ SUBSET = ("mobilenet_v3_small", "shufflenet_v2_x0_5", "squeezenet1_1", "efficien
 class Encoder(nn.Module):
     """Token ids -> nn.TransformerEncoder (batch_first, GELU) -> mean -> classes."""
 
-    def __init__(self):
+    def __init__(self, dropout=0.0):
         super().__init__()
         self.embed = nn.Embedding(60, 32)
         layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=dropout, activation="gelu", batch_first=True)
@@ -110,7 +110,7 @@ class Encoder(nn.Module):
 class Recurrent(nn.Module):
     """Features -> nn.LSTM or nn.GRU (2 layers, batch_first) -> last step -> classes."""
 
-    def __init__(self, cell="LSTM"):
+    def __init__(self, cell="LSTM", dropout=0.0):
         super().__init__()
         self.proj = nn.Linear(6, 16)
         self.rnn = getattr(nn, cell)(16, 24, num_layers=2, batch_first=True, dropout=dropout)
@@ -341,6 +341,49 @@ def check_tied(binary):
     return failures
 
 
+def check_errors(binary):
+    """Bad captured graphs: exit 2 and one line naming what is wrong."""
+    torch.manual_seed(0)
+    work, init, _, _ = prepare("errors", Recurrent("GRU"), {"x": ((5, 6), torch.float32)}, 5, {}, 8, 8)
+    path = os.path.join(work, "model", "model.json")
+    good = open(path).read()
+    failures = []
+
+    def expect_error(what, edit, *needles):
+        doc = json.loads(good)
+        text = edit(doc)
+        with open(path, "w") as f:
+            f.write(text if isinstance(text, str) else json.dumps(doc))
+        r = subprocess.run([binary, "train", "--config", os.path.join(work, "config.yaml"), "--set", "train.steps=1"],
+                           capture_output=True, text=True, timeout=120)
+        line = r.stderr.strip()
+        if r.returncode != 2 or len(line.splitlines()) != 1 or not all(n in line for n in needles):
+            failures.append("errors: %s: exit %d, %r (wanted exit 2, one line with %s)" % (what, r.returncode, line,
+                                                                                            needles))
+
+    def unknown_operator(doc):
+        op = next(o for o in doc["ops"] if o["kind"] == "aten")
+        op["attrs"]["calls"][0]["op"] = "aten::matmul_v9"
+        doc["capture"]["torch"] = "9.1.0"
+    expect_error("an operator this LibTorch lacks", unknown_operator, "aten::matmul_v9", "9.1.0",
+                 ".".join(torch.__version__.split(".")[:2]), "export it again")
+
+    def other_capture(doc):
+        doc["capture"]["format"] = "aten/2"
+    expect_error("another capture format", other_capture, "capture format 'aten/2'", "aten/1")
+
+    def cut_short(doc):
+        return good[:len(good) // 2]
+    expect_error("a file cut short", cut_short, "model.json")
+
+    def bad_constant(doc):
+        doc["constants"]["c"] = {"dtype": "float32", "shape": [3], "base64": "AAAA"}
+    expect_error("a constant of the wrong size", bad_constant, "graph constant 'c'", "3 bytes")
+    if not failures:
+        shutil.rmtree(work)
+    return failures
+
+
 def main():
     torch.set_num_threads(1)
     binary = sys.argv[1]
@@ -354,8 +397,8 @@ def main():
     names = [n for n in rest if n != "--all"]
     vision = [n for n in names if n in FAMILIES] or ([] if names else list(FAMILIES if everything else SUBSET))
     sequence = [n for n in names if n in SEQUENCE] or ([] if names else list(SEQUENCE))
-    if "tied" in names:
-        names = []  # the tied check runs alone
+    if "tied" in names or "errors" in names:
+        names = []  # the tied and error checks run with the default set
     failures = []
     for name in vision:
         mine = check_vision(name, binary)
@@ -367,9 +410,10 @@ def main():
             print("%s: %s" % (name, "ok" if not mine else "FAILED"))
             failures += mine
     if not names:
-        mine = check_tied(binary)
-        print("tied: %s" % ("ok" if not mine else "FAILED"))
-        failures += mine
+        for what, check in (("tied", check_tied), ("errors", check_errors)):
+            mine = check(binary)
+            print("%s: %s" % (what, "ok" if not mine else "FAILED"))
+            failures += mine
     for f in failures:
         print("FAIL " + f)
     return 1 if failures else 0
