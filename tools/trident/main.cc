@@ -14,6 +14,7 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include "graph_command.h"
 #include "launch.h"
 #include "plan_commands.h"
 #include "report_command.h"
@@ -269,32 +270,6 @@ int diff_runs(const DiffArgs& args) {
   return d.equal() ? 0 : 1;
 }
 
-int show_graph(zoo::ModelSpec model, const std::string& out, bool all_ops) {
-  auto g = cli::model_graph(model);
-  double fwd = 0, bwd = 0;
-  std::int64_t act = 0;
-  for (const auto& op : g.ops()) fwd += op.forward_flops, bwd += op.backward_flops, act += op.activation_bytes;
-  std::cout << "model " << (model.file.empty() ? model.name + "/" + model.preset : model.file) << ": " << g.size() << " ops, parameters "
-            << human_bytes(static_cast<double>(g.param_bytes())) << ", per sample: forward "
-            << fwd / 1e6 << " MFLOP, backward " << bwd / 1e6 << " MFLOP, activations "
-            << human_bytes(static_cast<double>(act)) << "\n";
-  if (all_ops) {
-    std::cout << std::left << std::setw(34) << "op" << std::setw(16) << "kind" << std::setw(22) << "output"
-              << std::right << std::setw(12) << "params" << std::setw(14) << "fwd MFLOP" << "\n";
-    for (const auto& op : g.ops()) {
-      std::cout << std::left << std::setw(34) << op.name << std::setw(16) << op.kind << std::setw(22)
-                << graph::to_string(op.output) << std::right << std::setw(12)
-                << human_bytes(static_cast<double>(op.param_bytes())) << std::setw(14) << std::fixed
-                << std::setprecision(3) << op.forward_flops / 1e6 << "\n";
-    }
-  }
-  if (!out.empty()) {
-    write_file_atomic(out, g.to_json().dump(1) + "\n");
-    std::cout << "wrote " << out << "\n";
-  }
-  return 0;
-}
-
 struct ProfileArgs {
   zoo::ModelSpec model;
   std::string out, rows = "1,2,4,8";
@@ -363,6 +338,7 @@ struct GraphArgs {
   zoo::ModelSpec model;
   std::string out;
   bool all_ops = false;
+  int by_module = 0;
 };
 
 CLI::App* add_graph_command(CLI::App& app, GraphArgs& a) {
@@ -370,6 +346,9 @@ CLI::App* add_graph_command(CLI::App& app, GraphArgs& a) {
   cli::add_model_options(c, a.model);
   c->add_option("--out", a.out, "write the graph JSON here");
   c->add_flag("--ops", a.all_ops, "print one line per op");
+  c->add_option("--by-module", a.by_module,
+                "print one line per submodule, cut to DEPTH dotted parts (a coarse view of a captured model)")
+      ->check(CLI::PositiveNumber);
   return c;
 }
 
@@ -497,7 +476,7 @@ int main(int argc, char** argv) {
   return guarded([&] {
     if (*train_cmd) return train(train_args);
     if (*launch_cmd) return cli::launch(launch_options);
-    if (*graph_cmd) return show_graph(graph_args.model, graph_args.out, graph_args.all_ops);
+    if (*graph_cmd) return cli::show_graph(graph_args.model, graph_args.out, graph_args.all_ops, graph_args.by_module);
     if (*profile_cmd) return run_profile(profile_args);
     if (*calibrate_cmd) return run_calibrate(calibrate_args);
     if (*plan_cmd) return cli::run_plan(plan_args);

@@ -324,6 +324,12 @@ def check_tied(binary):
     readers = [op["name"] for op in graph["ops"] if any(p["name"] == "embed.weight" for p in op["params"])]
     expect(len(readers) == 2 and "out.weight" not in init, "ops reading embed.weight: %s; init.pt has %s" % (
         readers, sorted(init)))
+    # The coarse view: one line per submodule, whose op counts add up to the graph's.
+    shown = subprocess.run([binary, "graph", "--model-file", os.path.join(work, "model", "model.json"),
+                            "--by-module", "1"], capture_output=True, text=True, timeout=60).stdout.splitlines()
+    rows = {line[:40].strip(): int(line[40:].split()[0]) for line in shown[2:] if line.strip()}
+    expect({"embed", "mix", "deep", "out"} <= set(rows) and sum(rows.values()) == len(graph["ops"]),
+           "trident graph --by-module 1 shows %s for %d ops" % (rows, len(graph["ops"])))
     losses, single = train(binary, work, "single", SEQ_STEPS)
     ref, _ = eager_steps(TiedLM(), init, data, SEQ_STEPS)
     expect(np.allclose(losses, ref, rtol=1e-4, atol=1e-4), "losses %s, PyTorch %s" % (np.round(losses, 5),
