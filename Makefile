@@ -5,9 +5,10 @@
 #   make test   installs what is missing, builds, runs every test
 BUILD ?= build
 JOBS ?= 2
+PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build test test-models demo bench bench-plan fuzz build-cuda check-cuda-build gpu-check clean
+.PHONY: deps configure build install test test-models demo bench bench-plan fuzz build-cuda check-cuda-build gpu-check clean
 CUDA_BUILD ?= build-cuda
 
 deps:
@@ -18,6 +19,10 @@ configure: deps
 
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
+
+# `trident` on the PATH: PREFIX/bin/trident (the exporter installs with pip: pip install ./tools/export).
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
