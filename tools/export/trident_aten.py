@@ -143,17 +143,6 @@ def _trace(module, inputs, rows):
             rows, type(e).__name__, text))
     finally:
         paths.close()
-    # Values of every node, for shapes (a real run; the random operators draw anew, shapes do not care).
-    values = {}
-
-    class Recorder(torch.fx.Interpreter):
-        def run_node(self, n):
-            v = super().run_node(n)
-            values[n] = v
-            return v
-    with torch.no_grad():
-        torch.manual_seed(0)
-        Recorder(gm).run(state, examples)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     flat_state = list(state.items())
     roles = {}
@@ -165,7 +154,22 @@ def _trace(module, inputs, rows):
         roles[node] = ("buffer", k, t) if k in buffer_names else ("param", ids[id(t)], t)
     for node, field in zip(placeholders[len(flat_state):], inputs):
         roles[node] = ("input", field, None)
-    return gm, values, roles
+    return gm, roles, (state, examples)
+
+
+def _values(gm, args):
+    """Every node's value in a real run (for shapes and costs; random operators draw anew, shapes do not care)."""
+    values = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            values[n] = v
+            return v
+    with torch.no_grad():
+        torch.manual_seed(0)
+        Recorder(gm).run(*args)
+    return values
 
 
 # ------------------------------------------------------ functional and clean
@@ -217,10 +221,12 @@ def _functional_of(node):
     packet = getattr(torch.ops.aten, base, None)
     if packet is None:
         return None
-    wanted = [a.name for a in node.target._schema.arguments]
+    def signature(op):
+        return [(a.name, str(a.type)) for a in op._schema.arguments]
+    wanted = signature(node.target)
     for overload in packet.overloads():
         cand = getattr(packet, overload)
-        if [a.name for a in cand._schema.arguments] == wanted:
+        if signature(cand) == wanted:
             return cand
     return None
 
@@ -228,6 +234,42 @@ def _functional_of(node):
 def _describe(node):
     where = node.meta.get("module_path") or "the top-level module"
     return "ATen operator %s (node '%s', in %s)" % (node.target, node.name, where)
+
+
+_SCATTERS = {"slice": torch.ops.aten.slice_scatter.default, "select": torch.ops.aten.select_scatter.default}
+
+
+def _view_chain(target):
+    """(root, [views from the root down to target]) when target is the root itself or reached from it by
+    slice and select views only; (target, None) otherwise."""
+    chain, n = [], target
+    while _is_view(n):
+        if _op_name(n) not in _SCATTERS:
+            return target, None
+        chain.append(n)
+        n = n.args[0]
+    return n, list(reversed(chain))
+
+
+def _write_through_views(g, node, functional, root, chain, order):
+    """An in-place write into `root` through slice/select views, made functional: the written view is computed
+    out of place, each level is scattered back into its parent (slice_scatter, select_scatter), and every later
+    reader of the root or of a view on the way reads the new value — what eager would have read."""
+    later = {m: [u for u in m.users if order[u] > order[node]] for m in [root] + chain}
+    with g.inserting_after(node):
+        current = g.call_function(functional, node.args, node.kwargs)
+    new = {(chain[-1] if chain else root): current}
+    for view in reversed(chain):
+        parent = view.args[0]
+        with g.inserting_after(current):
+            current = g.call_function(_SCATTERS[_op_name(view)], (parent, current) + tuple(view.args[1:]))
+        current.meta["module_path"] = node.meta.get("module_path", "")
+        new[parent] = current
+    for m, users in later.items():
+        for u in users:
+            u.replace_input_with(m, new[m])
+    node.replace_all_uses_with(new[chain[-1] if chain else root])
+    g.erase_node(node)
 
 
 def _make_functional(gm):
@@ -249,19 +291,25 @@ def _make_functional(gm):
         if not _writes(node):
             continue
         target = node.args[0]
-        alias = _alias_class(target)
-        later = [u for a in alias for u in a.users if u is not node and order[u] > order[node]]
-        if later:
-            raise CaptureError("%s writes a tensor that %s reads later through another view; trident needs "
-                               "out-of-place code there (e.g. `x = x + y` instead of `x += y`)" % (
-                                   _describe(node), later[0].name))
         if target.op == "placeholder" and node.users:
             raise CaptureError("%s writes the module's input or parameter '%s' in place" % (_describe(node),
                                                                                           target.name))
         functional = _functional_of(node)
         if functional is None:
             raise CaptureError("%s writes in place and has no out-of-place form" % _describe(node))
-        node.target = functional
+        root, chain = _view_chain(target)
+        mine = {root} | set(chain)
+        later = [u for a in _alias_class(target) if a not in mine and order[a] < order[node]
+                 for u in a.users if u is not node and order[u] > order[node]]
+        if later or (chain is None):
+            raise CaptureError("%s writes a tensor that %s reads later through another view; trident needs "
+                               "out-of-place code there (e.g. `x = x + y` instead of `x += y`)" % (
+                                   _describe(node), (later[0] if later else target).name))
+        if not chain and not any(order[u] > order[node] for u in target.users):
+            node.target = functional  # the usual case: nothing else sees the written tensor
+            continue
+        _write_through_views(g, node, functional, root, chain, order)
+        order = {n: i for i, n in enumerate(g.nodes)}
     # Drop what nobody reads (autograd's detach, BatchNorm's running-stat updates, empty reserves).
     changed = True
     while changed:
@@ -586,11 +634,14 @@ def capture(module, inputs, g, input_ops):
     """Adds the module's ATen ops to `g` (trident_export's _Graph), reading the data from `input_ops`
     ({forward argument: op name}); returns (output op name, constants as JSON, the capture's record)."""
     module.train()
-    trace1 = _trace(module, inputs, BATCHES[0])
-    trace2 = _trace(module, inputs, BATCHES[1])
+    traces = []
+    for rows in BATCHES:
+        gm, roles, args = _trace(module, inputs, rows)
+        _make_functional(gm)
+        gm.recompile()
+        traces.append((gm, _values(gm, args), roles))
+    trace1, trace2 = traces
     gm1, gm2 = trace1[0], trace2[0]
-    _make_functional(gm1)
-    _make_functional(gm2)
     n1, n2 = list(gm1.graph.nodes), list(gm2.graph.nodes)
     if len(n1) != len(n2) or any(a.target != b.target for a, b in zip(n1, n2)):
         first = next((a for a, b in zip(n1, n2) if a.target != b.target), n1[min(len(n1), len(n2)) - 1])

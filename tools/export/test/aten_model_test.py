@@ -89,8 +89,31 @@ FAMILIES = {
     "vit_b_16": (_tv("vit_b_16", image_size=32), IMAGE),
     "wide_resnet50_2": (_tv("wide_resnet50_2"), IMAGE),
 }
-# In `make test`: the families whose operators the rest do not cover.
-SUBSET = ("mobilenet_v3_small", "shufflenet_v2_x0_5", "squeezenet1_1", "efficientnet_b0", "regnet_y_400mf")
+
+
+class Writes(nn.Module):
+    """In-place writes through views, as users write them (functionalised by the capture, Note [ATen capture])."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2)
+        self.fc = nn.Linear(8 * 15 * 15, 16)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, image):
+        y = torch.relu(self.fc(self.conv(image).flatten(1)))
+        z = y.clone()
+        z[:, :4] *= 2.0         # mul_ into a slice
+        z[:, 5] = 0.0           # fill_ into a select
+        z[:, 8:12][:, 1:3] += y[:, :2]  # add_ through two slices
+        mask = z.new_zeros(z.shape[1])
+        mask[::2] = 1.0
+        return self.head(z * mask)
+
+
+FAMILIES["writes"] = (Writes, IMAGE)
+# In `make test`: the families whose operators the rest do not cover, and in-place writes through views.
+SUBSET = ("writes", "mobilenet_v3_small", "shufflenet_v2_x0_5", "squeezenet1_1", "efficientnet_b0", "regnet_y_400mf")
 
 
 class Encoder(nn.Module):
