@@ -251,6 +251,17 @@ def _view_chain(target):
     return n, list(reversed(chain))
 
 
+def _fill_defaults(node):
+    """Writes out the positional arguments an in-place call left to their defaults: the out-of-place overload
+    may have none (bernoulli_.float defaults p, bernoulli.p does not)."""
+    args = list(node.args)
+    for a in node.target._schema.arguments[len(args):]:
+        if a.kwarg_only or a.name in node.kwargs or not a.has_default_value():
+            break
+        args.append(a.default_value)
+    node.args = tuple(args)
+
+
 def _write_through_views(g, node, functional, root, chain, order):
     """An in-place write into `root` through slice/select views, made functional: the written view is computed
     out of place, each level is scattered back into its parent (slice_scatter, select_scatter), and every later
@@ -297,17 +308,19 @@ def _make_functional(gm):
         functional = _functional_of(node)
         if functional is None:
             raise CaptureError("%s writes in place and has no out-of-place form" % _describe(node))
+        _fill_defaults(node)
+        alias = _alias_class(target)
+        if not [u for a in alias for u in a.users if u is not node and order[u] > order[node]]:
+            node.target = functional  # the usual case: nothing reads the written memory afterwards
+            continue
         root, chain = _view_chain(target)
-        mine = {root} | set(chain)
-        later = [u for a in _alias_class(target) if a not in mine and order[a] < order[node]
+        mine = {root} | set(chain or [])
+        later = [u for a in alias if a not in mine and order[a] < order[node]
                  for u in a.users if u is not node and order[u] > order[node]]
-        if later or (chain is None):
+        if later or chain is None:
             raise CaptureError("%s writes a tensor that %s reads later through another view; trident needs "
                                "out-of-place code there (e.g. `x = x + y` instead of `x += y`)" % (
                                    _describe(node), (later[0] if later else target).name))
-        if not chain and not any(order[u] > order[node] for u in target.users):
-            node.target = functional  # the usual case: nothing else sees the written tensor
-            continue
         _write_through_views(g, node, functional, root, chain, order)
         order = {n: i for i, n in enumerate(g.nodes)}
     # Drop what nobody reads (autograd's detach, BatchNorm's running-stat updates, empty reserves).
@@ -666,6 +679,18 @@ def capture(module, inputs, g, input_ops):
             writer.op_of[n] = input_ops[trace1[2][n][1]]
     for members in sorted(groups.values(), key=lambda ms: order[ms[-1]]):
         writer.write_group(members, order)
+    # An int64 input that indexes an embedding reads rows below the table's size: its "range", for
+    # trident's synthetic data.
+    for n in n1:
+        if _op_name(n) in ("embedding", "_embedding_bag", "embedding_bag") and n.op == "call_function":
+            index = n.args[1]
+            while isinstance(index, torch.fx.Node) and _is_view(index):
+                index = index.args[0]
+            role = trace1[2].get(index)
+            if role and role[0] == "input":
+                op = next(o for o in g.ops if o["name"] == input_ops[role[1]])
+                rows = int(trace1[1][n.args[0]].shape[0])
+                op["attrs"]["range"] = min(rows, op["attrs"].get("range", rows))
     constants = {k: _tensor_json(v) for k, v in writer.constants.items()}
     record = {"by": "make_fx", "format": CAPTURE, "torch": torch.__version__.split("+")[0]}
     return writer.op_of[result], constants, record

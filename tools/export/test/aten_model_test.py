@@ -295,6 +295,8 @@ def input_for(name):
         return 75
     if name.startswith("alexnet"):
         return 64
+    if name == "vit_h_14":  # patches of 14
+        return 28
     if name.startswith("maxvit"):  # windows of 7 after a stride of 32
         return 224
     return 32
