@@ -41,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import trident_export  # noqa: E402
-from own_model_test import arrays, save_npy, train, plan_layout  # noqa: E402
+from own_model_test import arrays, save_npy, train, plan_layout, write_config  # noqa: E402
 
 LR = 0.05
 ROWS = 8          # the mini-batch of the vision checks (one micro-batch for the step check)
@@ -52,43 +52,42 @@ SEQ_ROWS = 16
 IMAGE = {"image": ((3, 32, 32), torch.float32)}
 
 
-def _tv(name, **kwargs):
+def input_for(name):
+    """The smallest square image (from 32) that the classifier takes."""
+    if name.startswith("inception"):
+        return 75
+    if name.startswith("alexnet"):
+        return 64
+    if name == "vit_h_14":  # patches of 14
+        return 28
+    if name.startswith("maxvit"):  # windows of 7 after a stride of 32
+        return 224
+    return 32
+
+
+def classifier(name, deterministic=True):
+    """(build, inputs) of torchvision's classifier NAME with 10 classes at its smallest image; deterministic:
+    no dropout, no stochastic depth, so PyTorch draws nothing."""
+    size = input_for(name)
+    kwargs = {"image_size": size} if name.startswith("vit") else \
+        {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
+
     def build():
         import torchvision
         model = getattr(torchvision.models, name)(num_classes=10, **kwargs)
-        for m in model.modules():  # deterministic: no dropout, no stochastic depth
-            if isinstance(m, nn.Dropout) or type(m).__name__ == "StochasticDepth":
+        for m in model.modules():
+            if deterministic and (isinstance(m, nn.Dropout) or type(m).__name__ == "StochasticDepth"):
                 m.p = 0.0
         return model
-    return build
+    return build, {"image": ((3, size, size), torch.float32)}
 
 
-# The smallest classifier of each of torchvision 0.14's 22 families, with the input it needs.
-FAMILIES = {
-    "alexnet": (_tv("alexnet"), {"image": ((3, 64, 64), torch.float32)}),
-    "convnext_tiny": (_tv("convnext_tiny"), IMAGE),
-    "densenet121": (_tv("densenet121"), IMAGE),
-    "efficientnet_b0": (_tv("efficientnet_b0"), IMAGE),
-    "efficientnet_v2_s": (_tv("efficientnet_v2_s"), IMAGE),
-    "googlenet": (_tv("googlenet", aux_logits=False, init_weights=True), IMAGE),
-    "inception_v3": (_tv("inception_v3", aux_logits=False, init_weights=True),
-                     {"image": ((3, 75, 75), torch.float32)}),
-    "maxvit_t": (_tv("maxvit_t"), {"image": ((3, 224, 224), torch.float32)}),
-    "mnasnet0_5": (_tv("mnasnet0_5"), IMAGE),
-    "mobilenet_v2": (_tv("mobilenet_v2"), IMAGE),
-    "mobilenet_v3_small": (_tv("mobilenet_v3_small"), IMAGE),
-    "regnet_x_400mf": (_tv("regnet_x_400mf"), IMAGE),
-    "regnet_y_400mf": (_tv("regnet_y_400mf"), IMAGE),
-    "resnet18": (_tv("resnet18"), IMAGE),
-    "resnext50_32x4d": (_tv("resnext50_32x4d"), IMAGE),
-    "shufflenet_v2_x0_5": (_tv("shufflenet_v2_x0_5"), IMAGE),
-    "squeezenet1_1": (_tv("squeezenet1_1"), IMAGE),
-    "swin_t": (_tv("swin_t"), IMAGE),
-    "swin_v2_t": (_tv("swin_v2_t"), IMAGE),
-    "vgg11": (_tv("vgg11"), IMAGE),
-    "vit_b_16": (_tv("vit_b_16", image_size=32), IMAGE),
-    "wide_resnet50_2": (_tv("wide_resnet50_2"), IMAGE),
-}
+# The smallest classifier of each of torchvision 0.14's 22 families.
+SMALLEST = ("alexnet", "convnext_tiny", "densenet121", "efficientnet_b0", "efficientnet_v2_s", "googlenet",
+            "inception_v3", "maxvit_t", "mnasnet0_5", "mobilenet_v2", "mobilenet_v3_small", "regnet_x_400mf",
+            "regnet_y_400mf", "resnet18", "resnext50_32x4d", "shufflenet_v2_x0_5", "squeezenet1_1", "swin_t",
+            "swin_v2_t", "vgg11", "vit_b_16", "wide_resnet50_2")
+FAMILIES = {name: classifier(name) for name in SMALLEST}
 
 
 class Writes(nn.Module):
@@ -167,15 +166,6 @@ SEQUENCE = {
 }
 
 
-def write_config(work, rows, micro):
-    with open(os.path.join(work, "config.yaml"), "w") as f:
-        f.write("model: {file: %s/model/model.json, weights: %s/model/init.pt}\n" % (work, work))
-        f.write("data: {name: npy, train: %s/train, test: %s/train}\n" % (work, work))
-        f.write("train: {mini_batch: %d, log_every: 1, threads: 1, eval: false}\n" % rows)
-        f.write("optimizer: {name: sgd, lr: %g, momentum: 0}\ncheckpoint: {every: 0}\nruns_dir: %s/runs\n" % (LR, work))
-        f.write("parallel: {micro_batch: %d}\n" % micro)
-
-
 def prepare(name, module, inputs, classes, ranges, rows, micro):
     work = tempfile.mkdtemp(prefix="aten-model-")
     start = time.time()
@@ -185,7 +175,7 @@ def prepare(name, module, inputs, classes, ranges, rows, micro):
     init.pop("__format__")
     data = arrays(inputs, classes, ranges, rows, 1)
     save_npy(os.path.join(work, "train"), data)
-    write_config(work, rows, micro)
+    write_config(work, rows, micro, LR, "train")
     return work, init, data, exported
 
 
@@ -289,19 +279,6 @@ def check_sequence(name, binary, dropout):
     return failures
 
 
-def input_for(name):
-    """The smallest square image (from 32) that the classifier takes."""
-    if name.startswith("inception"):
-        return 75
-    if name.startswith("alexnet"):
-        return 64
-    if name == "vit_h_14":  # patches of 14
-        return 28
-    if name.startswith("maxvit"):  # windows of 7 after a stride of 32
-        return 224
-    return 32
-
-
 def export_everything():
     """Exports every classifier torchvision lists (num_classes=10); returns failures."""
     import torchvision
@@ -310,17 +287,13 @@ def export_everything():
     start = time.time()
     slowest = (0.0, "")
     for name in names:
-        size = input_for(name)
-        kwargs = {"image_size": size} if name.startswith("vit") else {"input_size": (size, size)} \
-            if name.startswith("maxvit") else {"aux_logits": False, "init_weights": True} \
-            if name in ("googlenet", "inception_v3") else {}
+        build, inputs = classifier(name, deterministic=False)
         t0 = time.time()
         model = None
         try:
             torch.manual_seed(0)
-            model = getattr(torchvision.models, name)(num_classes=10, **kwargs)
-            trident_export.export(model, {"image": ((3, size, size), torch.float32)}, "label", out_dir=work,
-                                  name=name)
+            model = build()
+            trident_export.export(model, inputs, "label", out_dir=work, name=name)
             ops = len(json.load(open(os.path.join(work, "model.json")))["ops"])
             took = time.time() - t0
             slowest = max(slowest, (took, name))

@@ -149,6 +149,16 @@ def stability(module, data, loss_name):
     return growth
 
 
+def write_config(work, rows, micro, lr, test):
+    """work/config.yaml: the exported model in work/model, .npy data in work/train and work/TEST, plain SGD."""
+    with open(os.path.join(work, "config.yaml"), "w") as f:
+        f.write("model: {file: %s/model/model.json, weights: %s/model/init.pt}\n" % (work, work))
+        f.write("data: {name: npy, train: %s/train, test: %s/%s}\n" % (work, work, test))
+        f.write("train: {mini_batch: %d, log_every: 1, threads: 1, eval: false}\n" % rows)
+        f.write("optimizer: {name: sgd, lr: %g, momentum: 0}\ncheckpoint: {every: 0}\nruns_dir: %s/runs\n" % (lr, work))
+        f.write("parallel: {micro_batch: %d}\n" % micro)
+
+
 def plan_layout(work, run):
     plan = json.load(open(os.path.join(work, "runs", run, "plan.json")))
     return [(sorted(s["ops"]), len(s["devices"])) for s in plan["stages"]]
@@ -165,12 +175,7 @@ def check(name, binary):
     data = arrays(inputs, classes, ranges, SAMPLES, 1)
     save_npy(os.path.join(work, "train"), data)
     save_npy(os.path.join(work, "test"), arrays(inputs, classes, ranges, 16, 2))
-    with open(os.path.join(work, "config.yaml"), "w") as f:
-        f.write("model: {file: %s/model/model.json, weights: %s/model/init.pt}\n" % (work, work))
-        f.write("data: {name: npy, train: %s/train, test: %s/test}\n" % (work, work))
-        f.write("train: {mini_batch: %d, log_every: 1, threads: 1, eval: false}\n" % SAMPLES)
-        f.write("optimizer: {name: sgd, lr: %g, momentum: 0}\ncheckpoint: {every: 0}\nruns_dir: %s/runs\n" % (LR, work))
-        f.write("parallel: {micro_batch: %d}\n" % micro)
+    write_config(work, SAMPLES, micro, LR, "test")
     failures = []
 
     def expect(ok, what):
