@@ -157,13 +157,14 @@ def _trace(module, inputs, rows):
     return gm, roles, (state, examples)
 
 
-def _values(gm, args):
-    """Every node's value in a real run (for shapes and costs; random operators draw anew, shapes do not care)."""
+def _values(gm, args, fixed=None):
+    """Every node's value in a real run (for shapes and costs; random operators draw anew, shapes do not care).
+    `fixed`: node -> value to use instead of running it."""
     values = {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n):
-            v = super().run_node(n)
+            v = fixed[n] if fixed is not None and n in fixed else super().run_node(n)
             values[n] = v
             return v
     with torch.no_grad():
@@ -323,6 +324,13 @@ def _make_functional(gm):
                                    _describe(node), (later[0] if later else target).name))
         _write_through_views(g, node, functional, root, chain, order)
         order = {n: i for i, n in enumerate(g.nodes)}
+    # Note [Layout-free graphs]: _reshape_alias(x, size, stride) reads x by the strides x had when traced; a
+    # tensor that crossed a stage boundary arrives contiguous, and the recorded strides would read the wrong
+    # elements. reshape(x, size) means the same for the traced layout and is right for any other.
+    for node in g.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten._reshape_alias.default:
+            node.target = torch.ops.aten.reshape.default
+            node.args = (node.args[0], node.args[1])
     # Drop what nobody reads (autograd's detach, BatchNorm's running-stat updates, empty reserves).
     changed = True
     while changed:
@@ -362,7 +370,7 @@ def _encode_constant(v):
 class _Batched:
     """Per-node facts from the two traces: whether it depends on the data, and the batch layout of its result."""
 
-    def __init__(self, gm1, values1, values2, nodes2, roles):
+    def __init__(self, gm1, values1, values2, nodes2, roles, aligned2):
         self.depends = {}
         self.cuttable = {}
         for n in gm1.graph.nodes:
@@ -373,7 +381,38 @@ class _Batched:
             v1, v2 = values1.get(n), values2.get(nodes2[n])
             self.cuttable[n] = (
                 self.depends[n] and isinstance(v1, torch.Tensor) and v1.dim() >= 1 and v1.dtype in SENDABLE
-                and v1.shape[0] == BATCHES[0] and v2.shape[0] == BATCHES[1] and list(v1.shape[1:]) == list(v2.shape[1:]))
+                and v1.shape[0] == BATCHES[0] and v2.shape[0] == BATCHES[1] and list(v1.shape[1:]) == list(v2.shape[1:])
+                and nodes2[n] in aligned2)
+
+
+ROTATION = (2, 0, 1)  # the rows of the batch of 3, rotated: see _row_aligned
+
+
+def _row_aligned(gm, values, args):
+    """The nodes whose rows are the samples' (step 4 of Note [ATen capture]): run again on the batch's rows
+    rotated, each such result's rows rotate alike. A tensor whose first axis has the batch's length but mixes
+    samples across rows (a permute and reshape that moves another axis to the front) does not, and must not be
+    cut or split by rows. BatchNorm's statistics do not care about the rows' order; random operators are given
+    their first run's draws, rotated, so that they rotate too."""
+    rot = torch.tensor(ROTATION)
+    state, examples = args
+    fixed = {n: v[rot] for n, v in values.items() if _op_name(n) in RANDOM_OPS and isinstance(v, torch.Tensor)
+             and v.dim() >= 1 and v.shape[0] == len(ROTATION)}
+    rotated = _values(gm, (state, [x[rot] for x in examples]), fixed)
+    aligned = set()
+    for n, v in values.items():
+        w = rotated.get(n)
+        if not isinstance(v, torch.Tensor) or v.dim() == 0 or v.shape[0] != len(ROTATION) or \
+                not isinstance(w, torch.Tensor) or w.shape != v.shape:
+            continue
+        want = v[rot]
+        if v.is_floating_point():
+            ok = (w - want).abs().max().item() <= 1e-4 * (want.abs().max().item() + 1e-6)
+        else:
+            ok = torch.equal(w, want)
+        if ok:
+            aligned.add(n)
+    return aligned
 
 
 def _linear_int(a1, a2, node):
@@ -654,13 +693,15 @@ def capture(module, inputs, g, input_ops):
         gm.recompile()
         traces.append((gm, _values(gm, args), roles))
     trace1, trace2 = traces
+    assert BATCHES[1] == len(ROTATION)
+    aligned2 = _row_aligned(trace2[0], trace2[1], args)
     gm1, gm2 = trace1[0], trace2[0]
     n1, n2 = list(gm1.graph.nodes), list(gm2.graph.nodes)
     if len(n1) != len(n2) or any(a.target != b.target for a, b in zip(n1, n2)):
         first = next((a for a, b in zip(n1, n2) if a.target != b.target), n1[min(len(n1), len(n2)) - 1])
         _changed(first, "the two traces run different operators (the model's Python looks at the batch size)")
     nodes2 = dict(zip(n1, n2))
-    batched = _Batched(gm1, trace1[1], trace2[1], nodes2, trace1[2])
+    batched = _Batched(gm1, trace1[1], trace2[1], nodes2, trace1[2], aligned2)
     out_node = next(n for n in n1 if n.op == "output")
     result = out_node.args[0]
     if isinstance(result, (tuple, list)):
