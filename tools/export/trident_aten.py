@@ -395,7 +395,16 @@ def _row_aligned(gm, values, args):
     cut or split by rows. BatchNorm's statistics do not care about the rows' order; random operators are given
     their first run's draws, rotated, so that they rotate too."""
     rot = torch.tensor(ROTATION)
+    # In float64, so that rounding amplified through many BatchNorms of 3 rows stays far below the check.
+    def wide(t):
+        return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
     state, examples = args
+    state = {k: wide(v) for k, v in state.items()}
+    examples = [wide(x) for x in examples]
+    try:
+        values = _values(gm, (state, examples))
+    except RuntimeError:  # an operator without float64 kernels: compare in float32 instead
+        state, examples = args
     fixed = {n: v[rot] for n, v in values.items() if _op_name(n) in RANDOM_OPS and isinstance(v, torch.Tensor)
              and v.dim() >= 1 and v.shape[0] == len(ROTATION)}
     rotated = _values(gm, (state, [x[rot] for x in examples]), fixed)
@@ -407,7 +416,7 @@ def _row_aligned(gm, values, args):
             continue
         want = v[rot]
         if v.is_floating_point():
-            ok = (w - want).abs().max().item() <= 1e-4 * (want.abs().max().item() + 1e-6)
+            ok = (w - want).abs().max().item() <= 1e-5 * (want.abs().max().item() + 1e-6)
         else:
             ok = torch.equal(w, want)
         if ok:
