@@ -157,14 +157,32 @@ def _trace(module, inputs, rows):
     return gm, roles, (state, examples)
 
 
-def _values(gm, args, fixed=None):
+def _not_random(n, args):
+    """What random operator `n` gives with every draw fixed: the input unchanged (masks of ones)."""
+    name = _op_name(n)
+    first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if name in ("native_dropout",):
+        return first.clone(), torch.ones_like(first, dtype=torch.bool)
+    if name in ("dropout",):
+        return first.clone()
+    if first is not None:
+        return torch.ones_like(first)
+    return None
+
+
+def _values(gm, args, draws=True):
     """Every node's value in a real run (for shapes and costs; random operators draw anew, shapes do not care).
-    `fixed`: node -> value to use instead of running it."""
+    draws=False: random operators give their input or ones (_not_random), so two runs differ only by what the
+    inputs make them."""
     values = {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n):
-            v = fixed[n] if fixed is not None and n in fixed else super().run_node(n)
+            v = None
+            if not draws and n.op == "call_function" and _op_name(n) in RANDOM_OPS:
+                v = _not_random(n, self.fetch_args_kwargs_from_env(n)[0])
+            if v is None:
+                v = super().run_node(n)
             values[n] = v
             return v
     with torch.no_grad():
@@ -388,26 +406,24 @@ class _Batched:
 ROTATION = (2, 0, 1)  # the rows of the batch of 3, rotated: see _row_aligned
 
 
-def _row_aligned(gm, values, args):
+def _row_aligned(gm, args):
     """The nodes whose rows are the samples' (step 4 of Note [ATen capture]): run again on the batch's rows
     rotated, each such result's rows rotate alike. A tensor whose first axis has the batch's length but mixes
     samples across rows (a permute and reshape that moves another axis to the front) does not, and must not be
-    cut or split by rows. BatchNorm's statistics do not care about the rows' order; random operators are given
-    their first run's draws, rotated, so that they rotate too."""
+    cut or split by rows. BatchNorm's statistics do not care about the rows' order; random operators draw nothing
+    in either run."""
     rot = torch.tensor(ROTATION)
     # In float64, so that rounding amplified through many BatchNorms of 3 rows stays far below the check.
     def wide(t):
         return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
     state, examples = args
-    state = {k: wide(v) for k, v in state.items()}
-    examples = [wide(x) for x in examples]
     try:
-        values = _values(gm, (state, examples))
+        state, examples = {k: wide(v) for k, v in state.items()}, [wide(x) for x in examples]
+        values = _values(gm, (state, examples), draws=False)
     except RuntimeError:  # an operator without float64 kernels: compare in float32 instead
         state, examples = args
-    fixed = {n: v[rot] for n, v in values.items() if _op_name(n) in RANDOM_OPS and isinstance(v, torch.Tensor)
-             and v.dim() >= 1 and v.shape[0] == len(ROTATION)}
-    rotated = _values(gm, (state, [x[rot] for x in examples]), fixed)
+        values = _values(gm, (state, examples), draws=False)
+    rotated = _values(gm, (state, [x[rot] for x in examples]), draws=False)
     aligned = set()
     for n, v in values.items():
         w = rotated.get(n)
@@ -703,7 +719,7 @@ def capture(module, inputs, g, input_ops):
         traces.append((gm, _values(gm, args), roles))
     trace1, trace2 = traces
     assert BATCHES[1] == len(ROTATION)
-    aligned2 = _row_aligned(trace2[0], trace2[1], args)
+    aligned2 = _row_aligned(trace2[0], args)
     gm1, gm2 = trace1[0], trace2[0]
     n1, n2 = list(gm1.graph.nodes), list(gm2.graph.nodes)
     if len(n1) != len(n2) or any(a.target != b.target for a, b in zip(n1, n2)):
