@@ -20,12 +20,16 @@ How a module becomes a graph:
 3. Make it functional. An in-place operator (`relu_`, `add_`,
    `bernoulli_`) becomes its out-of-place form when no other view of the
    tensor it writes is read later; otherwise the export stops naming it.
+   A write through slice or select views becomes slice_scatter /
+   select_scatter into the base, and later readers read the result.
    BatchNorm is called without running statistics (trident normalises each
-   micro-batch by its own, Note [Batch norm] in nn/graph_module.cc), and
-   nodes whose result nobody reads are dropped.
-4. Group. A node whose result is one tensor with the batch on axis 0 may end
-   a trident op: it can cross a pipeline stage boundary and be split across
-   replicas. Every other result (a tuple, a tensor with the batch on another
+   micro-batch by its own, Note [Batch norm] in nn/graph_module.cc),
+   _reshape_alias becomes reshape (Note [Layout-free graphs]), and nodes
+   whose result nobody reads are dropped.
+4. Group. A node whose result is one tensor with the batch on axis 0, whose
+   rows are the samples (run again on the rows rotated, its rows rotate
+   alike: _row_aligned), may end a trident op: it can cross a pipeline stage
+   boundary and be split across replicas. Every other result (a tuple, a tensor with the batch on another
    axis or folded into another axis, a dtype trident does not send) stays in
    the op of its readers. Nodes that do not depend on the data (parameters
    seen through `t` or `expand`, constants, zeros of the batch's shape) are
