@@ -179,13 +179,14 @@ def prepare(name, module, inputs, classes, ranges, rows, micro):
     return work, init, data, exported
 
 
-def eager_steps(module, init, data, steps):
+def eager_steps(module, init, data, steps, dtype=torch.float32):
+    module = module.to(dtype)
     with torch.no_grad():  # not load_state_dict: mnasnet's wants the version record torch.save kept
         for k, p in module.named_parameters():
             p.copy_(init[k])
     module.train()
     opt = torch.optim.SGD(module.parameters(), lr=LR)
-    inputs = [data[k] for k in data if k != "label"]
+    inputs = [data[k].to(dtype) if data[k].is_floating_point() else data[k] for k in data if k != "label"]
     losses, grads = [], None
     for _ in range(steps):
         opt.zero_grad()
@@ -227,6 +228,7 @@ def check_vision(name, binary):
     ops = len(json.load(open(os.path.join(work, "model", "model.json")))["ops"])
     losses, after = train(binary, work, "one", 1)
     ref, grads = eager_steps(build(), init, data, 1)
+    _, exact = eager_steps(build(), init, data, 1, torch.float64)
     expect(abs(losses[0] - ref[0]) <= 1e-4 * max(1.0, abs(ref[0])), "step-1 loss %.7f, PyTorch %.7f" % (losses[0], ref[0]))
     expect(set(after) == set(grads), "parameters %s, PyTorch %s" % (sorted(set(after) ^ set(grads)), ""))
     worst = 0.0
@@ -238,6 +240,10 @@ def check_vision(name, binary):
         # BatchNorm: measured up to 3e-6) means nothing relative to itself, so 1e-5 absolute is allowed too.
         scale = max(g.abs().max().item(), 1e-12)
         reading = 2 * torch.finfo(torch.float32).eps * init[k].abs() / LR + 1e-5
+        # And as far from PyTorch as PyTorch's own float32 rounding is from the float64 gradient (twice over:
+        # each side rounds): a model whose BatchNorms of few rows amplify rounding (mnasnet: 1e-3 of a
+        # BatchNorm's weight gradient, and noise in gradients that are zero) gets the room PyTorch needs.
+        reading = reading + 2 * (g.double() - exact[k]).abs().max().item()
         err = ((ours - g).abs() - reading).clamp(min=0).max().item() / scale
         worst = max(worst, err)
         expect(err <= 1e-4, "gradient of %s differs by %.2e of its largest element" % (k, err))
