@@ -5,7 +5,7 @@
 # one process, THREADS threads, SGD, random inputs (trident: synthetic data),
 # STEPS steps a run; ROUNDS rounds alternate the three and each keeps its
 # median steps/s. Also: the export time of each model, and the per-call
-# cost trident adds, from the same models at batch 1, where compute is small:
+# cost trident adds, from the same models at batch 2, where compute is small:
 # (trident's step time - eager 1.13's) / ATen calls per step (forward and
 # backward's, counted by PyTorch's profiler).
 #   bash bench/run_aten.sh [THREADS] [ROUNDS] [STEPS]
@@ -55,17 +55,17 @@ print("<!-- runs: trident %s; 1.13 %s; 2.x %s -->" % (t, p, n))
 PY
 done
 echo
-echo "| model at batch 1 | ATen calls per step | trident ms/step | PyTorch 1.13 ms/step | added per call |"
+echo "| model at batch 2 | ATen calls per step | trident ms/step | PyTorch 1.13 ms/step | added per call |"
 echo "|---|---|---|---|---|"
 for name in resnet18 encoder; do
-  t=$(trident_rate "$name" 1); p=$($py bench/aten_models.py eager "$name" "$threads" "$steps" 1 | field steps_per_s)
+  t=$(trident_rate "$name" 2); p=$($py bench/aten_models.py eager "$name" "$threads" "$steps" 2 | field steps_per_s)
   calls=$($py - "$name" <<'PY'
 import sys; sys.path.insert(0, "bench")
 import torch, aten_models
 model, inputs = aten_models.build(sys.argv[1])
-xs = aten_models.batch(inputs, 1)
+xs = aten_models.batch(inputs, 2)
 with torch.autograd.profiler.profile() as prof:
-    torch.nn.functional.cross_entropy(model(*xs), torch.zeros(1, dtype=torch.long)).backward()
+    torch.nn.functional.cross_entropy(model(*xs), torch.zeros(2, dtype=torch.long)).backward()
 print(sum(1 for e in prof.function_events if e.name.startswith("aten::") and e.cpu_parent is None))
 PY
 )

@@ -2,7 +2,7 @@
 # The peer environment for benchmarks against a current PyTorch (issue 15):
 # a virtual environment under build/peers (or $TRIDENT_PEERS) with the
 # default `torch` wheel from the Python package index (it runs on CPU without
-# a GPU) and numpy. Idempotent: when the environment already imports torch it
+# a GPU), torchvision (with pillow) and numpy. Idempotent: when the environment already imports torch it
 # only prints the version. `make test` and `make demo` never use it; the peer
 # benchmarks call this script on first use. Prints the environment's python
 # on its last line.
@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 dir=${TRIDENT_PEERS:-build/peers}
 py=$dir/bin/python
 if [ -x "$py" ] && "$py" -c 'import torch, numpy' 2>/dev/null; then
+  if ! "$py" -c 'import torchvision' 2>/dev/null; then  # bench/run_aten.sh's resnet18 (added later)
+    "$py" -m pip install --quiet --progress-bar off --disable-pip-version-check torchvision pillow >&2
+  fi
   echo "install-peers: $dir has torch $("$py" -c 'import torch; print(torch.__version__)')" >&2
   echo "$py"
   exit 0
@@ -24,6 +27,6 @@ fi
 rm -rf "$dir"
 /usr/bin/python3 -m venv "$dir"
 echo "install-peers: installing torch and numpy from the Python package index into $dir (about 3 GB, a few minutes)" >&2
-"$py" -m pip install --quiet --progress-bar off --disable-pip-version-check torch numpy >&2
+"$py" -m pip install --quiet --progress-bar off --disable-pip-version-check torch torchvision pillow numpy >&2
 echo "install-peers: $dir has torch $("$py" -c 'import torch; print(torch.__version__)')" >&2
 echo "$py"
