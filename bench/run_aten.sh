@@ -4,7 +4,10 @@
 # PyTorch 1.13 (Debian's python3-torch) and PyTorch 2.x (scripts/install-peers.sh),
 # one process, THREADS threads, SGD, random inputs (trident: synthetic data),
 # STEPS steps a run; ROUNDS rounds alternate the three and each keeps its
-# median steps/s. Also: the export time of each model, and the per-call
+# median steps/s. PyTorch 1.13 gets trident's process settings through the
+# environment (OpenBLAS threads = THREADS, glibc malloc thresholds, OpenMP's
+# passive wait: as in bench/run.sh), so that both run the same products on
+# the same cores; 2.x runs as it comes, with its thread count set. Also: the export time of each model, and the per-call
 # cost trident adds, from the same models at batch 2, where compute is small:
 # (trident's step time - eager 1.13's) / ATen calls per step (forward and
 # backward's, counted by PyTorch's profiler).
@@ -15,6 +18,8 @@ threads=${1:-1}; rounds=${2:-3}; steps=${3:-30}
 bin=${BUILD:-build}/tools/trident/trident
 peer=$(bash scripts/install-peers.sh | tail -1)
 py=/usr/bin/python3
+same=(env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456
+      OPENBLAS_NUM_THREADS=$threads OMP_WAIT_POLICY=PASSIVE)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 trident_rate() {  # NAME BATCH -> steps/s (median of the logged windows after the first)
@@ -41,7 +46,7 @@ for spec in resnet18:32 encoder:32; do
   t=(); p=(); n=()
   for _ in $(seq "$rounds"); do
     t+=("$(trident_rate "$name" "$rows")")
-    p+=("$($py bench/aten_models.py eager "$name" "$threads" "$steps" "$rows" | field steps_per_s)")
+    p+=("$("${same[@]}" $py bench/aten_models.py eager "$name" "$threads" "$steps" "$rows" | field steps_per_s)")
     n+=("$("$peer" bench/aten_models.py eager "$name" "$threads" "$steps" "$rows" | field steps_per_s)")
   done
   python3 - "$name" "$rows" "$exported" "${t[*]}" "${p[*]}" "${n[*]}" <<'PY'
@@ -58,7 +63,7 @@ echo
 echo "| model at batch 2 | ATen calls per step | trident ms/step | PyTorch 1.13 ms/step | added per call |"
 echo "|---|---|---|---|---|"
 for name in resnet18 encoder; do
-  t=$(trident_rate "$name" 2); p=$($py bench/aten_models.py eager "$name" "$threads" "$steps" 2 | field steps_per_s)
+  t=$(trident_rate "$name" 2); p=$("${same[@]}" $py bench/aten_models.py eager "$name" "$threads" "$steps" 2 | field steps_per_s)
   calls=$($py - "$name" <<'PY'
 import sys; sys.path.insert(0, "bench")
 import torch, aten_models

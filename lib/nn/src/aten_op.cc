@@ -35,7 +35,7 @@ c10::optional<c10::OperatorHandle> find_op(const std::string& name, const std::s
 
 // One argument, prepared once; see Note [ATen programs].
 struct Arg {
-  enum Kind { kValue, kInput, kCall, kBatch, kDevice, kList } kind = kValue;
+  enum Kind { kValue, kInput, kCall, kBatch, kDevice, kList, kConstant } kind = kValue;
   c10::IValue value;
   int index = 0, item = -1;
   std::int64_t a = 0, c = 0;
@@ -112,7 +112,9 @@ class Builder {
       const auto name = get_checked<std::string>(j.at("const"));
       auto it = constants_.find(name);
       if (it == constants_.end()) throw GraphError(where + ": constant '" + name + "' is not in the graph's constants");
-      return value(it->second);
+      auto r = value(it->second);
+      r.kind = Arg::kConstant;
+      return r;
     }
     if (j.contains("device")) return ref(Arg::kDevice, 0);
     if (j.contains("dtype"))
@@ -247,6 +249,10 @@ class Program {
   c10::IValue materialise(const Arg& a, const Env& env) const {
     switch (a.kind) {
       case Arg::kValue: return a.value;
+      case Arg::kConstant: {  // decoded on the CPU; a GPU run copies it each call (small index tables)
+        const auto& t = a.value.toTensor();
+        return t.device() == env.device ? a.value : c10::IValue(t.to(env.device));
+      }
       case Arg::kInput: return env.inputs.at(a.index);
       case Arg::kBatch: return c10::IValue(a.a * env.batch + a.c);
       case Arg::kDevice: return c10::IValue(env.device);
