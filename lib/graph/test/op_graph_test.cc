@@ -124,6 +124,26 @@ TEST(OpGraph, JsonRoundTripKeepsEverything) {
   EXPECT_EQ(back.op(m2.d).inputs[1].producer, m2.c);
 }
 
+// A captured graph's record and constants (Note [ATen capture]) survive a
+// round trip; a record that is not an object with a format is refused.
+TEST(OpGraph, JsonKeepsTheCaptureAndItsConstants) {
+  Diamond m;
+  auto doc = m.g.to_json();
+  EXPECT_FALSE(doc.contains("capture"));
+  doc["capture"] = {{"by", "make_fx"}, {"format", "aten/1"}, {"torch", "1.13.0"}};
+  doc["constants"] = {{"index", {{"dtype", "int64"}, {"shape", {2}}, {"base64", "AQAAAAAAAAACAAAAAAAAAA=="}}}};
+  const OpGraph back = OpGraph::from_json(doc);
+  EXPECT_EQ(back.capture().at("torch"), "1.13.0");
+  EXPECT_EQ(back.constants().at("index").at("shape"), nlohmann::json({2}));
+  EXPECT_EQ(back.to_json(), doc);
+  auto bad = doc;
+  bad["capture"] = "make_fx";
+  EXPECT_THROW(OpGraph::from_json(bad), GraphError);
+  bad = doc;
+  bad["constants"] = nlohmann::json::array();
+  EXPECT_THROW(OpGraph::from_json(bad), GraphError);
+}
+
 TEST(OpGraph, JsonErrorsNameTheField) {
   Diamond m;
   auto doc = m.g.to_json();
