@@ -215,19 +215,25 @@ def _is_view(node):
     return "(a" in returns and "!" not in returns
 
 
+def _reached(starts, neighbours):
+    """Every node reached from `starts` (not counting them) by repeatedly following `neighbours(node)`."""
+    reached, frontier = set(), list(starts)
+    while frontier:
+        for m in neighbours(frontier.pop()):
+            if m not in reached:
+                reached.add(m)
+                frontier.append(m)
+    return reached
+
+
 def _alias_class(node):
     """The nodes that share `node`'s memory through view edges, either way."""
-    seen, todo = {node}, [node]
-    while todo:
-        n = todo.pop()
+    def views(n):
         near = [u for u in n.users if _is_view(u) and u.args and u.args[0] is n]
         if _is_view(n) and n.args and isinstance(n.args[0], torch.fx.Node):
             near.append(n.args[0])
-        for m in near:
-            if m not in seen:
-                seen.add(m)
-                todo.append(m)
-    return seen
+        return near
+    return {node} | _reached([node], views)
 
 
 def _writes(node):
@@ -565,25 +571,17 @@ def _is_matrix(node):
 class _Writer:
     """Turns the grouped trace into trident ops (step 4 of Note [ATen capture])."""
 
-    def __init__(self, g, trace1, trace2, batched, input_ops):
+    def __init__(self, g, trace1, trace2, batched):
         self.g = g
         self.gm1, self.values1, self.roles = trace1
         self.gm2, self.values2, _ = trace2
         self.nodes2 = dict(zip(self.gm1.graph.nodes, self.gm2.graph.nodes))
         self.batched = batched
-        self.input_ops = input_ops
         self.op_of = {}  # node -> trident op name, for nodes that end an op
         self.constants = {}
 
     def free_ancestors(self, nodes):
-        need, todo = set(), list(nodes)
-        while todo:
-            n = todo.pop()
-            for a in n.all_input_nodes:
-                if not self.batched.depends[a] and a not in need:
-                    need.add(a)
-                    todo.append(a)
-        return need
+        return _reached(nodes, lambda n: [a for a in n.all_input_nodes if not self.batched.depends[a]])
 
     def write_group(self, members, order):
         result = [n for n in members if any(u not in set(members) for u in n.users)]
@@ -743,7 +741,7 @@ def capture(module, inputs, g, input_ops):
     order = {n: i for i, n in enumerate(n1)}
     data = [n for n in n1 if n.op == "call_function" and batched.depends[n]]
     groups = _group(data, batched, out_node, order)
-    writer = _Writer(g, trace1, trace2, batched, input_ops)
+    writer = _Writer(g, trace1, trace2, batched)
     for n in n1:
         if n.op == "placeholder" and trace1[2][n][0] == "input":
             writer.op_of[n] = input_ops[trace1[2][n][1]]
