@@ -57,17 +57,7 @@ class AllReduceSync final : public detail::OrderedSync {
 }  // namespace
 
 std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params, std::int64_t bucket_bytes, bool wfbp) {
-  if (bucket_bytes < 1) throw CommError("gradient sync: bucket size must be >= 1 byte");
-  // Reverse order: backward produces the last parameters' gradients first.
-  std::vector<std::vector<int>> buckets;
-  std::int64_t filled = bucket_bytes;
-  for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
-    const auto& t = params[i].second;
-    const std::int64_t bytes = t.numel() * static_cast<std::int64_t>(t.element_size());
-    if (buckets.empty() || filled + bytes > bucket_bytes) buckets.emplace_back(), filled = 0;
-    buckets.back().push_back(i);
-    filled += bytes;
-  }
+  auto buckets = detail::reverse_buckets(params, bucket_bytes);
   return std::make_unique<AllReduceSync>(std::move(group), std::move(params), std::move(buckets), wfbp);
 }
 

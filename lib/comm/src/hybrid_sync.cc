@@ -35,10 +35,20 @@ class HybridSync final : public GradSync {
   }
   const SyncStats& stats() const override { return stats_; }
   std::string name() const override { return "hybrid"; }
-  Updater updater(const std::string& name) const override {
+  std::optional<Span> shard(const std::string& name) const override {
     for (const auto& p : parts_)
-      if (auto u = p->updater(name); u != Updater::kEvery) return u;
-    return Updater::kEvery;
+      if (auto s = p->shard(name)) return s;
+    return std::nullopt;
+  }
+  OpGate gate() override {
+    std::vector<OpGate> all;
+    for (auto& p : parts_)
+      if (auto g = p->gate()) all.push_back(std::move(g));
+    if (all.empty()) return {};
+    if (all.size() == 1) return all.front();
+    return [all](graph::OpId id) {
+      for (const auto& g : all) g(id);
+    };
   }
 
  private:
@@ -77,7 +87,7 @@ std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, cons
     if (it == split.end()) continue;
     Group sub = group.subgroup(all, "hybrid-" + m);
     if (it->first == "allreduce") parts.push_back(make_allreduce_sync(sub, it->second, bucket_bytes));
-    if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, staleness));
+    if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, {staleness, bucket_bytes, &graph}));
     if (it->first == "sfb") parts.push_back(make_sfb_sync(sub, it->second, graph));
   }
   return std::make_unique<HybridSync>(std::move(parts));

@@ -107,4 +107,18 @@ void OrderedSync::fail(const std::string& what, const std::exception& e) const {
                   (lost.empty() ? "" : " (" + lost + ")") + ": " + first_line(e));
 }
 
+std::vector<std::vector<int>> reverse_buckets(const NamedParams& params, std::int64_t bucket_bytes) {
+  if (bucket_bytes < 1) throw CommError("gradient sync: bucket size must be >= 1 byte");
+  std::vector<std::vector<int>> buckets;
+  std::int64_t filled = bucket_bytes;
+  for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
+    const auto& t = params[i].second;
+    const std::int64_t bytes = t.numel() * static_cast<std::int64_t>(t.element_size());
+    if (buckets.empty() || filled + bytes > bucket_bytes) buckets.emplace_back(), filled = 0;
+    buckets.back().push_back(i);
+    filled += bytes;
+  }
+  return buckets;
+}
+
 }  // namespace trident::comm::detail

@@ -41,6 +41,11 @@ class OrderedSync : public GradSync {
   torch::Tensor grad_or_zeros(int param) const;
   void set_grad(int param, const torch::Tensor& value);
   void event(const std::string& name, double start) { stats_.events.push_back({name, start, seconds()}); }
+  // A span that began at `start` (any iteration's), timed from this one's arm().
+  using TimePoint = std::chrono::steady_clock::time_point;
+  void event(const std::string& name, TimePoint start) {
+    stats_.events.push_back({name, std::chrono::duration<double>(start - start_).count(), seconds()});
+  }
   [[noreturn]] void fail(const std::string& what, const std::exception& e) const;
 
   Group group_;
@@ -50,6 +55,7 @@ class OrderedSync : public GradSync {
   std::shared_ptr<HookState> state_;
   SyncStats stats_;
   bool armed_ = false;
+  TimePoint start_;
 
  private:
   bool wfbp_;
@@ -58,7 +64,11 @@ class OrderedSync : public GradSync {
   // shared_ptr in LibTorch 1.13, intrusive_ptr in 2.x: whatever grad_accumulator returns.
   using Accumulator = decltype(torch::autograd::impl::grad_accumulator(std::declval<torch::Tensor>()));
   std::vector<Accumulator> accumulators_;
-  std::chrono::steady_clock::time_point start_;
 };
+
+// Parameter indices packed in reverse order (backward produces the last
+// parameters' gradients first) into buckets of at most `bucket_bytes`; a
+// parameter larger than that gets its own. Throws CommError below 1 byte.
+std::vector<std::vector<int>> reverse_buckets(const NamedParams& params, std::int64_t bucket_bytes);
 
 }  // namespace trident::comm::detail

@@ -1,7 +1,8 @@
-// Colocated sharded parameter server (grad_sync.h, docs/algorithms.md §1).
-#include <algorithm>
+// Poseidon's parameter server: a block-sharded KV store with colocated
+// servers and stale-synchronous pulls (Note [Sharded parameter server] and
+// Note [Staleness] in grad_sync.h).
 #include <deque>
-#include <numeric>
+#include <limits>
 
 #include "ordered_sync.h"
 #include "trident/cost/comm.h"
@@ -9,136 +10,317 @@
 namespace trident::comm {
 namespace {
 
+// Where a bucket's parameters sit in its flat buffer, and which block this
+// member serves.
+struct Layout {
+  std::vector<int> params;             // indices into params_
+  std::vector<std::int64_t> offset;    // of each, in the bucket's flat elements
+  std::int64_t elements = 0, block = 0;  // n, and ⌈n / P⌉
+  std::int64_t begin(int member) const { return std::min(member * block, elements); }
+  std::int64_t end(int member) const { return std::min((member + 1) * block, elements); }
+};
+
+// One bucket of one iteration on its way: push, server update, pull.
+struct Flight {
+  enum class State { kPushing, kPulling, kLanded } state = State::kPushing;
+  c10::intrusive_ptr<c10d::Work> push, pull;
+  torch::Tensor sent, received;       // [P × block]: this worker's gradients by server; this server's P pieces
+  std::vector<at::Tensor> gathered;   // every server's block of new values
+  std::chrono::steady_clock::time_point push_start, pull_start;
+};
+
+struct Round {
+  std::int64_t clock = 0;
+  std::vector<Flight> flights;  // by bucket
+  GradSync::Update update;      // set by apply()
+};
+
+constexpr auto kNoBound = std::numeric_limits<std::int64_t>::max();
+
 class PsSync final : public detail::OrderedSync {
  public:
-  PsSync(Group group, NamedParams params, std::vector<std::vector<int>> items, int staleness)
-      : OrderedSync(std::move(group), std::move(params), std::move(items), true), staleness_(staleness) {
-    owner_ = ps_owners(params_, group_.size());
-    buffers_.resize(params_.size());
-    works_.resize(params_.size());
-    starts_.resize(params_.size());
-    const int n = group_.size();
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      const auto& [name, t] = params_[i];
-      const double bytes = static_cast<double>(t.numel() * t.element_size());
-      // Push: a Gloo reduce to the owner; pull: the owner's broadcast. What
-      // this rank sends and receives in them, exactly (cost::ps_traffic).
-      const auto traffic = cost::ps_traffic(bytes, static_cast<int>(t.element_size()), n, owner_[i]);
-      stats_.sent[name] = traffic.sent[group_.rank()];
-      stats_.received[name] = traffic.received[group_.rank()];
-    }
+  PsSync(Group group, NamedParams params, std::vector<std::vector<int>> buckets, const PsOptions& options)
+      : OrderedSync(std::move(group), std::move(params), std::move(buckets), true),
+        staleness_(options.staleness),
+        pull_group_(group_.size() > 1 ? group_.subgroup(members(group_.size()), "ps-pull") : group_) {
+    lay_out();
+    if (options.graph) map_ops(*options.graph);
     install_grad_hooks();
   }
 
+  void arm() override {
+    // Spans that ended after the last report (pulls landing in this
+    // forward) are kept, timed from the new arm().
+    const auto before = start_;
+    std::vector<SyncEvent> late(stats_.events.begin() + static_cast<std::ptrdiff_t>(reported_), stats_.events.end());
+    OrderedSync::arm();
+    const double shift = std::chrono::duration<double>(before - start_).count();
+    for (auto& e : late) stats_.events.push_back({e.name, e.start_s + shift, e.end_s + shift});
+    Round round;
+    round.clock = clock_;
+    round.flights.resize(items_.size());
+    rounds_.push_back(std::move(round));
+  }
+
   void apply(const Update& update) override {
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      auto& [name, param] = params_[i];
-      if (owner_[i] == group_.rank() && param.grad().defined()) update(name, param, param.grad());
-    }
-    if (group_.size() == 1) return;
-    // Pull: the owner broadcasts a snapshot, the others receive into a
-    // buffer; see Note [Staleness] for when the buffers are applied.
-    Pull pull;
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      auto buffer = params_[i].second.detach().clone();
-      std::vector<at::Tensor> t{buffer};
-      c10d::BroadcastOptions opts;
-      opts.rootRank = owner_[i];
-      pull.starts.push_back(seconds());
-      pull.works.push_back(group_.pg().broadcast(t, opts));
-      pull.buffers.push_back(buffer);
-    }
-    pending_.push_back(std::move(pull));
-    while (static_cast<int>(pending_.size()) > staleness_) land();
+    if (rounds_.empty() || rounds_.back().clock != clock_)
+      throw CommError(group_.member(group_.rank()) + ": ps: apply() without a backward since the last one");
+    rounds_.back().update = update;
+    ++clock_;
+    const auto bound = clock_ - 1 - staleness_;
+    serve(bound);
+    receive(gated_ ? -1 : bound, nullptr);
+    reported_ = stats_.events.size();
+    double last = stats_.backward_end_s;
+    for (const auto& e : stats_.events) last = std::max(last, e.end_s);
+    stats_.exposed_s = last - stats_.backward_end_s;  // pulls waited for by the next forward not included
+  }
+
+  OpGate gate() override {
+    if (by_op_.empty()) return {};
+    gated_ = true;
+    return [this](graph::OpId op) {
+      auto it = by_op_.find(op);
+      if (it == by_op_.end() || rounds_.empty()) return;
+      const auto bound = clock_ - 1 - staleness_;
+      serve(bound);
+      receive(bound, &it->second);
+    };
   }
 
   void flush() override {
-    while (!pending_.empty()) land();
+    serve(kNoBound);
+    receive(kNoBound, nullptr);
+    reported_ = stats_.events.size();
+  }
+
+  std::optional<Span> shard(const std::string& name) const override {
+    auto it = index_.find(name);
+    if (it == index_.end()) return std::nullopt;
+    return span_[it->second];
   }
 
   std::string name() const override { return "ps"; }
 
-  Updater updater(const std::string& name) const override {
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].first == name) return owner_[i] == group_.rank() ? Updater::kThisRank : Updater::kOtherRank;
-    return Updater::kEvery;
-  }
-
  private:
-  void launch(std::size_t item) override {
-    const int p = items_[item].front();
-    buffers_[p] = grad_or_zeros(p).clone();
-    starts_[p] = seconds();
-    std::vector<at::Tensor> t{buffers_[p]};
-    c10d::ReduceOptions opts;
-    opts.rootRank = owner_[p];
-    works_[p] = group_.pg().reduce(t, opts);
+  static std::vector<int> members(int n) {
+    std::vector<int> all(n);
+    for (int r = 0; r < n; ++r) all[r] = r;
+    return all;
   }
 
-  void complete(std::size_t item) override {
-    const int p = items_[item].front();
-    try {
-      works_[p]->wait(group_.timeout());
-    } catch (const std::exception& e) {
-      fail("push of '" + params_[p].first + "' to its owner, " + group_.member(owner_[p]), e);
-    }
-    event("push " + params_[p].first, starts_[p]);
-    if (owner_[p] == group_.rank()) set_grad(p, buffers_[p]);
-    works_[p].reset();
-    buffers_[p] = torch::Tensor();
-  }
+  int size() const { return group_.size(); }
+  int me() const { return group_.rank(); }
 
-  struct Pull {
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    std::vector<torch::Tensor> buffers;
-    std::vector<double> starts;
-  };
-
-  // Waits for the oldest pull and copies it into the parameters.
-  void land() {
-    Pull& pull = pending_.front();
-    torch::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      try {
-        pull.works[i]->wait(group_.timeout());
-      } catch (const std::exception& e) {
-        fail("pull of '" + params_[i].first + "' from its owner, " + group_.member(owner_[i]), e);
+  void lay_out() {
+    const int p = size();
+    span_.resize(params_.size());
+    for (const auto& item : items_) {
+      Layout l;
+      l.params = item;
+      for (int i : item) {
+        l.offset.push_back(l.elements);
+        l.elements += params_[i].second.numel();
       }
-      if (owner_[i] != group_.rank()) params_[i].second.copy_(pull.buffers[i]);
-      if (staleness_ == 0) event("pull " + params_[i].first, pull.starts[i]);  // same iteration's clock
+      l.block = (l.elements + p - 1) / p;
+      for (std::size_t k = 0; k < item.size(); ++k) {
+        const auto n = params_[item[k]].second.numel();
+        const auto lo = std::clamp(l.begin(me()) - l.offset[k], std::int64_t{0}, n);
+        const auto hi = std::clamp(l.end(me()) - l.offset[k], lo, n);
+        span_[item[k]] = {lo, hi};
+      }
+      layouts_.push_back(std::move(l));
     }
-    pending_.pop_front();
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const auto& [name, t] = params_[i];
+      index_[name] = static_cast<int>(i);
+      const double bytes = static_cast<double>(t.numel() * t.element_size());
+      stats_.sent[name] = stats_.received[name] = cost::ps_bytes(bytes, p);
+    }
   }
 
-  int staleness_ = 0;
-  std::deque<Pull> pending_;
-  std::vector<int> owner_;
-  std::vector<torch::Tensor> buffers_;
-  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
-  std::vector<double> starts_;
+  void map_ops(const graph::OpGraph& g) {
+    std::map<std::string, int> bucket_of;
+    for (std::size_t b = 0; b < items_.size(); ++b)
+      for (int i : items_[b]) bucket_of[params_[i].first] = static_cast<int>(b);
+    for (const auto& op : g.ops())
+      for (const auto& p : op.params)
+        if (auto it = bucket_of.find(p.name); it != bucket_of.end()) {
+          auto& list = by_op_[g.id_of(op.name)];
+          if (std::find(list.begin(), list.end(), it->second) == list.end()) list.push_back(it->second);
+        }
+  }
+
+  // A parameter's elements, flat, sharing its storage.
+  torch::Tensor flat(int i) const { return params_[i].second.detach().view(-1); }
+
+  // Backward produced bucket b's gradients: push block j to server j.
+  void launch(std::size_t b) override {
+    const auto& l = layouts_[b];
+    auto& f = rounds_.back().flights[b];
+    f.sent = torch::zeros({size() * l.block}, params_[l.params.front()].second.options().requires_grad(false));
+    for (std::size_t k = 0; k < l.params.size(); ++k) {
+      const auto n = params_[l.params[k]].second.numel();
+      f.sent.narrow(0, l.offset[k], n).copy_(grad_or_zeros(l.params[k]).reshape(-1));
+    }
+    f.push_start = std::chrono::steady_clock::now();
+    if (size() == 1) {
+      f.received = f.sent;
+      return;
+    }
+    f.received = torch::empty_like(f.sent);
+    std::vector<std::int64_t> even;
+    try {
+      f.push = group_.pg().alltoall_base(f.received, f.sent, even, even);
+    } catch (const std::exception& e) {
+      fail("push of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...)", e);
+    }
+  }
+
+  // Nothing to wait for at the end of backward: pushes complete when their
+  // server needs them (serve()).
+  void complete(std::size_t) override {}
+
+  // Server side, strictly in (iteration, bucket) order so every member
+  // launches its pulls in the same order: every push of an iteration up to
+  // `bound` is waited for; later ones are taken if they have arrived.
+  void serve(std::int64_t bound) {
+    for (auto& round : rounds_) {
+      if (round.clock >= clock_) return;  // the current iteration, not yet applied
+      for (std::size_t b = 0; b < round.flights.size(); ++b) {
+        auto& f = round.flights[b];
+        if (f.state != Flight::State::kPushing) continue;
+        if (round.clock > bound && f.push && !f.push->isCompleted()) return;
+        update(round, b);
+      }
+    }
+  }
+
+  void update(Round& round, std::size_t b) {
+    const auto& l = layouts_[b];
+    auto& f = round.flights[b];
+    if (f.push) {
+      try {
+        f.push->wait(group_.timeout());
+      } catch (const std::exception& e) {
+        fail("push of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...) at clock " +
+                 std::to_string(round.clock),
+             e);
+      }
+    }
+    event("ps push bucket " + std::to_string(b), f.push_start);
+    // This server's block: the P workers' pieces summed in member order.
+    const auto begin = l.begin(me()), len = l.end(me()) - begin;
+    auto pieces = f.received.view({size(), l.block});
+    auto sum = pieces[0].narrow(0, 0, len).clone();
+    for (int j = 1; j < size(); ++j) sum.add_(pieces[j].narrow(0, 0, len));
+    f.sent = f.received = torch::Tensor();
+    f.push.reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    torch::NoGradGuard no_grad;
+    auto mine = torch::zeros({l.block}, sum.options());
+    for (std::size_t k = 0; k < l.params.size(); ++k) {
+      const int i = l.params[k];
+      const auto& s = span_[i];
+      if (s.size() <= 0) continue;
+      auto values = flat(i).narrow(0, s.begin, s.size());
+      const auto at = l.offset[k] + s.begin - begin;
+      round.update(params_[i].first, values, sum.narrow(0, at, s.size()));
+      mine.narrow(0, at, s.size()).copy_(values);
+    }
+    event("ps update bucket " + std::to_string(b), t0);
+    if (size() == 1) {
+      f.state = Flight::State::kLanded;
+      return;
+    }
+    f.gathered.clear();
+    for (int j = 0; j < size(); ++j) f.gathered.push_back(torch::empty_like(mine));
+    std::vector<std::vector<at::Tensor>> out{f.gathered};
+    std::vector<at::Tensor> in{mine};
+    f.pull_start = std::chrono::steady_clock::now();
+    try {
+      f.pull = pull_group_.pg().allgather(out, in);
+    } catch (const std::exception& e) {
+      fail("pull of gradient bucket " + std::to_string(b), e);
+    }
+    f.gathered = out[0];
+    f.state = Flight::State::kPulling;
+  }
+
+  // Worker side: lands pulls into the parameters, per bucket in iteration
+  // order (a newer block never gives way to an older one); every pull of
+  // an iteration up to `bound` is waited for, later ones are taken if they
+  // have arrived. `only`: these buckets (an op's), else all.
+  void receive(std::int64_t bound, const std::vector<int>* only) {
+    auto one = [&](int b) {
+      for (auto& round : rounds_) {
+        if (round.clock >= clock_) return;
+        auto& f = round.flights[b];
+        if (f.state == Flight::State::kLanded) continue;
+        if (f.state == Flight::State::kPushing) return;
+        if (round.clock > bound && !f.pull->isCompleted()) return;
+        land(round, b);
+      }
+    };
+    if (only) {
+      for (int b : *only) one(b);
+    } else {
+      for (std::size_t b = 0; b < items_.size(); ++b) one(static_cast<int>(b));
+    }
+    while (!rounds_.empty() && rounds_.front().clock < clock_ && landed(rounds_.front())) rounds_.pop_front();
+  }
+
+  static bool landed(const Round& round) {
+    for (const auto& f : round.flights)
+      if (f.state != Flight::State::kLanded) return false;
+    return true;
+  }
+
+  void land(Round& round, int b) {
+    const auto& l = layouts_[b];
+    auto& f = round.flights[b];
+    try {
+      f.pull->wait(group_.timeout());
+    } catch (const std::exception& e) {
+      fail("pull of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...) at clock " +
+               std::to_string(round.clock),
+           e);
+    }
+    torch::NoGradGuard no_grad;
+    for (int j = 0; j < size(); ++j) {
+      if (j == me()) continue;
+      const auto begin = l.begin(j), end = l.end(j);
+      for (std::size_t k = 0; k < l.params.size(); ++k) {
+        const auto n = params_[l.params[k]].second.numel();
+        const auto lo = std::max(begin, l.offset[k]), hi = std::min(end, l.offset[k] + n);
+        if (hi <= lo) continue;
+        flat(l.params[k]).narrow(0, lo - l.offset[k], hi - lo).copy_(f.gathered[j].narrow(0, lo - begin, hi - lo));
+      }
+    }
+    event("ps pull bucket " + std::to_string(b), f.pull_start);
+    f.gathered.clear();
+    f.pull.reset();
+    f.state = Flight::State::kLanded;
+  }
+
+  std::int64_t staleness_ = 0;
+  Group pull_group_;
+  std::vector<Layout> layouts_;               // by bucket
+  std::vector<Span> span_;                    // by parameter: the elements this member serves
+  std::map<std::string, int> index_;          // parameter name -> index
+  std::map<graph::OpId, std::vector<int>> by_op_;  // op -> buckets of the parameters it reads
+  std::deque<Round> rounds_;                  // iterations not yet landed everywhere here
+  std::int64_t clock_ = 0;                    // iterations applied
+  bool gated_ = false;
+  std::size_t reported_ = 0;                  // events the caller has seen
 };
 
 }  // namespace
 
-std::vector<int> ps_owners(const NamedParams& params, int ranks) {
-  std::vector<int> order(params.size()), owner(params.size(), 0);
-  std::iota(order.begin(), order.end(), 0);
-  auto bytes = [&](int i) { return params[i].second.numel() * params[i].second.element_size(); };
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return bytes(a) > bytes(b); });
-  std::vector<std::int64_t> load(ranks, 0);
-  for (int i : order) {
-    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    owner[i] = r;
-    load[r] += bytes(i);
-  }
-  return owner;
-}
-
-std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, int staleness) {
-  if (staleness < 0) throw CommError("ps: staleness must be >= 0, got " + std::to_string(staleness));
-  std::vector<std::vector<int>> items;
-  for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) items.push_back({i});
-  return std::make_unique<PsSync>(std::move(group), std::move(params), std::move(items), staleness);
+std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOptions options) {
+  if (options.staleness < 0) throw CommError("ps: staleness must be >= 0, got " + std::to_string(options.staleness));
+  auto buckets = detail::reverse_buckets(params, options.bucket_bytes);
+  return std::make_unique<PsSync>(std::move(group), std::move(params), std::move(buckets), options);
 }
 
 }  // namespace trident::comm

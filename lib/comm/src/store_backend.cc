@@ -237,6 +237,38 @@ c10::intrusive_ptr<c10d::Work> StoreBackend::allgather(std::vector<std::vector<a
   });
 }
 
+c10::intrusive_ptr<c10d::Work> StoreBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                           std::vector<std::int64_t>& output_splits,
+                                                           std::vector<std::int64_t>& input_splits,
+                                                           const c10d::AllToAllOptions& opts) {
+  TORCH_CHECK(output_splits.empty() && input_splits.empty(), "trident-store alltoall_base takes equal splits only");
+  TORCH_CHECK(input.device().is_cpu() && output.device().is_cpu(), "trident-store alltoall_base carries CPU tensors only");
+  TORCH_CHECK(input.numel() == output.numel() && input.numel() % size_ == 0,
+              "trident-store alltoall_base needs input and output of one size divisible by ", size_, " members, got ",
+              input.numel(), " and ", output.numel());
+  const auto prefix = next_collective();
+  const auto block = input.numel() / size_;
+  const auto in = input.reshape(-1);
+  auto key = [prefix](int from, int to) { return prefix + std::to_string(from) + ">" + std::to_string(to); };
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) put(key(rank_, r), in.narrow(0, r * block, block).contiguous());
+  auto own = in.narrow(0, rank_ * block, block).clone();
+  auto out = output;
+  return deferred([this, out, own, block, key, wanted = opts.timeout](std::chrono::milliseconds asked) mutable {
+    const auto timeout = limit(wanted.count() > 0 ? wanted : asked);
+    auto flat = out.view(-1);
+    for (int r = 0; r < size_; ++r) {
+      auto part = flat.narrow(0, r * block, block);
+      if (r == rank_) {
+        part.copy_(own);
+        continue;
+      }
+      part.copy_(take(key(r, rank_), r, own, timeout));
+      store_->deleteKey(key(r, rank_));
+    }
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> StoreBackend::barrier(const c10d::BarrierOptions& opts) {
   std::vector<at::Tensor> one{torch::zeros({1})};
   c10d::AllreduceOptions o;

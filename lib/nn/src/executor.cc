@@ -115,6 +115,7 @@ TensorMap GraphExecutor::forward_on_demand(const InputSource& input, const Batch
       fetch(in.producer);
       args.push_back(values[in.producer]);
     }
+    if (gate_) gate_(id);
     values[id] = module_.op_fn(id)(args);
     if (observer_) observer_(id, args, values[id]);
   }

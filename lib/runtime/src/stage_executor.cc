@@ -337,6 +337,7 @@ std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan
   plan::check_sfb_order(plan, stage.graph());  // checked before start too; a plan made here is checked again
   auto sync = comm::make_hybrid_sync(group, params, stage.graph(), methods, bucket_bytes, staleness);
   stage.executor().set_observer(sync->observer());
+  stage.executor().set_gate(sync->gate());
   return sync;
 }
 

@@ -190,13 +190,14 @@ double Trainer::sync_and_step(double lr, TraceLog& trace) {
   const auto t0 = trace.stamp();
   sync_->finish();
   const auto t1 = trace.stamp();
+  trace.add_stamped("wait for sync", "wait", t0, t1);
+  // By value: a PS server may apply this iteration's update later (Note [Staleness]).
+  sync_->apply([optimizer = optimizer_.get(), lr](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
+    optimizer->step(name, p, grad, lr);
+  });
   for (const auto& e : sync_->stats().events)
     trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
               sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
-  trace.add_stamped("wait for sync", "wait", t0, t1);
-  sync_->apply([&](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
-    optimizer_->step(name, p, grad, lr);
-  });
   for (const auto& [name, p] : params)  // the replica sync left them (Note [Tied parameters])
     if (tied_->names().count(name)) {
       auto weights = p;  // a handle: the optimizer updates the parameter itself

@@ -38,13 +38,66 @@ void Trainer::append_metrics(const std::string& line) const {
     throw TrainingError("cannot append to " + path + ": " + std::strerror(errno));
 }
 
-bool Trainer::writes_state(const std::string& name) const {
-  const auto who = sync_ ? sync_->updater(name) : comm::GradSync::Updater::kEvery;
-  return who == comm::GradSync::Updater::kThisRank || (who == comm::GradSync::Updater::kEvery && stage_->replica() == 0);
+// Note [Sharded optimizer state]: under the parameter server each replica
+// holds the optimizer state of its block of a tensor only (Note [Sharded
+// parameter server] in comm/grad_sync.h); it writes each element-wise slot
+// as "optim/<name>/<slot>@<begin>", the flat elements from `begin` on, and
+// a scalar slot (Adam's step) whole from the replica whose block starts the
+// tensor. A resume under any plan reassembles the slots and keeps what its
+// own block, or its whole stage, needs.
+std::vector<std::pair<std::string, torch::Tensor>> Trainer::state_to_write() const {
+  NamedTensors mine;
+  for (const auto& [name, slots] : optimizer_->state()) {
+    const auto shard = sync_ ? sync_->shard(name) : std::nullopt;
+    if (!shard && stage_->replica() != 0) continue;
+    for (const auto& [slot, t] : slots) {
+      const auto key = "optim/" + name + "/" + slot;
+      if (!shard)
+        mine.emplace_back(key, t);
+      else if (t.dim() > 0 && t.numel() == shard->size())
+        mine.emplace_back(key + "@" + std::to_string(shard->begin), t);
+      else if (shard->begin == 0 && shard->size() > 0)
+        mine.emplace_back(key, t);
+    }
+  }
+  return mine;
 }
 
-bool Trainer::loads_state(const std::string& name) const {
-  return !sync_ || sync_->updater(name) != comm::GradSync::Updater::kOtherRank;
+ParamState Trainer::state_to_load(const CheckpointReader& ck, const std::string& name, const torch::Tensor& p) const {
+  const auto shard = sync_ ? sync_->shard(name) : std::nullopt;
+  if (shard && shard->size() == 0) return {};
+  const auto prefix = "optim/" + name + "/";
+  std::map<std::string, std::vector<std::string>> parts;  // slot -> its keys
+  for (const auto& k : ck.keys(prefix)) {
+    const auto rest = k.substr(prefix.size());
+    parts[rest.substr(0, rest.find('@'))].push_back(k);
+  }
+  ParamState state;
+  for (const auto& [slot, keys] : parts) {
+    torch::Tensor t;
+    if (ck.has(prefix + slot)) {
+      t = ck.read(prefix + slot);
+    } else {
+      t = torch::empty({p.numel()}, p.options().device(torch::kCPU).requires_grad(false));
+      std::int64_t covered = 0;
+      for (const auto& k : keys) {
+        const auto part = ck.read(k).reshape(-1);
+        const auto begin = std::stoll(k.substr(k.find('@') + 1));
+        if (begin < 0 || begin + part.numel() > p.numel())
+          throw TrainingError("--resume " + ck.path() + ": " + k + " lies outside parameter " + name + " (" +
+                              std::to_string(p.numel()) + " elements)");
+        t.narrow(0, begin, part.numel()).copy_(part);
+        covered += part.numel();
+      }
+      if (covered != p.numel())
+        throw TrainingError("--resume " + ck.path() + ": optimizer state " + prefix + slot + " covers " +
+                            std::to_string(covered) + " of " + std::to_string(p.numel()) + " elements");
+      t = t.view(p.sizes());
+    }
+    if (shard && t.dim() > 0) t = t.reshape(-1).narrow(0, shard->begin, shard->size()).clone();
+    state[slot] = placement_.state(t);
+  }
+  return state;
 }
 
 namespace {
@@ -76,9 +129,7 @@ void Trainer::save(double wall_s) {
   if (stage_->stage() >= 0) {
     if (stage_->replica() == 0)
       for (const auto& [name, p] : stage_->params()) mine.emplace_back("param/" + name, p);
-    for (const auto& [name, slots] : optimizer_->state())
-      if (writes_state(name))
-        for (const auto& [slot, t] : slots) mine.emplace_back("optim/" + name + "/" + slot, t);
+    for (auto& entry : state_to_write()) mine.push_back(std::move(entry));
   }
   const auto file = "rank-" + std::to_string(rank_) + ".bin";
   if (kill_requested(rank_, step_)) {
@@ -149,9 +200,7 @@ void Trainer::load(const std::string& run_dir) {
         throw TrainingError("--resume " + ck.path() + ": parameter " + name + " has shape " + c10::str(t.sizes()) +
                             " in the checkpoint but " + c10::str(p.sizes()) + " in the model");
       p.copy_(t);
-      if (!loads_state(name)) continue;
-      const auto prefix = "optim/" + name + "/";
-      for (const auto& k : ck.keys(prefix)) state[name][k.substr(prefix.size())] = placement_.state(ck.read(k));
+      if (auto slots = state_to_load(ck, name, p); !slots.empty()) state[name] = std::move(slots);
     }
   } catch (const CheckpointError& e) {
     throw TrainingError(std::string("--resume: ") + e.what());

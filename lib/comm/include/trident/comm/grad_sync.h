@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,23 +61,38 @@ class GradSync {
   virtual ~GradSync() = default;
   virtual void arm() = 0;
   virtual void finish() = 0;
-  // The optimizer step: calls `update` for the parameters this rank updates
-  // and leaves every rank's parameters equal. All strategies but PS update
-  // every parameter locally; under PS each rank updates the parameters it
-  // owns (so optimizer state lives only on the owner) and broadcasts them.
+  // The optimizer step: calls `update` for what this rank updates and leaves
+  // every rank's parameters equal (under staleness, eventually: flush()).
+  // All strategies but PS update every parameter locally; under PS each rank
+  // is the server of a block of every tensor and updates only that block
+  // (so optimizer state lives only there, Note [Sharded parameter server]),
+  // passing `update` a flat view of those elements. `update` may be called
+  // after apply() returns (a server applies an older iteration's update when
+  // its last push arrives): capture by value what it needs.
   using Update = std::function<void(const std::string& name, torch::Tensor& param, const torch::Tensor& grad)>;
   virtual void apply(const Update& update) = 0;
-  // Who applies the optimizer to parameter `name` (and so holds its
-  // optimizer state): every member, or one member — this one or another.
-  enum class Updater { kEvery, kThisRank, kOtherRank };
-  virtual Updater updater(const std::string& name) const {
+  // Which elements of parameter `name` (flattened) this rank updates and
+  // holds optimizer state for: nullopt when every member updates all of it;
+  // otherwise [begin, end), possibly empty.
+  struct Span {
+    std::int64_t begin = 0, end = 0;
+    std::int64_t size() const { return end - begin; }
+  };
+  virtual std::optional<Span> shard(const std::string& name) const {
     (void)name;
-    return Updater::kEvery;
+    return std::nullopt;
   }
   // An observer for the executors that run this model's ops (SFB captures
   // Linear layers' inputs and output gradients); empty when not needed.
   using OpObserver = std::function<void(graph::OpId, const std::vector<torch::Tensor>&, const torch::Tensor&)>;
   virtual OpObserver observer() { return {}; }
+  // Called by the executor before it runs an op, to wait for the op's
+  // parameters where they are still on their way (PS pulls, which overlap
+  // the next forward); empty when not needed. Whoever takes the gate must
+  // call it before every op; a sync whose gate is not taken lands
+  // everything in apply().
+  using OpGate = std::function<void(graph::OpId)>;
+  virtual OpGate gate() { return {}; }
   // Waits for anything still in flight (PS pulls under staleness > 0), so
   // every rank holds the same parameters; before a checkpoint and at the end.
   virtual void flush() {}
@@ -93,21 +109,39 @@ class GradSync {
 std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
                                               std::int64_t bucket_bytes = kDefaultBucketBytes, bool wfbp = true);
 
-// Colocated sharded parameter server (Poseidon): every parameter has an
-// owner rank (bytes balanced greedily, largest first); push = reduce of the
-// gradient to the owner, started by the same WFBP hooks; the owner applies
-// the optimizer; pull = broadcast from the owner.
+// Note [Sharded parameter server]
+// Poseidon's PS as a block-sharded KV store with one server per replica,
+// colocated with its worker. Parameters are packed, in reverse order, into
+// buckets of at most `bucket_bytes` (a larger tensor gets its own); each
+// bucket is cut into P equal blocks (the last short), block j served by
+// member j, so every server holds 1/P of every bucket and of every large
+// tensor. Per bucket and iteration:
+//   push    as soon as backward has produced the bucket's gradients (WFBP),
+//           an alltoall sends block j of this worker's gradients to server j;
+//   update  server j sums its block's P pushes in member order and applies
+//           the optimizer to its block — optimizer state lives only there;
+//   pull    an allgather on a second group of the same members gives every
+//           worker every server's new block.
+// Each direction moves 2·S·(P−1)/P bytes per replica for S bytes of
+// parameters, as a ring all-reduce does. A pull lands when the op that reads
+// the bucket is about to run (gate()), so pulls overlap the next forward.
 //
-// Note [Staleness]: with staleness 0 (BSP) every pull is waited for at the
-// end of its iteration. With staleness s > 0 a rank does not wait: the pull of
-// iteration t is applied at the end of iteration t + s, so a rank computes
-// with parameters that lack the other owners' last s updates (it runs up to
-// s iterations ahead of them). Unlike Poseidon's SSP, where how stale a read
-// is depends on timing, the delay here is always exactly s, so runs are
-// reproducible; they differ from BSP. flush() applies what is pending.
-std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, int staleness = 0);
-// The owner of each parameter under make_ps_sync, by index.
-std::vector<int> ps_owners(const NamedParams& params, int ranks);
+// Note [Staleness]: bounded staleness as stale-synchronous parallel (SSP).
+// A worker's clock counts its finished iterations. A worker at clock c may
+// run iteration c once every update of iterations up to c − s − 1 has
+// reached it (so no member is more than s clocks behind); it reads whatever
+// newer blocks have arrived. s = 0 is BSP: every pull of an iteration lands
+// before the next forward reads it, and the weights equal one process's.
+// Under s > 0 a slow member no longer stalls the others (they wait only at
+// the bound); what a read sees depends on timing, so runs are not bitwise
+// reproducible. flush() waits for everything, so every member holds the
+// same weights (before checkpoints and evaluation, and at the end).
+struct PsOptions {
+  int staleness = 0;
+  std::int64_t bucket_bytes = kDefaultBucketBytes;
+  const graph::OpGraph* graph = nullptr;  // for gate(): which ops read which parameters; must outlive the sync
+};
+std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOptions options = {});
 
 // Sufficient-factor broadcasting for Linear weights (every parameter given
 // must be one, in `graph`): the layer's inputs a_k and output gradients

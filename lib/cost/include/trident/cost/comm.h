@@ -6,18 +6,17 @@
 // rank sends; with full-duplex links it receives as much), so a link of
 // bandwidth β moves them in bytes/β seconds:
 //   ring all-reduce   2·S·(P−1)/P                 (S = tensor bytes)
-//   colocated PS      2·S·(P−1)/P   on average over the ranks: the runtime's
-//                                    one-owner PS reduces each tensor to its
-//                                    owner and the owner broadcasts it back
+//   colocated PS      2·S·(P−1)/P   every replica serves 1/P of the tensor:
+//                                    it pushes P−1 blocks and pulls P−1
+//                                    (Note [Sharded parameter server])
 //   SFB               K·(P−1)·(M+N)·e             (K rows per rank, e bytes
 //                                    per element; sends its factors to P−1)
 // Send + receive together are twice these, i.e. the table of docs/algorithms.md §1:
 // 4MN(P−1)/P, 2MN(P1+P2−2)/P2 and 2K(P1−1)(M+N) floats.
 // Time, by Gloo's algorithms (or measured, Note [Measured links]): a ring
-// all-reduce has 2(P−1) steps; PS is a reduce (ring reduce-scatter, then
-// each shard to the owner: P steps) and a binomial-tree broadcast
-// (⌈log2 P⌉ rounds of the whole tensor); SFB two all-gathers of P−1
-// messages each.
+// all-reduce has 2(P−1) steps of S/P bytes; the PS's push (alltoall) and
+// pull (ring all-gather) are P−1 such steps each, so it is priced as the
+// all-reduce; SFB is two all-gathers of P−1 messages each.
 #pragma once
 
 #include <cstdint>
@@ -50,21 +49,8 @@ const std::vector<std::string>& grad_sync_names();
 double p2p_s(const LinkSpec& link, double bytes);
 
 double allreduce_bytes(double tensor_bytes, int ranks);
-// The runtime's PS, on average over the ranks: ps_traffic's total / P.
+// The sharded PS, per replica: (P−1)/P of the tensor pushed, as much pulled.
 double ps_bytes(double tensor_bytes, int ranks);
-
-// What each rank sends and receives in Gloo's algorithms (the version
-// Debian's LibTorch ships), exactly, message headers aside: a reduce of
-// `bytes` (elements of `element_bytes`) to `root` — ring reduce-scatter in
-// segments, then each rank's chunk to the root — and a binomial-tree
-// broadcast from `root`. The PS pushes a tensor with the first and pulls it
-// with the second, its owner the root: together ps_traffic.
-struct Traffic {
-  std::vector<double> sent, received;  // by rank
-};
-Traffic gloo_reduce_traffic(double bytes, int element_bytes, int ranks, int root);
-Traffic gloo_broadcast_traffic(double bytes, int ranks, int root);
-Traffic ps_traffic(double bytes, int element_bytes, int ranks, int owner);
 double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std::int64_t element_bytes, int ranks);
 
 double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks);
@@ -92,12 +78,16 @@ SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamS
 
 // HybComm: the cheapest of all-reduce, PS and (Linear weights only) SFB for
 // one parameter synced by `ranks` replicas, each holding `samples_per_rank`
-// samples per iteration. Ties go to all-reduce, then PS. ranks == 1: no sync.
-// With `bucket_bytes` > 0 all-reduced gradients travel in buckets of that
-// size (Note [Gradient buckets]): a tensor that fits one joins it and pays
-// only its bytes at the link's bandwidth, not another call's latency, so
-// all-reduce is weighed at that marginal cost (the returned choice keeps
-// the tensor's own all-reduce time).
+// samples per iteration. ranks == 1: no sync. PS moves what all-reduce
+// moves but keeps only 1/P of the optimizer state per replica, so it wins
+// where its time is within kPsMemoryTieBreak of all-reduce's; SFB must be
+// strictly faster than the method chosen so far.
+// With `bucket_bytes` > 0 gradients travel in buckets of that size (Note
+// [Gradient buckets]; the PS packs its buckets the same way): a tensor that
+// fits one joins it and pays only its bytes at the link's bandwidth, not
+// another call's latency, so all-reduce and PS are weighed at that marginal
+// cost (the returned choice keeps the tensor's own time).
+inline constexpr double kPsMemoryTieBreak = 0.03;
 SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::int64_t samples_per_rank, int ranks,
                        const LinkSpec& link, const DeviceSpec& device, double bucket_bytes = 0);
 

@@ -51,6 +51,10 @@ class GraphExecutor {
   // sufficient factors of Linear layers for SFB gradient sync).
   using Observer = std::function<void(graph::OpId, const std::vector<torch::Tensor>&, const torch::Tensor&)>;
   void set_observer(Observer observer) { observer_ = std::move(observer); }
+  // Called before every op (e.g. to wait for its parameters' parameter-server
+  // pull, Note [Sharded parameter server] in comm/grad_sync.h).
+  using Gate = std::function<void(graph::OpId)>;
+  void set_gate(Gate gate) { gate_ = std::move(gate); }
 
  private:
   void check(graph::OpId producer, const torch::Tensor& t, int64_t rows) const;
@@ -60,6 +64,7 @@ class GraphExecutor {
   std::vector<graph::OpId> order_;  // subgraph_.ops, those that read no stage input first
   std::vector<char> is_input_;      // by op id: a producer outside the subgraph that it reads
   Observer observer_;
+  Gate gate_;
 };
 
 torch::ScalarType to_torch(graph::DType dtype);

@@ -172,8 +172,9 @@ class Trainer {
   void write_op_profile();
   // Whether this rank writes / loads the optimizer state of `name`: the one
   // replica that updates it (PS owner), else replica 0 writes and all load.
-  bool writes_state(const std::string& name) const;
-  bool loads_state(const std::string& name) const;
+  // Note [Sharded optimizer state]
+  std::vector<std::pair<std::string, torch::Tensor>> state_to_write() const;
+  ParamState state_to_load(const CheckpointReader& ck, const std::string& name, const torch::Tensor& param) const;
   // Arms the gradient sync (if any) before the backward that completes the gradients.
   void arm_sync();
   // After backward: waits for the gradient sync (if any) and steps the
