@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   auto params = gm.parameters_of(ex.subgraph().ops);
   std::unique_ptr<comm::GradSync> sync;
   if (method == "allreduce") sync = comm::make_allreduce_sync(group, params, 25 << 20, wfbp);
-  if (method == "ps") sync = comm::make_ps_sync(group, params);
+  if (method == "ps") sync = comm::make_ps_sync(group, params, {0, 25 << 20, &g});
   if (method == "sfb") {
     std::map<std::string, std::string> m;
     for (const auto& op : g.ops())
@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   ex.set_observer(sync->observer());
+  ex.set_gate(sync->gate());
   runtime::OptimizerConfig oc;  // SGD, momentum 0.9
   oc.lr = 0.01;
   auto opt = runtime::Optimizer::make(oc);

@@ -404,6 +404,12 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
       c.parallel.grad_sync != "hybrid")
     r.fail("parallel.staleness", root["parallel"]["staleness"],
            "applies to the parameter server; use parallel.grad_sync=ps (or hybrid), or staleness 0");
+  // Note [Staleness]: members run ahead of each other only as data-parallel
+  // replicas; a pipeline's stages exchange every micro-batch in lock-step.
+  if (c.parallel.devices > 1 && c.parallel.staleness > 0 && c.parallel.partitioner != "dp" &&
+      (p.size() < 5 || p.substr(p.size() - 5) != ".json"))
+    r.fail("parallel.staleness", root["parallel"]["staleness"],
+           "applies to data-parallel replicas; use parallel.partitioner=dp (now " + p + "), or staleness 0");
 }
 
 // The sections and keys of `root` after `overrides`, every value and relation checked.

@@ -243,13 +243,50 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   const auto r = stage_->run(source, batch, [this] { arm_sync(); }, &trace);
   StepTotals t;
   t.exposed_s = sync_and_step(lr, trace);
-  const auto global = sum_over_ranks({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0});
+  const auto global = sum_step({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0});
   trace.add("step " + std::to_string(step_), "step", kCommLane, start, now_us());
   trace.resolve();
-  if (!std::isfinite(global[0]))
-    throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global[0]) +
+  if (!std::isfinite(global.loss))
+    throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global.loss) +
                         "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
-  t.loss = global[0], t.correct = global[1], t.stop = global[2] > 0;
+  t.loss = global.loss, t.correct = global.correct, t.stop = global.stop, t.steps = global.steps;
+  return t;
+}
+
+// Note [Lagged step totals]: every step sums the loss, the correct count
+// and the stop flag over the ranks — a collective every rank joins, which
+// under bounded staleness would hold the fast ranks to the slowest every
+// step (Note [Staleness] in comm/grad_sync.h). So with staleness s the sum
+// of step t is started asynchronously and read at step t + s (every rank at
+// the same step, so all stop together), and all are read at the last step.
+Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
+  const auto s = config_.parallel.staleness;
+  StepTotals t;
+  if (s == 0 || size_ == 1) {
+    const auto v = sum_over_ranks(std::move(values));
+    t.loss = v[0], t.correct = v[1], t.stop = v[2] > 0;
+    return t;
+  }
+  PendingSum p{step_, torch::tensor(values, torch::kFloat64), {}};
+  std::vector<at::Tensor> v{p.values};
+  p.work = group_->pg().allreduce(v);
+  pending_sums_.push_back(std::move(p));
+  t.steps = 0;
+  const bool last = step_ + 1 >= total_steps_;
+  while (!pending_sums_.empty() && (last || static_cast<std::int64_t>(pending_sums_.size()) > s)) {
+    auto& front = pending_sums_.front();
+    try {
+      front.work->wait(group_->timeout());
+    } catch (const std::exception& e) {
+      const auto lost = group_->diagnose();
+      throw comm::CommError("step " + std::to_string(front.step) + ": all-reduce of the loss failed" +
+                                (lost.empty() ? "" : " (" + lost + ")") + ": " + first_line(e),
+                            ErrorKind::kFailure, where());
+    }
+    const auto* d = front.values.data_ptr<double>();
+    t.loss += d[0], t.correct += d[1], t.stop = t.stop || d[2] > 0, ++t.steps;
+    pending_sums_.pop_front();
+  }
   return t;
 }
 
@@ -262,11 +299,12 @@ void Trainer::log_window(Window& w, double lr, double steps_per_s, double wall_s
   const auto batch = config_.train.mini_batch;
   nlohmann::json line{{"step", step_},
                       {"epoch", sampler_->epoch_of(step_ - 1)},
-                      {"loss", w.loss / w.steps},
+                      {"loss", w.loss / static_cast<double>(std::max<std::int64_t>(1, w.summed))},
                       {"lr", lr},
                       {"samples_per_s", steps_per_s * batch},
                       {"wall_s", wall_s}};
-  if (classifies_) line["accuracy"] = w.correct / static_cast<double>(w.steps * batch);
+  if (classifies_) line["accuracy"] = w.correct / static_cast<double>(std::max<std::int64_t>(1, w.summed) * batch);
+  if (w.summed != w.steps) line["summed_steps"] = w.summed;  // Note [Lagged step totals]
   if (sync_) {
     if (!comm_bytes_logged_) {
       nlohmann::json per;
@@ -352,22 +390,24 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
     }
     if (step_ == kill_after_step_of(rank_)) ::kill(::getpid(), SIGKILL);
     window.loss += t.loss, window.correct += t.correct, window.exposed += t.exposed_s, ++window.steps;
+    window.summed += t.steps;
 
     const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;
     const double window_s = seconds_since(window_start);
     const double steps_per_s = window_s > 0 ? window.steps / window_s : 0;
     progress.update(step_, total_steps_, steps_per_s,
                     "epoch " + std::to_string(sampler_->epoch_of(step_ - 1) + 1) + " loss " +
-                        fixed(window.loss / window.steps, 4) +
+                        fixed(window.loss / static_cast<double>(std::max<std::int64_t>(1, window.summed)), 4) +
                         (classifies_ ? " acc " +
                                            fixed(100 * window.correct /
-                                                     static_cast<double>(window.steps * config_.train.mini_batch),
+                                                     static_cast<double>(std::max<std::int64_t>(1, window.summed) *
+                                                                         config_.train.mini_batch),
                                                  1) +
                                            "%"
                                      : std::string()),
                     log_now);
     if (log_now) {
-      result.last_loss = window.loss / window.steps;
+      result.last_loss = window.loss / static_cast<double>(std::max<std::int64_t>(1, window.summed));
       log_window(window, lr, steps_per_s, wall());
       window_start = Clock::now();
     }

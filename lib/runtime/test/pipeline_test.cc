@@ -158,6 +158,7 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
           std::lock_guard<std::mutex> lock(mu);
           res.loss[s] += out.loss_sum;
         }
+        if (sync) sync->flush();  // PS pulls land in the next forward, else here (as in the trainer)
         for (const auto& [name, w] : ex.params()) res.ranks[r][name] = w.detach().clone();
         for (const auto& q : modules[r]->named_parameters()) res.held[r].insert(q.key());
       } catch (const std::exception& e) {

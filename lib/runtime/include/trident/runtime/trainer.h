@@ -170,9 +170,8 @@ class Trainer {
   // With train.profile_ops, rank 0 writes ops.json: every rank's op self time
   // per step, the step's wall time and the rest (outside any op).
   void write_op_profile();
-  // Whether this rank writes / loads the optimizer state of `name`: the one
-  // replica that updates it (PS owner), else replica 0 writes and all load.
-  // Note [Sharded optimizer state]
+  // What this rank writes of the optimizer state, and what it loads of a
+  // parameter's (Note [Sharded optimizer state]).
   std::vector<std::pair<std::string, torch::Tensor>> state_to_write() const;
   ParamState state_to_load(const CheckpointReader& ck, const std::string& name, const torch::Tensor& param) const;
   // Arms the gradient sync (if any) before the backward that completes the gradients.
@@ -182,16 +181,26 @@ class Trainer {
   // both in `trace`. Returns the exposed communication seconds (0 without sync).
   double sync_and_step(double lr, TraceLog& trace);
   std::string banner() const;
-  // One step's figures summed over the ranks.
+  // Figures summed over the ranks, of `steps` steps: one, or under
+  // staleness s those whose sums have arrived (Note [Lagged step totals]).
   struct StepTotals {
     double loss = 0, correct = 0, exposed_s = 0;
     bool stop = false;
+    std::int64_t steps = 1;
   };
   StepTotals step(double lr, TraceLog& trace);
+  // Note [Lagged step totals]
+  StepTotals sum_step(std::vector<double> values);
+  struct PendingSum {
+    std::int64_t step = 0;
+    torch::Tensor values;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  std::deque<PendingSum> pending_sums_;
   // Sums over the steps since the last metrics line.
   struct Window {
-    double loss = 0, correct = 0, exposed = 0;
-    std::int64_t steps = 0;
+    double loss = 0, correct = 0, exposed = 0;  // loss and correct: of the `summed` steps
+    std::int64_t steps = 0, summed = 0;         // steps run; steps whose sums arrived
   };
   void log_window(Window& window, double lr, double steps_per_s, double wall_s);
 
