@@ -233,7 +233,8 @@ std::vector<Key> parallel_keys() {
   k.push_back(sync_key());
   k.push_back(int_key("parallel.staleness", [](TrainConfig& c) -> auto& { return c.parallel.staleness; }, bound(0),
                       bound(kMostStaleness),
-                      "0 (BSP) to 1000; > 0 only with `ps` or `hybrid`: pulls applied s iterations late"));
+                      "0 (BSP) to 1000; > 0 only with `ps` or `hybrid` and `partitioner: dp`: stale-synchronous parallel, no rank "
+                      "more than s clocks ahead of the slowest (docs/distributed.md)"));
   k.push_back(real_key("parallel.timeout_s", [](TrainConfig& c) -> auto& { return c.parallel.timeout_s; },
                        within({1, 86400}),
                        "1 to 86400; a collective waiting longer fails, naming the rank that stopped responding"));

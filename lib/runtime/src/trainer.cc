@@ -56,6 +56,18 @@ data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<s
   return s;
 }
 
+// Straggler injection for the staleness benchmark (bench/run_ssp.sh):
+// TRIDENT_TEST_SLOW_STEP_MS=MS makes the rank whose number is the step's
+// modulo the world size sleep MS milliseconds in that step, so each step
+// has one straggler and each rank is the straggler every P-th step.
+std::int64_t slow_step_ms() {
+  static const std::int64_t ms = [] {
+    const char* v = std::getenv("TRIDENT_TEST_SLOW_STEP_MS");
+    return v ? std::max<std::int64_t>(0, std::atoll(v)) : std::int64_t{0};
+  }();
+  return ms;
+}
+
 // Fault injection for the restart tests: TRIDENT_TEST_KILL_AT=R:N makes
 // rank R kill itself (SIGKILL) once step N is done, on the launcher's first
 // start only (TRIDENT_RESTART_COUNT unset or 0); R:N:every on every start.
@@ -240,6 +252,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   };
   const auto start = now_us();
   stage_->set_random_key(config_.train.seed, step_);
+  if (slow_step_ms() && step_ % size_ == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms()));
   const auto r = stage_->run(source, batch, [this] { arm_sync(); }, &trace);
   StepTotals t;
   t.exposed_s = sync_and_step(lr, trace);

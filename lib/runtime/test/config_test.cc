@@ -151,7 +151,12 @@ TEST(Config, DistributedSettingsAreValidated) {
   expect_error(kGood, {"parallel.partitioner=plan.yaml"}, {"parallel.partitioner = 'plan.yaml'", "a plan .json path"});
   expect_error(kGood, {"parallel.devices=2", "parallel.staleness=2"},
                {"parallel.staleness = '2'", "applies to the parameter server"});
-  EXPECT_EQ(parse_config(kGood, {"parallel.devices=2", "parallel.grad_sync=ps", "parallel.staleness=2"}, "c")
+  // Note [Staleness]: replicas only, not a pipeline's stages.
+  expect_error(kGood, {"parallel.devices=2", "parallel.grad_sync=ps", "parallel.staleness=2",
+                       "parallel.partitioner=graphpipe"},
+               {"parallel.staleness = '2'", "applies to data-parallel replicas", "parallel.partitioner=dp"});
+  EXPECT_EQ(parse_config(kGood, {"parallel.devices=2", "parallel.grad_sync=ps", "parallel.staleness=2",
+                                 "parallel.partitioner=dp"}, "c")
                 .parallel.staleness, 2);
   expect_error(kGood, {"parallel.timeout_s=0"}, {"parallel.timeout_s = '0'"});
   expect_error(std::string(kGood) + "parallel: {sync: {fc1.weight: nccl}}\n", {},

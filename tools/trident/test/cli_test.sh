@@ -163,6 +163,19 @@ if [ $rc -eq 0 ] || [ ! -s "$ck/step-5/manifest.json" ] || [ -e "$ck/step-10" ] 
 out=$(timeout 120 "$bin" train --resume "$work/crash/fmnist-mlp" --set parallel.devices=1 --set train.steps=15 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 5" || [ ! -s "$ck/step-15/manifest.json" ]; then
   echo "FAIL crash-resume: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# Bounded staleness (Note [Staleness]): with s = 2, 3 data-parallel ranks end within 0.5 points of BSP's
+# test accuracy (mlp on Fashion-MNIST, 300 steps of 96); and a config asking it of a pipeline is refused.
+scommon=(--config "$cfg" --set train.steps=300 --set train.epochs=null --set train.threads=1 --set data.test_size=2000
+         --set train.mini_batch=96 --set parallel.grad_sync=ps --set checkpoint.every=0 --set train.log_every=100)
+accuracy() { python3 -c 'import json, sys; print([json.loads(l) for l in open(sys.argv[1]) if "test_accuracy" in l][-1]["test_accuracy"])' "$1/fmnist-mlp/metrics.jsonl" 2>&1; }
+"$bin" train "${scommon[@]}" --nproc 3 --set runs_dir=$work/bsp >/dev/null 2>&1
+out=$("$bin" train "${scommon[@]}" --nproc 3 --set parallel.staleness=2 --set runs_dir=$work/ssp 2>&1); rc=$?
+a=$(accuracy "$work/bsp"); b=$(accuracy "$work/ssp")
+if [ $rc -ne 0 ] || ! python3 -c 'import sys; a, b = map(float, sys.argv[1:]); assert abs(a - b) <= 0.005 and a > 0.7, (a, b)' "$a" "$b"; then
+  echo "FAIL ssp-accuracy: exit $rc: BSP $a, SSP $b: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+echo "ssp-accuracy: BSP $a, s=2 $b"
+check ssp-pipeline 2 "parallel.staleness = '2': applies to data-parallel replicas" -- train --config "$cfg" --nproc 2 \
+  --set parallel.grad_sync=ps --set parallel.staleness=2 --set parallel.partitioner=pipedream
 check dp-indivisible 2 "must divide train.mini_batch = 128" -- train --config "$cfg" --nproc 3
 # A worker of another job at this job's rendezvous (same MASTER_PORT) is refused, naming both jobs.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -210,6 +223,10 @@ export TRIDENT_TEST_DIAGNOSE_DELAY=2:4000
 kill_rank kill-rank-late 3 20 2 -- --config "$cfg" --nproc 3 --set train.mini_batch=96 --set train.steps=100000 \
   --set train.epochs=null --set train.threads=1 --set runs_dir=$work/kill-late --set parallel.timeout_s=5 --set train.log_every=10
 unset TRIDENT_TEST_DIAGNOSE_DELAY
+# The same under bounded staleness, where the fast ranks do not wait for rank 1 every step.
+kill_rank kill-rank-ssp 3 20 2 -- --config "$cfg" --nproc 3 --set train.mini_batch=96 --set train.steps=100000 \
+  --set train.epochs=null --set train.threads=1 --set runs_dir=$work/kill-ssp --set parallel.timeout_s=5 --set train.log_every=10 \
+  --set parallel.grad_sync=ps --set parallel.staleness=2
 
 
 # Graph pipelines: graphpipe plans under two cluster presets (cpu-local: 2 stages x 2 replicas;

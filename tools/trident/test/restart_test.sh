@@ -26,6 +26,10 @@ restarted() {
 "$bin" train "${common[@]}" --nproc 2 --set runs_dir="$work/dp" >/dev/null 2>&1
 restarted dp-restart 1:12 "continuing from the checkpoint of step 10" --nproc 2
 same_weights dp-restart-weights "$work/dp/fmnist-mlp" "$work/dp-restart/fmnist-mlp" --rtol 0 --atol 1e-6
+# Under bounded staleness (parameter server, s = 2): the restart resumes the same way (the weights
+# depend on timing, so only the recovery is checked).
+restarted ssp-restart 1:12 "continuing from the checkpoint of step 10" --nproc 2 --set parallel.grad_sync=ps \
+  --set parallel.staleness=2
 # Killed before the first checkpoint: the restart starts over.
 restarted dp-restart-early 0:3 "has no complete checkpoint yet; starting over" --nproc 2
 same_weights dp-restart-early-weights "$work/dp/fmnist-mlp" "$work/dp-restart-early/fmnist-mlp" --rtol 0 --atol 1e-6
