@@ -45,6 +45,7 @@ class PsSync final : public detail::OrderedSync {
         pull_group_(group_.size() > 1 ? group_.subgroup(members(group_.size()), "ps-pull") : group_) {
     lay_out();
     if (options.graph) map_ops(*options.graph);
+    read_.assign(items_.size(), 0);
     install_grad_hooks();
   }
 
@@ -67,9 +68,10 @@ class PsSync final : public detail::OrderedSync {
       throw CommError(group_.member(group_.rank()) + ": ps: apply() without a backward since the last one");
     rounds_.back().update = update;
     ++clock_;
+    std::fill(read_.begin(), read_.end(), 0);
     const auto bound = clock_ - 1 - staleness_;
-    serve(bound);
-    receive(gated_ ? -1 : bound, nullptr);
+    serve(bound, true);
+    receive(gated_ ? -1 : bound, nullptr, true);
     reported_ = stats_.events.size();
     double last = stats_.backward_end_s;
     for (const auto& e : stats_.events) last = std::max(last, e.end_s);
@@ -82,15 +84,23 @@ class PsSync final : public detail::OrderedSync {
     return [this](graph::OpId op) {
       auto it = by_op_.find(op);
       if (it == by_op_.end() || rounds_.empty()) return;
+      // What the bound requires, and newer pulls that have arrived for a
+      // bucket no op has read since apply(): once one has (and saved it for
+      // backward), an arrival must not overwrite it in place until the next
+      // apply(). Server updates (in place too) happen only in apply().
       const auto bound = clock_ - 1 - staleness_;
-      serve(bound);
-      receive(bound, &it->second);
+      serve(bound, false);
+      for (int b : it->second) {
+        const std::vector<int> one{b};
+        receive(bound, &one, !read_[b]);
+        read_[b] = 1;
+      }
     };
   }
 
   void flush() override {
-    serve(kNoBound);
-    receive(kNoBound, nullptr);
+    serve(kNoBound, false);
+    receive(kNoBound, nullptr, false);
     reported_ = stats_.events.size();
   }
 
@@ -183,14 +193,15 @@ class PsSync final : public detail::OrderedSync {
 
   // Server side, strictly in (iteration, bucket) order so every member
   // launches its pulls in the same order: every push of an iteration up to
-  // `bound` is waited for; later ones are taken if they have arrived.
-  void serve(std::int64_t bound) {
+  // `bound` is waited for; later ones are taken if they have arrived and
+  // `take_arrived`.
+  void serve(std::int64_t bound, bool take_arrived) {
     for (auto& round : rounds_) {
       if (round.clock >= clock_) return;  // the current iteration, not yet applied
       for (std::size_t b = 0; b < round.flights.size(); ++b) {
         auto& f = round.flights[b];
         if (f.state != Flight::State::kPushing) continue;
-        if (round.clock > bound && f.push && !f.push->isCompleted()) return;
+        if (round.clock > bound && (!take_arrived || (f.push && !f.push->isCompleted()))) return;
         update(round, b);
       }
     }
@@ -250,15 +261,15 @@ class PsSync final : public detail::OrderedSync {
   // Worker side: lands pulls into the parameters, per bucket in iteration
   // order (a newer block never gives way to an older one); every pull of
   // an iteration up to `bound` is waited for, later ones are taken if they
-  // have arrived. `only`: these buckets (an op's), else all.
-  void receive(std::int64_t bound, const std::vector<int>* only) {
+  // have arrived and `take_arrived`. `only`: these buckets (an op's), else all.
+  void receive(std::int64_t bound, const std::vector<int>* only, bool take_arrived) {
     auto one = [&](int b) {
       for (auto& round : rounds_) {
         if (round.clock >= clock_) return;
         auto& f = round.flights[b];
         if (f.state == Flight::State::kLanded) continue;
         if (f.state == Flight::State::kPushing) return;
-        if (round.clock > bound && !f.pull->isCompleted()) return;
+        if (round.clock > bound && (!take_arrived || !f.pull->isCompleted())) return;
         land(round, b);
       }
     };
@@ -312,6 +323,7 @@ class PsSync final : public detail::OrderedSync {
   std::deque<Round> rounds_;                  // iterations not yet landed everywhere here
   std::int64_t clock_ = 0;                    // iterations applied
   bool gated_ = false;
+  std::vector<char> read_;                    // by bucket: read by an op since the last apply()
   std::size_t reported_ = 0;                  // events the caller has seen
 };
 
