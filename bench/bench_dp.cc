@@ -6,6 +6,7 @@
 // SYNC: allreduce | ps | sfb (Linear weights; the rest all-reduce) | hybrid (HybComm on this machine's
 // calibration; the JSON line says what it chose for the largest weight).
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 
 #include "trident/comm/grad_sync.h"
@@ -98,6 +99,9 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < steps; ++i) step();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (world.rank == 0 && std::getenv("BENCH_DP_EVENTS"))  // the last step's sync spans, ms from its arm()
+    for (const auto& e : sync->stats().events)
+      std::cerr << e.name << " " << 1e3 * e.start_s << " .. " << 1e3 * e.end_s << "\n";
   if (world.rank == 0)
     std::cout << "{\"system\": \"trident\", \"model\": \"" << model << "\", \"sync\": \"" << sync->name()
               << "\", \"ranks\": " << world.world_size << ", \"batch\": " << batch << ", \"threads\": " << threads

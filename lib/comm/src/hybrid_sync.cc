@@ -17,6 +17,9 @@ class HybridSync final : public GradSync {
     for (auto& p : parts_) p->finish();
     merge();
   }
+  void set_update(const Update& update) override {
+    for (auto& p : parts_) p->set_update(update);
+  }
   void apply(const Update& update) override {
     for (auto& p : parts_) p->apply(update);
     merge();

@@ -25,14 +25,25 @@ struct Flight {
   enum class State { kPushing, kPulling, kLanded } state = State::kPushing;
   c10::intrusive_ptr<c10d::Work> push, pull;
   torch::Tensor sent, received;       // [P × block]: this worker's gradients by server; this server's P pieces
-  std::vector<at::Tensor> gathered;   // every server's block of new values
+  torch::Tensor pulled;               // [P × block]: every server's block of new values
   std::chrono::steady_clock::time_point push_start, pull_start;
 };
 
 struct Round {
   std::int64_t clock = 0;
   std::vector<Flight> flights;  // by bucket
-  GradSync::Update update;      // set by apply()
+  GradSync::Update update;      // set by set_update() before backward, or by apply()
+};
+
+// What progress may touch: iterations up to `bound` must be done (waited
+// for); later ones are taken if they have arrived and `take_arrived`; only
+// buckets up to `last_bucket`; the current iteration (armed, not yet
+// applied) only with `current` — during its backward.
+struct Scope {
+  std::int64_t bound = -1;
+  bool take_arrived = false;
+  std::size_t last_bucket = std::numeric_limits<std::size_t>::max();
+  bool current = false;
 };
 
 constexpr auto kNoBound = std::numeric_limits<std::int64_t>::max();
@@ -60,8 +71,12 @@ class PsSync final : public detail::OrderedSync {
     Round round;
     round.clock = clock_;
     round.flights.resize(items_.size());
+    round.update = std::move(next_update_);
+    next_update_ = {};
     rounds_.push_back(std::move(round));
   }
+
+  void set_update(const Update& update) override { next_update_ = update; }
 
   void apply(const Update& update) override {
     if (rounds_.empty() || rounds_.back().clock != clock_)
@@ -70,8 +85,8 @@ class PsSync final : public detail::OrderedSync {
     ++clock_;
     std::fill(read_.begin(), read_.end(), 0);
     const auto bound = clock_ - 1 - staleness_;
-    serve(bound, true);
-    receive(gated_ ? -1 : bound, nullptr, true);
+    serve({bound, true});
+    receive({gated_ ? -1 : bound, true}, nullptr);
     reported_ = stats_.events.size();
     double last = stats_.backward_end_s;
     for (const auto& e : stats_.events) last = std::max(last, e.end_s);
@@ -89,18 +104,18 @@ class PsSync final : public detail::OrderedSync {
       // backward), an arrival must not overwrite it in place until the next
       // apply(). Server updates (in place too) happen only in apply().
       const auto bound = clock_ - 1 - staleness_;
-      serve(bound, false);
+      serve({bound, false});
       for (int b : it->second) {
         const std::vector<int> one{b};
-        receive(bound, &one, !read_[b]);
+        receive({bound, !read_[b]}, &one);
         read_[b] = 1;
       }
     };
   }
 
   void flush() override {
-    serve(kNoBound, false);
-    receive(kNoBound, nullptr, false);
+    serve({kNoBound, false});
+    receive({kNoBound, false}, nullptr);
     reported_ = stats_.events.size();
   }
 
@@ -168,7 +183,8 @@ class PsSync final : public detail::OrderedSync {
   void launch(std::size_t b) override {
     const auto& l = layouts_[b];
     auto& f = rounds_.back().flights[b];
-    f.sent = torch::zeros({size() * l.block}, params_[l.params.front()].second.options().requires_grad(false));
+    f.sent = torch::empty({size() * l.block}, params_[l.params.front()].second.options().requires_grad(false));
+    f.sent.narrow(0, l.elements, size() * l.block - l.elements).zero_();
     for (std::size_t k = 0; k < l.params.size(); ++k) {
       const auto n = params_[l.params[k]].second.numel();
       f.sent.narrow(0, l.offset[k], n).copy_(grad_or_zeros(l.params[k]).reshape(-1));
@@ -176,15 +192,22 @@ class PsSync final : public detail::OrderedSync {
     f.push_start = std::chrono::steady_clock::now();
     if (size() == 1) {
       f.received = f.sent;
-      return;
+    } else {
+      f.received = torch::empty_like(f.sent);
+      std::vector<std::int64_t> even;
+      try {
+        f.push = group_.pg().alltoall_base(f.received, f.sent, even, even);
+      } catch (const std::exception& e) {
+        fail("push of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...)", e);
+      }
     }
-    f.received = torch::empty_like(f.sent);
-    std::vector<std::int64_t> even;
-    try {
-      f.push = group_.pg().alltoall_base(f.received, f.sent, even, even);
-    } catch (const std::exception& e) {
-      fail("push of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...)", e);
-    }
+    // Poseidon's overlap: buckets up to b are done with in this backward
+    // (their gradients are complete, so no autograd node still reads their
+    // parameters), so what has arrived for them — pushes to serve, pulls to
+    // land — is taken now, while the layers below are still in backward.
+    const Scope now{-1, true, b, true};
+    serve(now);
+    receive(now, nullptr);
   }
 
   // Nothing to wait for at the end of backward: pushes complete when their
@@ -192,16 +215,16 @@ class PsSync final : public detail::OrderedSync {
   void complete(std::size_t) override {}
 
   // Server side, strictly in (iteration, bucket) order so every member
-  // launches its pulls in the same order: every push of an iteration up to
-  // `bound` is waited for; later ones are taken if they have arrived and
-  // `take_arrived`.
-  void serve(std::int64_t bound, bool take_arrived) {
+  // launches its pulls in the same order (Scope says what may be touched).
+  void serve(const Scope& scope) {
     for (auto& round : rounds_) {
-      if (round.clock >= clock_) return;  // the current iteration, not yet applied
+      const bool current = round.clock >= clock_;
+      if (current && (!scope.current || !round.update)) return;
       for (std::size_t b = 0; b < round.flights.size(); ++b) {
         auto& f = round.flights[b];
         if (f.state != Flight::State::kPushing) continue;
-        if (round.clock > bound && (!take_arrived || (f.push && !f.push->isCompleted()))) return;
+        if (b > scope.last_bucket || !f.received.defined()) return;  // not allowed, or not pushed yet
+        if (round.clock > scope.bound && (!scope.take_arrived || (f.push && !f.push->isCompleted()))) return;
         update(round, b);
       }
     }
@@ -222,9 +245,7 @@ class PsSync final : public detail::OrderedSync {
     event("ps push bucket " + std::to_string(b), f.push_start);
     // This server's block: the P workers' pieces summed in member order.
     const auto begin = l.begin(me()), len = l.end(me()) - begin;
-    auto pieces = f.received.view({size(), l.block});
-    auto sum = pieces[0].narrow(0, 0, len).clone();
-    for (int j = 1; j < size(); ++j) sum.add_(pieces[j].narrow(0, 0, len));
+    auto sum = f.received.view({size(), l.block}).narrow(1, 0, len).sum(0);
     f.sent = f.received = torch::Tensor();
     f.push.reset();
     const auto t0 = std::chrono::steady_clock::now();
@@ -244,39 +265,39 @@ class PsSync final : public detail::OrderedSync {
       f.state = Flight::State::kLanded;
       return;
     }
-    f.gathered.clear();
-    for (int j = 0; j < size(); ++j) f.gathered.push_back(torch::empty_like(mine));
-    std::vector<std::vector<at::Tensor>> out{f.gathered};
-    std::vector<at::Tensor> in{mine};
+    // An alltoall whose every block is this server's: Gloo's all-gather took
+    // three times as long for the same bytes (docs/benchmarks.md).
+    auto in = mine.repeat({size()});
+    f.pulled = torch::empty_like(in);
+    std::vector<std::int64_t> even;
     f.pull_start = std::chrono::steady_clock::now();
     try {
-      f.pull = pull_group_.pg().allgather(out, in);
+      f.pull = pull_group_.pg().alltoall_base(f.pulled, in, even, even);
     } catch (const std::exception& e) {
       fail("pull of gradient bucket " + std::to_string(b), e);
     }
-    f.gathered = out[0];
     f.state = Flight::State::kPulling;
   }
 
   // Worker side: lands pulls into the parameters, per bucket in iteration
-  // order (a newer block never gives way to an older one); every pull of
-  // an iteration up to `bound` is waited for, later ones are taken if they
-  // have arrived and `take_arrived`. `only`: these buckets (an op's), else all.
-  void receive(std::int64_t bound, const std::vector<int>* only, bool take_arrived) {
-    auto one = [&](int b) {
+  // order (a newer block never gives way to an older one), as `scope`
+  // allows; `only`: these buckets (an op's), else all.
+  void receive(const Scope& scope, const std::vector<int>* only) {
+    auto one = [&](std::size_t b) {
+      if (b > scope.last_bucket) return;
       for (auto& round : rounds_) {
-        if (round.clock >= clock_) return;
+        if (round.clock >= clock_ && !scope.current) return;
         auto& f = round.flights[b];
         if (f.state == Flight::State::kLanded) continue;
         if (f.state == Flight::State::kPushing) return;
-        if (round.clock > bound && (!take_arrived || !f.pull->isCompleted())) return;
+        if (round.clock > scope.bound && (!scope.take_arrived || !f.pull->isCompleted())) return;
         land(round, b);
       }
     };
     if (only) {
-      for (int b : *only) one(b);
+      for (int b : *only) one(static_cast<std::size_t>(b));
     } else {
-      for (std::size_t b = 0; b < items_.size(); ++b) one(static_cast<int>(b));
+      for (std::size_t b = 0; b < items_.size(); ++b) one(b);
     }
     while (!rounds_.empty() && rounds_.front().clock < clock_ && landed(rounds_.front())) rounds_.pop_front();
   }
@@ -305,11 +326,11 @@ class PsSync final : public detail::OrderedSync {
         const auto n = params_[l.params[k]].second.numel();
         const auto lo = std::max(begin, l.offset[k]), hi = std::min(end, l.offset[k] + n);
         if (hi <= lo) continue;
-        flat(l.params[k]).narrow(0, lo - l.offset[k], hi - lo).copy_(f.gathered[j].narrow(0, lo - begin, hi - lo));
+        flat(l.params[k]).narrow(0, lo - l.offset[k], hi - lo).copy_(f.pulled.narrow(0, j * l.block + lo - begin, hi - lo));
       }
     }
     event("ps pull bucket " + std::to_string(b), f.pull_start);
-    f.gathered.clear();
+    f.pulled = torch::Tensor();
     f.pull.reset();
     f.state = Flight::State::kLanded;
   }
@@ -323,6 +344,7 @@ class PsSync final : public detail::OrderedSync {
   std::deque<Round> rounds_;                  // iterations not yet landed everywhere here
   std::int64_t clock_ = 0;                    // iterations applied
   bool gated_ = false;
+  Update next_update_;                        // set_update(): for the next arm()
   std::vector<char> read_;                    // by bucket: read by an op since the last apply()
   std::size_t reported_ = 0;                  // events the caller has seen
 };

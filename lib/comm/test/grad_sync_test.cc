@@ -132,10 +132,13 @@ Run train(const std::string& model, int ranks, int steps, std::int64_t batch, co
     nn::GraphExecutor ex(m, graph::whole_graph(g));
     if (sync) ex.set_observer(sync->observer()), ex.set_gate(sync->gate());
     auto loss = ex.forward({}, fields).at(g.loss()) / static_cast<double>(batch);
-    if (sync) sync->arm();
+    auto update = [](const std::string&, torch::Tensor& p, const torch::Tensor& grad) {
+      torch::NoGradGuard no_grad;
+      p.sub_(grad, 0.05);
+    };
+    if (sync) sync->set_update(update), sync->arm();  // a PS may update during backward
     loss.backward();
     torch::NoGradGuard no_grad;
-    auto update = [](const std::string&, torch::Tensor& p, const torch::Tensor& grad) { p.sub_(grad, 0.05); };
     if (sync) {
       sync->finish();
       sync->apply(update);

@@ -180,9 +180,19 @@ Evaluation Trainer::evaluate(const data::Dataset& split) {
   return {total[0] / static_cast<double>(n), total[1] / static_cast<double>(n)};
 }
 
-void Trainer::arm_sync() {
+// The optimizer step for one parameter (or a PS block of it) at `lr`. By
+// value: a PS server may apply it during backward or after apply() returns
+// (Note [Sharded parameter server], Note [Staleness]).
+comm::GradSync::Update Trainer::update_at(double lr) const {
+  return [optimizer = optimizer_.get(), lr](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
+    optimizer->step(name, p, grad, lr);
+  };
+}
+
+void Trainer::arm_sync(double lr) {
   if (!sync_) return;
   sync_armed_us_ = now_us();
+  sync_->set_update(update_at(lr));
   sync_->arm();
 }
 
@@ -203,10 +213,7 @@ double Trainer::sync_and_step(double lr, TraceLog& trace) {
   sync_->finish();
   const auto t1 = trace.stamp();
   trace.add_stamped("wait for sync", "wait", t0, t1);
-  // By value: a PS server may apply this iteration's update later (Note [Staleness]).
-  sync_->apply([optimizer = optimizer_.get(), lr](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
-    optimizer->step(name, p, grad, lr);
-  });
+  sync_->apply(update_at(lr));
   for (const auto& e : sync_->stats().events)
     trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
               sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
@@ -253,7 +260,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   const auto start = now_us();
   stage_->set_random_key(config_.train.seed, step_);
   if (slow_step_ms() && step_ % size_ == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms()));
-  const auto r = stage_->run(source, batch, [this] { arm_sync(); }, &trace);
+  const auto r = stage_->run(source, batch, [this, lr] { arm_sync(lr); }, &trace);
   StepTotals t;
   t.exposed_s = sync_and_step(lr, trace);
   const auto global = sum_step({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0});

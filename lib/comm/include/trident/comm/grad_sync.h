@@ -71,6 +71,10 @@ class GradSync {
   // its last push arrives): capture by value what it needs.
   using Update = std::function<void(const std::string& name, torch::Tensor& param, const torch::Tensor& grad)>;
   virtual void apply(const Update& update) = 0;
+  // The update of the iteration armed next, given before its backward: a
+  // PS server may then apply it as soon as a bucket's pushes arrive, while
+  // backward goes on (Poseidon's overlap). Optional; apply() passes it too.
+  virtual void set_update(const Update& update) { (void)update; }
   // Which elements of parameter `name` (flattened) this rank updates and
   // holds optimizer state for: nullopt when every member updates all of it;
   // otherwise [begin, end), possibly empty.

@@ -175,7 +175,8 @@ class Trainer {
   std::vector<std::pair<std::string, torch::Tensor>> state_to_write() const;
   ParamState state_to_load(const CheckpointReader& ck, const std::string& name, const torch::Tensor& param) const;
   // Arms the gradient sync (if any) before the backward that completes the gradients.
-  void arm_sync();
+  void arm_sync(double lr);
+  comm::GradSync::Update update_at(double lr) const;
   // After backward: waits for the gradient sync (if any) and steps the
   // optimizer on this stage's parameters, zeroing their gradients; records
   // both in `trace`. Returns the exposed communication seconds (0 without sync).
