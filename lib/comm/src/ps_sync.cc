@@ -25,7 +25,7 @@ struct Flight {
   enum class State { kPushing, kPulling, kLanded } state = State::kPushing;
   c10::intrusive_ptr<c10d::Work> push, pull;
   torch::Tensor sent, received;       // [P × block]: this worker's gradients by server; this server's P pieces
-  torch::Tensor pulled;               // [P × block]: every server's block of new values
+  torch::Tensor pull_in, pulled;      // [P × block]: this server's block P times; every server's block
   std::chrono::steady_clock::time_point push_start, pull_start;
 };
 
@@ -57,6 +57,7 @@ class PsSync final : public detail::OrderedSync {
     lay_out();
     if (options.graph) map_ops(*options.graph);
     read_.assign(items_.size(), 0);
+    free_.resize(items_.size());
     install_grad_hooks();
   }
 
@@ -176,6 +177,25 @@ class PsSync final : public detail::OrderedSync {
         }
   }
 
+  // Note [PS buffers]: a bucket's flat [P × block] buffers (push out and
+  // in, pull out and in) are reused across iterations: a fresh large
+  // allocation is a fresh mapping whose every page faults on first touch,
+  // which on the 2-core machine cost more than the copies themselves.
+  torch::Tensor buffer(std::size_t b) {
+    auto& free = free_[b];
+    if (!free.empty()) {
+      auto t = std::move(free.back());
+      free.pop_back();
+      return t;
+    }
+    const auto& l = layouts_[b];
+    return torch::empty({size() * l.block}, params_[l.params.front()].second.options().requires_grad(false));
+  }
+  void recycle(std::size_t b, torch::Tensor& t) {
+    if (t.defined()) free_[b].push_back(std::move(t));
+    t = torch::Tensor();
+  }
+
   // A parameter's elements, flat, sharing its storage.
   torch::Tensor flat(int i) const { return params_[i].second.detach().view(-1); }
 
@@ -183,7 +203,7 @@ class PsSync final : public detail::OrderedSync {
   void launch(std::size_t b) override {
     const auto& l = layouts_[b];
     auto& f = rounds_.back().flights[b];
-    f.sent = torch::empty({size() * l.block}, params_[l.params.front()].second.options().requires_grad(false));
+    f.sent = buffer(b);
     f.sent.narrow(0, l.elements, size() * l.block - l.elements).zero_();
     for (std::size_t k = 0; k < l.params.size(); ++k) {
       const auto n = params_[l.params[k]].second.numel();
@@ -193,7 +213,7 @@ class PsSync final : public detail::OrderedSync {
     if (size() == 1) {
       f.received = f.sent;
     } else {
-      f.received = torch::empty_like(f.sent);
+      f.received = buffer(b);
       std::vector<std::int64_t> even;
       try {
         f.push = group_.pg().alltoall_base(f.received, f.sent, even, even);
@@ -245,12 +265,14 @@ class PsSync final : public detail::OrderedSync {
     event("ps push bucket " + std::to_string(b), f.push_start);
     // This server's block: the P workers' pieces summed in member order.
     const auto begin = l.begin(me()), len = l.end(me()) - begin;
-    auto sum = f.received.view({size(), l.block}).narrow(1, 0, len).sum(0);
-    f.sent = f.received = torch::Tensor();
+    auto pieces = f.received.view({size(), l.block});
+    auto sum = pieces[0].narrow(0, 0, len);
+    for (int j = 1; j < size(); ++j) sum.add_(pieces[j].narrow(0, 0, len));
     f.push.reset();
     const auto t0 = std::chrono::steady_clock::now();
     torch::NoGradGuard no_grad;
-    auto mine = torch::zeros({l.block}, sum.options());
+    if (size() > 1) f.pull_in = buffer(b);
+    auto mine = size() > 1 ? f.pull_in.narrow(0, 0, l.block) : torch::Tensor();
     for (std::size_t k = 0; k < l.params.size(); ++k) {
       const int i = l.params[k];
       const auto& s = span_[i];
@@ -258,21 +280,23 @@ class PsSync final : public detail::OrderedSync {
       auto values = flat(i).narrow(0, s.begin, s.size());
       const auto at = l.offset[k] + s.begin - begin;
       round.update(params_[i].first, values, sum.narrow(0, at, s.size()));
-      mine.narrow(0, at, s.size()).copy_(values);
+      if (mine.defined()) mine.narrow(0, at, s.size()).copy_(values);
     }
     event("ps update bucket " + std::to_string(b), t0);
     if (size() == 1) {
+      f.sent = f.received = torch::Tensor();
       f.state = Flight::State::kLanded;
       return;
     }
+    recycle(b, f.sent), recycle(b, f.received);
     // An alltoall whose every block is this server's: Gloo's all-gather took
     // three times as long for the same bytes (docs/benchmarks.md).
-    auto in = mine.repeat({size()});
-    f.pulled = torch::empty_like(in);
+    for (int j = 1; j < size(); ++j) f.pull_in.narrow(0, j * l.block, l.block).copy_(mine);
+    f.pulled = buffer(b);
     std::vector<std::int64_t> even;
     f.pull_start = std::chrono::steady_clock::now();
     try {
-      f.pull = pull_group_.pg().alltoall_base(f.pulled, in, even, even);
+      f.pull = pull_group_.pg().alltoall_base(f.pulled, f.pull_in, even, even);
     } catch (const std::exception& e) {
       fail("pull of gradient bucket " + std::to_string(b), e);
     }
@@ -330,14 +354,15 @@ class PsSync final : public detail::OrderedSync {
       }
     }
     event("ps pull bucket " + std::to_string(b), f.pull_start);
-    f.pulled = torch::Tensor();
     f.pull.reset();
+    recycle(b, f.pull_in), recycle(b, f.pulled);
     f.state = Flight::State::kLanded;
   }
 
   std::int64_t staleness_ = 0;
   Group pull_group_;
   std::vector<Layout> layouts_;               // by bucket
+  std::vector<std::vector<torch::Tensor>> free_;  // by bucket: Note [PS buffers]
   std::vector<Span> span_;                    // by parameter: the elements this member serves
   std::map<std::string, int> index_;          // parameter name -> index
   std::map<graph::OpId, std::vector<int>> by_op_;  // op -> buckets of the parameters it reads
