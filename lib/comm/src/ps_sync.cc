@@ -271,7 +271,10 @@ class PsSync final : public detail::OrderedSync {
     f.push.reset();
     const auto t0 = std::chrono::steady_clock::now();
     torch::NoGradGuard no_grad;
-    if (size() > 1) f.pull_in = buffer(b);
+    if (size() > 1) {  // the push is done with `sent`: the pull's input takes it (two buffers per bucket)
+      recycle(b, f.sent);
+      f.pull_in = buffer(b);
+    }
     auto mine = size() > 1 ? f.pull_in.narrow(0, 0, l.block) : torch::Tensor();
     for (std::size_t k = 0; k < l.params.size(); ++k) {
       const int i = l.params[k];
@@ -288,7 +291,7 @@ class PsSync final : public detail::OrderedSync {
       f.state = Flight::State::kLanded;
       return;
     }
-    recycle(b, f.sent), recycle(b, f.received);
+    recycle(b, f.received);
     // An alltoall whose every block is this server's: Gloo's all-gather took
     // three times as long for the same bytes (docs/benchmarks.md).
     for (int j = 1; j < size(); ++j) f.pull_in.narrow(0, j * l.block, l.block).copy_(mine);
