@@ -63,7 +63,7 @@ graph::OpGraph model_graph(zoo::ModelSpec& model) {
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   auto* c = app.add_subcommand("plan", "find the fastest plan (stages, devices, micro-batch, schedule, sync) for a model on a cluster");
   add_model_options(c, a.model);
-  c->add_option("--cluster", a.cluster, "auto (this machine, see `trident calibrate`) | cpu-local | summit-v100 | dgx-a100 | h200 | a .yaml/.json file");
+  c->add_option("--cluster", a.cluster, "auto (this machine, see `trident calibrate`) | cpu-local | summit-v100 | dgx-a100 | h200 | poseidon-40gbe | poseidon-10gbe | a .yaml/.json file");
   c->add_option("--devices", a.devices, "devices (one process each)")->required();
   c->add_option("--mini-batch", a.mini_batch, "samples per iteration (global batch)")->required();
   c->add_option("--micro-batch", a.micro_batch, "fix the micro-batch (default: search powers of two)");

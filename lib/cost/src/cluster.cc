@@ -68,6 +68,14 @@ ClusterSpec preset(const std::string& name) {
     c.device = device("H200-SXM-141GB", 67, 989, 141, 4800, 4, 6);
     c.devices_per_node = 8, c.nodes = 32;
     c.intra_node = link(3, 450), c.inter_node = link(6, 50);
+  } else if (name == "poseidon-40gbe" || name == "poseidon-10gbe") {
+    // Poseidon's testbed (ATC'17): single-GPU machines with a GeForce GTX
+    // TITAN X (Maxwell, 12 GB) on 40 GbE, in the paper also limited to
+    // 10 GbE; no fast FP16 on Maxwell.
+    c.device = device("GeForce-GTX-TITAN-X-12GB", 6.6, 6.6, 12, 336, 1, 10);
+    c.devices_per_node = 1, c.nodes = 32;
+    const double gbs = name == "poseidon-40gbe" ? 5.0 : 1.25;
+    c.intra_node = link(50, gbs), c.inter_node = link(50, gbs);
   } else if (name == "auto") {
     return calibrated_or_rough();
   } else {
@@ -306,7 +314,8 @@ void check_core_throughput(const std::vector<double>& t, const std::string& wher
 }
 
 const std::vector<std::string>& cluster_presets() {
-  static const std::vector<std::string> names{"cpu-local", "summit-v100", "dgx-a100", "h200"};
+  static const std::vector<std::string> names{"cpu-local", "summit-v100", "dgx-a100", "h200", "poseidon-40gbe",
+                                              "poseidon-10gbe"};
   return names;
 }
 

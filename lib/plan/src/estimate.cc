@@ -35,19 +35,24 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   e.static_bytes = e.param_bytes * (2 + req.optimizer_states);
   if (replicas <= 1) return e;
   // WFBP: backward runs from the last op to the first; an op's gradients are
-  // ready once its own backward is done. All-reduced gradients travel in
-  // buckets as the runtime packs them (Note [Gradient buckets]); PS and SFB
-  // go per parameter.
+  // ready once its own backward is done. All-reduced and PS-synced
+  // gradients travel in buckets as the runtime packs them (Note [Gradient
+  // buckets]; Note [Sharded parameter server]), each method its own; SFB
+  // goes per parameter.
   struct Bucket {
     double bytes = 0, ready = 0;
-  } bucket;
-  int buckets = 0;
-  auto flush = [&] {
+    int count = 0;
+  };
+  Bucket buckets[2];  // all-reduce, PS
+  auto flush = [&](int which) {
+    auto& bucket = buckets[which];
     if (bucket.bytes <= 0) return;
-    const double seconds = cost::allreduce_s(link, bucket.bytes, replicas);
+    const double seconds = which == 0 ? cost::allreduce_s(link, bucket.bytes, replicas)
+                                      : cost::ps_s(link, bucket.bytes, replicas);
     e.sync_s += seconds;
-    e.sync.push_back({"allreduce bucket " + std::to_string(buckets++), bucket.ready, seconds});
-    bucket = {};
+    e.sync.push_back({std::string(which == 0 ? "allreduce" : "ps") + " bucket " + std::to_string(bucket.count++),
+                      bucket.ready, seconds});
+    bucket.bytes = 0;
   };
   double done = 0;
   for (std::size_t i = ops.size(); i-- > 0;) {
@@ -68,17 +73,19 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
         c = sync_for(planner, op, *p, replicas, link);
       }
       e.methods.emplace_back(p->name, c.method);
-      if (c.method == cost::SyncMethod::kAllReduce) {
+      if (c.method == cost::SyncMethod::kAllReduce || c.method == cost::SyncMethod::kPs) {
+        const int which = c.method == cost::SyncMethod::kAllReduce ? 0 : 1;
         const auto bytes = static_cast<double>(p->bytes());
-        if (bucket.bytes > 0 && bucket.bytes + bytes > req.bucket_bytes) flush();
-        bucket.bytes += bytes, bucket.ready = ready;
+        if (buckets[which].bytes > 0 && buckets[which].bytes + bytes > req.bucket_bytes) flush(which);
+        buckets[which].bytes += bytes, buckets[which].ready = ready;
         continue;
       }
       e.sync_s += c.seconds;
       e.sync.push_back({p->name, ready, c.seconds});
     }
   }
-  flush();
+  flush(0);
+  flush(1);
   return e;
 }
 
