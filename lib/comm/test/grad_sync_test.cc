@@ -49,7 +49,27 @@ graph::OpGraph wide_fc() {
   return b.finish();
 }
 
+// wide_fc with its first layer as tools/export captures an nn.Linear
+// (Note [Captured Linear layers] in cost/comm.cc).
+graph::OpGraph captured_fc() {
+  auto doc = wide_fc().to_json();
+  doc["capture"] = {{"by", "test"}, {"format", "aten/1"}, {"torch", "1.13"}};
+  for (auto& op : doc["ops"])
+    if (op["name"] == "fc") {
+      using J = nlohmann::json;
+      op["kind"] = "aten";
+      op["attrs"] = {{"capture", "aten/1"},
+                     {"calls", J::array({J{{"op", "aten::t"}, {"overload", ""}, {"args", J::array({J{{"param", "fc.weight"}}})}},
+                                         J{{"op", "aten::addmm"},
+                                           {"overload", ""},
+                                           {"args", J::array({J{{"param", "fc.bias"}}, J{{"in", 0}}, J{{"call", 0}}})}}})},
+                     {"result", {{"call", 1}}}};
+    }
+  return graph::OpGraph::from_json(doc);
+}
+
 graph::OpGraph model_graph(const std::string& model) {
+  if (model == "captured_fc") return captured_fc();
   return model == "wide_fc" ? wide_fc() : zoo::build_graph({model, "tiny"});
 }
 
@@ -297,6 +317,18 @@ TEST(AllReduceSync, SmallBucketsAndNoWfbpAgreeAndCountBytes) {
   auto off = train("mlp", 2, 2, 24, [](Group g, NamedParams p) { return make_allreduce_sync(g, p, 4096, false); });
   expect_equal(off);
   EXPECT_GE(off.stats[0].events.front().start_s, off.stats[0].backward_end_s);
+}
+
+// Note [Captured Linear layers]: SFB takes an ATen-captured nn.Linear as it
+// takes the zoo's linear op, and trains to the single process's weights.
+TEST(SfbSync, TakesCapturedLinearLayers) {
+  const auto g = captured_fc();
+  const auto methods = sfb_where_possible(g);
+  EXPECT_EQ(methods.at("fc.weight"), "sfb");
+  EXPECT_EQ(methods.at("fc.bias"), "allreduce");
+  auto run = train("captured_fc", 3, 3, 24, [&](Group grp, NamedParams p) { return make_hybrid_sync(grp, p, g, methods); });
+  expect_equal(run);
+  EXPECT_DOUBLE_EQ(run.stats[0].sent.at("fc.weight"), 8.0 * 2 * (1024 + 1024) * 4);  // factors, not the gradient
 }
 
 TEST(SfbSync, RebuiltGradientEqualsTheAllReducedOneAndBytesFollowTheFormula) {

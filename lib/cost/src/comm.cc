@@ -101,9 +101,43 @@ double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_p
          rebuild_flops / device.peak(graph::DType::kFloat32);
 }
 
+namespace {
+
+// Note [Captured Linear layers]: an ATen capture of nn.Linear on a batch of
+// rows is the program t(W); addmm(b, x, that) (or mm(x, that) without a
+// bias) over the op's one input — exactly the zoo's linear op, so SFB's
+// factors (the input rows and the output gradient) are the op's input and
+// output as they are for it.
+bool is_captured_linear(const graph::Op& op, const graph::ParamSpec& weight) {
+  if (op.kind != "aten" || op.inputs.size() != 1) return false;
+  const auto calls = op.attrs.find("calls");
+  if (calls == op.attrs.end() || !calls->is_array() || calls->size() != 2) return false;
+  const auto& t = (*calls)[0];
+  const auto& mm = (*calls)[1];
+  auto arg_is = [](const nlohmann::json& a, const char* key, const nlohmann::json& value) {
+    return a.is_object() && a.size() == 1 && a.contains(key) && a.at(key) == value;
+  };
+  if (t.value("op", "") != "aten::t" || !t.contains("args") || t["args"].size() != 1 ||
+      !arg_is(t["args"][0], "param", weight.name))
+    return false;
+  const auto result = op.attrs.find("result");
+  if (result == op.attrs.end() || !arg_is(*result, "call", 1) || mm.contains("kwargs")) return false;
+  const auto& args = mm.value("args", nlohmann::json::array());
+  const auto name = mm.value("op", "");
+  if (name == "aten::addmm")
+    return args.size() == 3 && args[0].is_object() && args[0].contains("param") && arg_is(args[1], "in", 0) &&
+           arg_is(args[2], "call", 0);
+  if (name == "aten::mm") return args.size() == 2 && arg_is(args[0], "in", 0) && arg_is(args[1], "call", 0);
+  return false;
+}
+
+}  // namespace
+
 std::optional<SfbShape> sfb_shape(const graph::Op& op, const graph::ParamSpec& param) {
-  if (op.kind != "linear" || param.shape.size() != 2) return std::nullopt;
-  if (param.name.size() < 7 || param.name.compare(param.name.size() - 7, 7, ".weight") != 0) return std::nullopt;
+  if (param.shape.size() != 2) return std::nullopt;
+  const bool zoo_linear = op.kind == "linear" && param.name.size() >= 7 &&
+                          param.name.compare(param.name.size() - 7, 7, ".weight") == 0;
+  if (!zoo_linear && !is_captured_linear(op, param)) return std::nullopt;
   SfbShape s;
   s.n = param.shape[0], s.m = param.shape[1];
   s.factor_rows_per_sample = std::max<std::int64_t>(1, op.output.elements() / s.n);

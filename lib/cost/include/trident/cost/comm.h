@@ -60,7 +60,9 @@ double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_p
              std::int64_t n, std::int64_t element_bytes, int ranks);
 
 // The sufficient-factor shape of a parameter: a Linear weight [N, M] whose op
-// sees `factor_rows_per_sample` rows per sample (e.g. sequence length).
+// sees `factor_rows_per_sample` rows per sample (e.g. sequence length) — the
+// zoo's linear op, or an ATen-captured nn.Linear (Note [Captured Linear
+// layers] in comm.cc).
 struct SfbShape {
   std::int64_t m = 0, n = 0, factor_rows_per_sample = 1;
 };
