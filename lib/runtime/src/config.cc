@@ -215,7 +215,8 @@ std::vector<Key> parallel_keys() {
                        "`.json` path (run that plan; a relative path is looked up beside the config file first)"));
   k.push_back(text_key("parallel.cluster", [](TrainConfig& c) -> auto& { return c.parallel.cluster; }, {},
                        "what the planner plans and predicts for: `auto` (this machine as `trident calibrate` "
-                       "measured it), a preset (`cpu-local`, `summit-v100`, `dgx-a100`, `h200`) or a cluster file"));
+                       "measured it), a preset (`cpu-local`, `summit-v100`, `dgx-a100`, `h200`, "
+                       "`poseidon-40gbe`, `poseidon-10gbe`) or a cluster file"));
   k.push_back(int_key("parallel.max_replicas", [](TrainConfig& c) -> auto& { return c.parallel.max_replicas; },
                       bound(0), bound(kMostDevices),
                       "graphpipe / pipedream: at most this many data-parallel replicas per stage (0: no limit)"));
