@@ -16,6 +16,17 @@ cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const gra
   return cost::sync_cost(method, op, param, samples, replicas, link, device);
 }
 
+namespace {
+
+std::int64_t bytes_of(const graph::OpGraph& g, const std::vector<graph::OpId>& ops, const std::string& param) {
+  for (auto id : ops)
+    for (const auto& p : g.op(id).params)
+      if (p.name == param) return p.bytes();
+  return 0;
+}
+
+}  // namespace
+
 StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,
                              int micro_batch, const cost::LinkSpec& link,
                              const std::map<std::string, std::string>* fixed) {
@@ -86,6 +97,12 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   }
   flush(0);
   flush(1);
+  // Note [Sharded parameter server]: a PS-synced parameter's optimizer state
+  // lives on its servers, 1/replicas of it on each.
+  double ps_params = 0;
+  for (const auto& [name, method] : e.methods)
+    if (method == cost::SyncMethod::kPs) ps_params += static_cast<double>(bytes_of(g, ops, name));
+  e.static_bytes -= ps_params * req.optimizer_states * (1.0 - 1.0 / replicas);
   return e;
 }
 

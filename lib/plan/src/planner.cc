@@ -131,7 +131,8 @@ schedule::SimResult Planner::predict(Plan& plan) const {
     const auto& c = sg.stages[st.id];
     st.in_flight = r.in_flight[st.id];
     st.memory_bytes = r.peak_memory_bytes[st.id];
-    st.param_bytes = c.static_bytes / (2 + plan.optimizer_states);
+    st.param_bytes = 0;
+    for (const auto& name : st.ops) st.param_bytes += static_cast<double>(graph_.op(graph_.id_of(name)).param_bytes());
     st.activation_bytes = c.activation_bytes;
     st.forward_s = c.forward_s, st.backward_s = c.backward_s;
     st.sync_s = 0;
@@ -213,7 +214,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
     if (st.memory_bytes > memory_cap())
       throw PlanError("no feasible plan: stage " + std::to_string(st.id) + " (" + std::to_string(st.ops.size()) +
                       " ops, " + st.ops.front() + " .. " + st.ops.back() + ") needs " + gib(st.memory_bytes) +
-                      " per device (" + gib(st.param_bytes * (2 + plan.optimizer_states)) +
+                      " per device (" + gib(st.memory_bytes - st.in_flight * st.activation_bytes) +
                       " weights, gradients and optimizer state, " + std::to_string(st.in_flight) + " x " +
                       gib(st.activation_bytes) + " activations), over the " + gib(memory_cap()) + " of a " +
                       cluster_.device.name);

@@ -27,7 +27,7 @@ Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p
       auto e = detail::estimate_stage(p, {id}, d, b, p.cluster().packed_link(d));
       a.comp.push_back(e.forward_s + e.backward_s);
       a.sync.push_back(e.sync_s);
-      a.static_bytes = e.static_bytes;
+      a.static_bytes.push_back(e.static_bytes);
       a.act_per_row = e.activation_bytes / (b / d);
     }
   }
@@ -143,7 +143,8 @@ int Engine::room(std::initializer_list<Span> spans, int k, int delta) const {
   // the bytes, then settle it with fits itself so that the two agree.
   double stat = 0, act = 0;
   for (const auto& s : spans) {
-    stat += s.p->static_bytes[s.j] - s.p->static_bytes[s.i];
+    const int n = s.p->degrees;
+    stat += s.p->static_bytes[s.j * n + k] - s.p->static_bytes[s.i * n + k];
     act += s.p->act_per_row[s.j] - s.p->act_per_row[s.i];
   }
   const double per = act * static_cast<double>(b_ / degrees_[k]);

@@ -61,10 +61,12 @@ constexpr int kInf = 1 << 20;
 // Stage quantities that add up over ops, per data-parallel degree index.
 struct Agg {
   std::vector<double> comp, sync;  // per micro-batch slice / per iteration
-  double static_bytes = 0, act_per_row = 0;
+  std::vector<double> static_bytes;  // per replica: PS-synced optimizer state is 1/d of it
+  double act_per_row = 0;
   void add(const Agg& o) {
-    for (std::size_t k = 0; k < comp.size(); ++k) comp[k] += o.comp[k], sync[k] += o.sync[k];
-    static_bytes += o.static_bytes, act_per_row += o.act_per_row;
+    for (std::size_t k = 0; k < comp.size(); ++k)
+      comp[k] += o.comp[k], sync[k] += o.sync[k], static_bytes[k] += o.static_bytes[k];
+    act_per_row += o.act_per_row;
   }
 };
 
@@ -72,15 +74,15 @@ struct Agg {
 // loop reads an interval's totals without allocating.
 struct Prefix {
   int degrees = 0;
-  std::vector<double> comp, sync, static_bytes, act_per_row;  // comp/sync: [i * degrees + k]
-  explicit Prefix(int k = 0) : degrees(k), comp(k, 0), sync(k, 0), static_bytes(1, 0), act_per_row(1, 0) {}
+  std::vector<double> comp, sync, static_bytes, act_per_row;  // comp/sync/static_bytes: [i * degrees + k]
+  explicit Prefix(int k = 0) : degrees(k), comp(k, 0), sync(k, 0), static_bytes(k, 0), act_per_row(1, 0) {}
   void push(const Agg& a) {
     const std::size_t base = comp.size() - degrees;
     for (int k = 0; k < degrees; ++k) {
       comp.push_back(comp[base + k] + a.comp[k]);
       sync.push_back(sync[base + k] + a.sync[k]);
+      static_bytes.push_back(static_bytes[base + k] + a.static_bytes[k]);
     }
-    static_bytes.push_back(static_bytes.back() + a.static_bytes);
     act_per_row.push_back(act_per_row.back() + a.act_per_row);
   }
 };
@@ -156,7 +158,7 @@ class Engine {
 
   Agg zero() const {
     Agg a;
-    a.comp.assign(degrees_.size(), 0), a.sync.assign(degrees_.size(), 0);
+    a.comp.assign(degrees_.size(), 0), a.sync.assign(degrees_.size(), 0), a.static_bytes.assign(degrees_.size(), 0);
     return a;
   }
   int index_of(int replicas) const {
@@ -193,7 +195,8 @@ class Engine {
   bool fits(std::initializer_list<Span> spans, int k, int height) const {
     double stat = 0, act = 0;
     for (const auto& s : spans) {
-      stat += s.p->static_bytes[s.j] - s.p->static_bytes[s.i];
+      const int n = s.p->degrees;
+      stat += s.p->static_bytes[s.j * n + k] - s.p->static_bytes[s.i * n + k];
       act += s.p->act_per_row[s.j] - s.p->act_per_row[s.i];
     }
     return stat + std::min(height, m_) * act * static_cast<double>(b_ / degrees_[k]) <= cap_;

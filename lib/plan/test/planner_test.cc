@@ -110,6 +110,30 @@ TEST(Planner, DataParallelIsOneStageOverAPowerOfTwoDevices) {
   for (const auto& [name, method] : p.grad_sync) EXPECT_TRUE(method == "allreduce" || method == "ps" || method == "sfb");
 }
 
+// Note [Sharded parameter server]: a PS-synced parameter's optimizer state is
+// 1/r per replica, and the memory model counts it so — a model whose state
+// does not fit every replica whole trains data parallel under the PS.
+TEST(Planner, ParameterServerShardsOptimizerStateInTheMemoryModel) {
+  const auto& g = model("mlp", "paper");
+  double params = 0;
+  for (const auto& op : g.ops()) params += static_cast<double>(op.param_bytes());
+  auto with = [&](const std::string& sync, std::optional<double> cap) {
+    auto c = cost::load_cluster("cpu-local");
+    PlanRequest r;
+    r.devices = 4, r.mini_batch = 64, r.partitioner = "dp", r.grad_sync = sync, r.device_memory_bytes = cap;
+    return Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
+  };
+  const auto ar = with("allreduce", std::nullopt), ps = with("ps", std::nullopt);
+  ASSERT_EQ(ps.stages.size(), 1u);
+  EXPECT_EQ(ps.stages[0].devices.size(), 4u);
+  // Adam: two states per parameter, 3/4 of them elsewhere under the PS.
+  EXPECT_NEAR(ar.stages[0].memory_bytes - ps.stages[0].memory_bytes, params * 2 * 0.75, 1e-6 * params);
+  EXPECT_DOUBLE_EQ(ps.stages[0].param_bytes, params);
+  const double cap = (ar.stages[0].memory_bytes + ps.stages[0].memory_bytes) / 2;
+  EXPECT_THROW(with("allreduce", cap), PlanError);
+  EXPECT_EQ(with("ps", cap).stages[0].devices.size(), 4u);
+}
+
 TEST(Planner, NoFeasiblePlanNamesWhatDoesNotFit) {
   const auto& g = model("mmt", "paper");
   auto c = cost::load_cluster("summit-v100");
