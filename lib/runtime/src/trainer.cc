@@ -33,8 +33,6 @@ namespace trident::runtime {
 static_assert(comm::kDefaultBucketBytes == std::int64_t{25} << 20, "parallel.bucket_mb's default in config.h");
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string fixed(double v, int digits) {
   char buf[64];
@@ -68,23 +66,6 @@ std::int64_t slow_step_ms() {
   return ms;
 }
 
-// Fault injection for the restart tests: TRIDENT_TEST_KILL_AT=R:N makes
-// rank R kill itself (SIGKILL) once step N is done, on the launcher's first
-// start only (TRIDENT_RESTART_COUNT unset or 0); R:N:every on every start.
-// The variable is read once; -1 when unset or not for this start.
-std::int64_t kill_after_step_of(int rank) {
-  static const std::int64_t step = [&]() -> std::int64_t {
-    const char* v = std::getenv("TRIDENT_TEST_KILL_AT");
-    int r = -1;
-    long long n = -1;
-    char every[8] = "";
-    if (!v || std::sscanf(v, "%d:%lld:%7s", &r, &n, every) < 2 || r != rank) return -1;
-    const bool first_start = comm::world_from_env().restart_count == 0;
-    return std::string(every) == "every" || first_start ? n : -1;
-  }();
-  return step;
-}
-
 }  // namespace
 
 std::atomic<bool>& Trainer::stop_requested() {
@@ -94,31 +75,47 @@ std::atomic<bool>& Trainer::stop_requested() {
 
 Trainer::~Trainer() = default;
 
+// Note [Errors]: an error while the trainer is being built says which
+// rank, stage and phase it came from, as errors in the loop do.
+void Trainer::phase(const char* name, const std::function<void()>& run) {
+  try {
+    run();
+  } catch (Error& e) {
+    auto where_now = where();
+    where_now.action = name;
+    e.add_context(where_now);
+    throw;  // the error's own type: callers catch ConfigError, TrainingError, ...
+  }
+}
+
 Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::optional<comm::Group> world)
     : config_(std::move(config)), out_(out) {
-  const auto graph = zoo::build_graph(config_.model);
+  rank_ = world ? world->rank() : comm::world_from_env().rank;  // until join() confirms it
+  graph::OpGraph graph;
+  phase("model", [&] { graph = zoo::build_graph(config_.model); });
   classifies_ = graph.op(graph.loss()).kind == "cross_entropy";
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
   placement_ = Placement::choose(config_.train.device, comm::world_from_env().local_rank);
   clock_ = placement_.clock();
-  join(std::move(world));
+  phase("join", [&] { join(std::move(world)); });
   threads_ = choose_threads(static_cast<int>(config_.train.threads), usable_cores(), local_processes_);
   configure_process(threads_.threads);
   if (resume && !std::filesystem::exists(run_dir_))
     throw ConfigError("--resume " + run_dir_ + ": no such run directory");
   if (leader()) std::filesystem::create_directories(run_dir_);
-  agree_on_plan(graph);
-  build_stage(graph);
-
-  auto fields = stage_->fields();
-  fields.insert("label");
-  data_ = load_data(config_, graph, fields);
-  data_.train.check_fits(graph, fields);
+  phase("plan agreement", [&] { agree_on_plan(graph); });
+  phase("stage build", [&] { build_stage(graph); });
+  phase("data load", [&] {
+    auto fields = stage_->fields();
+    fields.insert("label");
+    data_ = load_data(config_, graph, fields);
+    data_.train.check_fits(graph, fields);
+  });
   sampler_ = std::make_unique<data::EpochSampler>(data_.train.size(), config_.train.mini_batch, config_.train.seed);
   total_steps_ = config_.train.steps ? config_.train.steps : config_.train.epochs * sampler_->steps_per_epoch();
   optimizer_ = Optimizer::make(config_.optimizer);
   if (resume) {
-    load(run_dir_);
+    phase("resume", [&] { load(run_dir_); });
   } else if (leader()) {
     std::ofstream(run_dir_ + "/metrics.jsonl", std::ios::trunc);
   }
@@ -315,7 +312,7 @@ Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
 // per iteration (by the algorithms' formulas; the same every iteration) and
 // communication left after backward ended; the first time, the same per
 // parameter on a line of its own.
-void Trainer::log_window(Window& w, double lr, double steps_per_s, double wall_s) {
+void Trainer::log_window(const Window& w, double lr, double steps_per_s, double wall_s) {
   const auto batch = config_.train.mini_batch;
   nlohmann::json line{{"step", step_},
                       {"epoch", sampler_->epoch_of(step_ - 1)},
@@ -339,7 +336,6 @@ void Trainer::log_window(Window& w, double lr, double steps_per_s, double wall_s
     line["exposed_comm_s"] = w.exposed / w.steps;
   }
   append_metrics(line.dump());
-  w = Window{};
 }
 
 TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
@@ -363,90 +359,6 @@ ErrorContext Trainer::where() const {
     c.replica = static_cast<int>(std::find(devices.begin(), devices.end(), rank_) - devices.begin());
   }
   return c;
-}
-
-TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
-  std::ostringstream quiet;  // only rank 0 reports progress
-  Progress progress(leader() ? out_ : quiet, leader() && Progress::is_terminal(out_));
-  const auto spe = sampler_->steps_per_epoch();
-  progress.line(banner());
-  const auto start = Clock::now();
-  auto wall = [&] { return wall_offset_s_ + seconds_since(start); };
-  TrainResult result;
-  auto eval_line = [&](std::int64_t epoch) {
-    auto ev = evaluate(data_.test);
-    if (classifies_) result.test_accuracy = ev.accuracy;
-    result.test_loss = ev.loss;
-    nlohmann::json line{{"step", step_}, {"epoch", epoch}, {"test_loss", ev.loss}, {"wall_s", wall()}};
-    if (classifies_) line["test_accuracy"] = ev.accuracy;
-    append_metrics(line.dump());
-    progress.line("epoch " + std::to_string(epoch) + " step " + std::to_string(step_) + ": " +
-                  (classifies_ ? "test accuracy " + fixed(100 * ev.accuracy, 2) + "%, " : std::string()) +
-                  "test loss " + fixed(ev.loss, 4));
-  };
-  // The last checkpoint, the trace and the memory record, at the end or on a stop.
-  auto finish = [&] {
-    save(wall());
-    write_trace();
-    write_op_profile();
-    record_memory();
-    result.steps = step_;
-  };
-
-  Window window;
-  auto window_start = Clock::now();
-  while (step_ < total_steps_) {
-    if (stop_after && step_ >= *stop_after) return result;
-    const double lr = learning_rate(config_.optimizer, step_, total_steps_);
-    TraceLog trace;
-    trace.device = clock_.get();
-    const auto t = step(lr, trace);
-    trace_.push_back(std::move(trace));
-    if (trace_.size() > static_cast<std::size_t>(kTracedSteps)) trace_.pop_front();
-    ++step_;
-    if (config_.train.profile_ops && !op_profile_ && step_ < total_steps_) {  // the first step warms up
-      op_profile_ = std::make_unique<nn::OpProfile>();
-      profiled_from_ = step_;
-    }
-    if (step_ == kill_after_step_of(rank_)) ::kill(::getpid(), SIGKILL);
-    window.loss += t.loss, window.correct += t.correct, window.exposed += t.exposed_s, ++window.steps;
-    window.summed += t.steps;
-
-    const bool log_now = step_ % config_.train.log_every == 0 || step_ == total_steps_;
-    const double window_s = seconds_since(window_start);
-    const double steps_per_s = window_s > 0 ? window.steps / window_s : 0;
-    progress.update(step_, total_steps_, steps_per_s,
-                    "epoch " + std::to_string(sampler_->epoch_of(step_ - 1) + 1) + " loss " +
-                        fixed(window.loss / static_cast<double>(std::max<std::int64_t>(1, window.summed)), 4) +
-                        (classifies_ ? " acc " +
-                                           fixed(100 * window.correct /
-                                                     static_cast<double>(std::max<std::int64_t>(1, window.summed) *
-                                                                         config_.train.mini_batch),
-                                                 1) +
-                                           "%"
-                                     : std::string()),
-                    log_now);
-    if (log_now) {
-      result.last_loss = window.loss / static_cast<double>(std::max<std::int64_t>(1, window.summed));
-      log_window(window, lr, steps_per_s, wall());
-      window_start = Clock::now();
-    }
-    if (config_.checkpoint.every && step_ % config_.checkpoint.every == 0 && step_ < total_steps_) save(wall());
-    if (config_.train.eval && step_ % spe == 0 && step_ < total_steps_) eval_line(step_ / spe);
-    if (t.stop) {
-      finish();
-      progress.line("interrupted at step " + std::to_string(step_) + "; checkpoint written; continue with --resume " +
-                    run_dir_);
-      result.interrupted = true;
-      return result;
-    }
-  }
-  progress.finish();
-  if (config_.train.eval) eval_line((step_ + spe - 1) / spe);
-  finish();
-  progress.line("done: " + std::to_string(step_) + " steps in " + Progress::duration(wall()) + "; checkpoint " +
-                checkpoint_dir(run_dir_, step_) + ", metrics " + run_dir_ + "/metrics.jsonl");
-  return result;
 }
 
 }  // namespace trident::runtime

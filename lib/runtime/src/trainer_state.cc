@@ -45,18 +45,25 @@ void Trainer::append_metrics(const std::string& line) const {
 // a scalar slot (Adam's step) whole from the replica whose block starts the
 // tensor. A resume under any plan reassembles the slots and keeps what its
 // own block, or its whole stage, needs.
+Trainer::Shard Trainer::shard_of(const std::string& name) const {
+  Shard s;
+  if (!sync_) return s;
+  if (auto span = sync_->shard(name)) s.sharded = true, s.span = *span;
+  return s;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> Trainer::state_to_write() const {
   NamedTensors mine;
   for (const auto& [name, slots] : optimizer_->state()) {
-    const auto shard = sync_ ? sync_->shard(name) : std::nullopt;
-    if (!shard && stage_->replica() != 0) continue;
+    const auto shard = shard_of(name);
+    if (!shard.sharded && stage_->replica() != 0) continue;
     for (const auto& [slot, t] : slots) {
       const auto key = "optim/" + name + "/" + slot;
-      if (!shard)
+      if (!shard.sharded)
         mine.emplace_back(key, t);
-      else if (t.dim() > 0 && t.numel() == shard->size())
-        mine.emplace_back(key + "@" + std::to_string(shard->begin), t);
-      else if (shard->begin == 0 && shard->size() > 0)
+      else if (t.dim() > 0 && t.numel() == shard.span.size())
+        mine.emplace_back(key + "@" + std::to_string(shard.span.begin), t);
+      else if (shard.span.begin == 0 && shard.span.size() > 0)
         mine.emplace_back(key, t);
     }
   }
@@ -64,8 +71,8 @@ std::vector<std::pair<std::string, torch::Tensor>> Trainer::state_to_write() con
 }
 
 ParamState Trainer::state_to_load(const CheckpointReader& ck, const std::string& name, const torch::Tensor& p) const {
-  const auto shard = sync_ ? sync_->shard(name) : std::nullopt;
-  if (shard && shard->size() == 0) return {};
+  const auto shard = shard_of(name);
+  if (shard.sharded && shard.span.size() == 0) return {};
   const auto prefix = "optim/" + name + "/";
   std::map<std::string, std::vector<std::string>> parts;  // slot -> its keys
   for (const auto& k : ck.keys(prefix)) {
@@ -94,7 +101,7 @@ ParamState Trainer::state_to_load(const CheckpointReader& ck, const std::string&
                             std::to_string(covered) + " of " + std::to_string(p.numel()) + " elements");
       t = t.view(p.sizes());
     }
-    if (shard && t.dim() > 0) t = t.reshape(-1).narrow(0, shard->begin, shard->size()).clone();
+    if (shard.sharded && t.dim() > 0) t = t.reshape(-1).narrow(0, shard.span.begin, shard.span.size()).clone();
     state[slot] = placement_.state(t);
   }
   return state;

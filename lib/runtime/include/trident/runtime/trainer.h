@@ -35,7 +35,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -149,6 +151,9 @@ class Trainer {
 
  private:
   TrainResult run_loop(std::optional<std::int64_t> stop_after);
+  // Runs one phase of construction; an Error from it gets this rank's
+  // context and the phase's name.
+  void phase(const char* name, const std::function<void()>& run);
   ErrorContext where() const;  // this rank, its stage and replica (Note [Errors])
   void join(std::optional<comm::Group> world);  // the group of every rank, checked by a preflight
   // Rank 0 makes the plan (plan_for), prints and saves it; every rank
@@ -173,6 +178,11 @@ class Trainer {
   // What this rank writes of the optimizer state, and what it loads of a
   // parameter's (Note [Sharded optimizer state]).
   std::vector<std::pair<std::string, torch::Tensor>> state_to_write() const;
+  struct Shard {
+    bool sharded = false;  // this rank updates only `span` of the parameter (a PS block)
+    comm::GradSync::Span span;
+  };
+  Shard shard_of(const std::string& name) const;
   ParamState state_to_load(const CheckpointReader& ck, const std::string& name, const torch::Tensor& param) const;
   // Arms the gradient sync (if any) before the backward that completes the gradients.
   void arm_sync(double lr);
@@ -202,8 +212,22 @@ class Trainer {
   struct Window {
     double loss = 0, correct = 0, exposed = 0;  // loss and correct: of the `summed` steps
     std::int64_t steps = 0, summed = 0;         // steps run; steps whose sums arrived
+    void add(const StepTotals& t);
+    double mean_loss() const;
+    double accuracy(std::int64_t mini_batch) const;
   };
-  void log_window(Window& window, double lr, double steps_per_s, double wall_s);
+  void log_window(const Window& window, double lr, double steps_per_s, double wall_s);
+  // Note [Training events] (train_loop.cc): what happens around the steps.
+  struct StepDone;
+  class Observer;
+  class FaultInjection;
+  class ProgressReport;
+  class MetricsLog;
+  class Checkpoints;
+  class Evaluations;
+  class RunRecords;
+  double wall_s() const;  // of the whole run, resumes included
+  std::chrono::steady_clock::time_point run_start_;
 
   TrainConfig config_;
   std::ostream& out_;
