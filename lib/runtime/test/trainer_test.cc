@@ -168,6 +168,9 @@ TEST(Trainer, ResumeWithoutCheckpointIsAClearError) {
     FAIL();
   } catch (const TrainingError& e) {
     EXPECT_NE(std::string(e.what()).find("no checkpoint in"), std::string::npos) << e.what();
+    // Note [Errors]: construction names the rank and the phase, as the loop does.
+    EXPECT_EQ(e.context().rank, 0);
+    EXPECT_EQ(e.context().action, "resume");
   }
   std::filesystem::remove_all(runs);
 }
