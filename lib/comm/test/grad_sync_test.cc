@@ -283,7 +283,7 @@ TEST_P(AllReduce, HybridOverTheStoreBackendEqualsSingleProcessTraining) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, AllReduce,
-                         ::testing::Combine(::testing::Values("mlp", "cnn", "wide_fc"), ::testing::Values(2, 3, 4)),
+                         ::testing::Combine(::testing::Values("mlp", "cnn", "inception", "wide_fc"), ::testing::Values(2, 3, 4)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "_ranks";
                          });
