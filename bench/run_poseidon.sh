@@ -42,3 +42,45 @@ for m in "${models[@]}"; do
     echo
   done
 done
+# Emulated (Note [Emulation]): `trident train --emulate` runs the real
+# processes, schedule and replica synchronisation with modelled durations,
+# for `hybrid`, on 2 to EMULATE_MAX machines (speedup over one simulated machine;
+# emulation needs 2 processes or more; EMULATE_MAX defaults to 8, 16 ran on
+# a 24 GB machine: every process still makes its own synthetic batch of
+# images, 1 MB each for Inception-V3, so 32 does not fit there);
+# EMULATE=0 skips it.
+[ "${EMULATE:-1}" = 0 ] && exit 0
+counts=()
+for n in 2 4 8 16 32; do [ "$n" -le "${EMULATE_MAX:-8}" ] && counts+=("$n"); done  # emulation needs 2 or more
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+for m in "${models[@]}"; do
+  for cluster in poseidon-40gbe poseidon-10gbe; do
+    echo "### $m on $cluster, emulated, hybrid"
+    echo "| machines |$(printf ' %s |' "${counts[@]}")"
+    echo "|---|$(printf -- '---|%.0s' "${counts[@]}")"
+    row="| speedup over one simulated machine (emulated / simulated iteration)"
+    "$bin" plan --model-file "$build/poseidon/$m/model.json" --cluster "$cluster" --devices 1 --mini-batch 32 \
+      --partitioner dp --out "$work/one.json" > /dev/null
+    one=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["predicted"]["samples_per_s"])' "$work/one.json")
+    for n in "${counts[@]}"; do
+      cat > "$work/emu.yaml" <<YAML
+name: poseidon
+model: {file: $PWD/$build/poseidon/$m/model.json}
+data: {name: synthetic, train_size: $((32 * n)), test_size: 16}
+train: {steps: 4, mini_batch: $((32 * n)), seed: 0, threads: 1, eval: false}
+optimizer: {name: sgd, lr: 0.01, momentum: 0.9}
+checkpoint: {every: 0}
+parallel: {devices: $n, partitioner: dp, grad_sync: hybrid, timeout_s: 300}
+YAML
+      "$bin" train --config "$work/emu.yaml" --emulate "$cluster" --dilation 2 --set runs_dir="$work/runs" \
+        > "$work/out" 2>&1 || { cat "$work/out"; exit 1; }
+      read -r sps ratio < <(python3 -c "
+import json; m = json.loads(open('$work/runs/poseidon/metrics.jsonl').readline())
+print(m['samples_per_s'], m['iteration_s'] / m['predicted_iteration_s'])")
+      rm -rf "$work/runs"
+      row="$row | $(python3 -c "print(f'{$sps / $one:.1f}x ({$ratio:.2f})')")"
+    done
+    echo "$row |"
+    echo
+  done
+done
