@@ -250,18 +250,22 @@ class PsSync final : public detail::OrderedSync {
     }
   }
 
+  // Waits for a push or pull of bucket b; a failure names the bucket, the
+  // clock and (Group::diagnose) a lost member.
+  void wait(c10d::Work& work, const char* what, const Round& round, std::size_t b) {
+    try {
+      work.wait(group_.timeout());
+    } catch (const std::exception& e) {
+      fail(std::string(what) + " of gradient bucket " + std::to_string(b) + " (" +
+               params_[layouts_[b].params.front()].first + " ...) at clock " + std::to_string(round.clock),
+           e);
+    }
+  }
+
   void update(Round& round, std::size_t b) {
     const auto& l = layouts_[b];
     auto& f = round.flights[b];
-    if (f.push) {
-      try {
-        f.push->wait(group_.timeout());
-      } catch (const std::exception& e) {
-        fail("push of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...) at clock " +
-                 std::to_string(round.clock),
-             e);
-      }
-    }
+    if (f.push) wait(*f.push, "push", round, b);
     event("ps push bucket " + std::to_string(b), f.push_start);
     // This server's block: the P workers' pieces summed in member order.
     const auto begin = l.begin(me()), len = l.end(me()) - begin;
@@ -338,13 +342,7 @@ class PsSync final : public detail::OrderedSync {
   void land(Round& round, int b) {
     const auto& l = layouts_[b];
     auto& f = round.flights[b];
-    try {
-      f.pull->wait(group_.timeout());
-    } catch (const std::exception& e) {
-      fail("pull of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...) at clock " +
-               std::to_string(round.clock),
-           e);
-    }
+    wait(*f.pull, "pull", round, b);
     torch::NoGradGuard no_grad;
     for (int j = 0; j < size(); ++j) {
       if (j == me()) continue;
