@@ -229,8 +229,7 @@ class Program {
       for (const auto& a : calls_[i].args) stack.push_back(materialise(a, env));
       if (calls_[i].generator >= 0) {
         if (auto seed = random_seed_for(name_, static_cast<int>(i))) {
-          stack[calls_[i].generator] = env.device.is_cpu() ? at::detail::createCPUGenerator(*seed)
-                                                           : seeded_device_generator(env.device, *seed);
+          stack[calls_[i].generator] = seeded_generator(env.device, *seed);
         }
       }
       calls_[i].op.callBoxed(&stack);
@@ -300,18 +299,19 @@ class Program {
     }
   }
 
-  static at::Generator seeded_device_generator(c10::Device device, std::uint64_t seed) {
-    auto gen = at::globalContext().defaultGenerator(device).clone();
-    gen.set_current_seed(seed);
-    return gen;
-  }
-
   std::string name_;
   std::vector<Call> calls_;
   Arg result_;
 };
 
 }  // namespace
+
+at::Generator seeded_generator(c10::Device device, std::uint64_t seed) {
+  if (device.is_cpu()) return at::detail::createCPUGenerator(seed);
+  auto gen = at::globalContext().defaultGenerator(device).clone();
+  gen.set_current_seed(seed);
+  return gen;
+}
 
 std::map<std::string, torch::Tensor> decode_constants(const graph::OpGraph& graph) {
   std::map<std::string, torch::Tensor> out;

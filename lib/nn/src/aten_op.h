@@ -32,6 +32,9 @@ namespace trident::nn {
 // a constant that is not {"dtype", "shape", "base64"} of matching size.
 std::map<std::string, torch::Tensor> decode_constants(const graph::OpGraph& graph);
 
+// A generator on `device` seeded with `seed` (Note [Random ops] in random.h).
+at::Generator seeded_generator(c10::Device device, std::uint64_t seed);
+
 // Checks that every "aten" op of `graph` names operators this LibTorch has,
 // and that the capture's format is one this build reads; throws
 // graph::GraphError (exit 2) naming the operator, the PyTorch that captured

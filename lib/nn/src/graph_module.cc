@@ -6,6 +6,7 @@
 
 #include "aten_op.h"
 #include "trident/base/files.h"
+#include "trident/nn/random.h"
 #include "trident/nn/small_matmul.h"
 
 namespace trident::nn {
@@ -154,13 +155,23 @@ OpFn scalar_of(const Op& op) {
                    "'; allowed: add, sub, mul, div, radd, rsub, rmul, rdiv");
 }
 
-// Note [Dropout]: active in training passes (gradients on), off in
-// evaluation; each process draws its own masks, so runs with dropout equal
-// PyTorch's, or each other across plans, in distribution only.
+// Note [Dropout]: active in training passes, off in evaluation. Under a
+// RandomScope (the runtime's training forwards, and their recomputation) the
+// mask is drawn from the scope's key (Note [Random ops] in random.h), so a
+// micro-batch draws the same mask wherever and however often its stage runs
+// it; without one (gradients on, no scope: tests, the profiler) the
+// process's generator draws. Masks equal PyTorch's in distribution only.
 OpFn dropout_of(const Op& op) {
   const double p = op.attrs.value("p", 0.5);
   if (!(p >= 0 && p < 1)) throw GraphError("op '" + op.name + "' (dropout): attr 'p' must be in [0, 1)");
-  return [p](const Inputs& in) { return torch::dropout(in[0], p, torch::GradMode::is_enabled()); };
+  return [p, name = op.name](const Inputs& in) {
+    if (auto seed = random_seed_for(name, 0)) {
+      if (p == 0) return in[0];
+      auto keep = torch::empty_like(in[0]).bernoulli_(1 - p, seeded_generator(in[0].device(), *seed));
+      return in[0] * keep / (1 - p);
+    }
+    return torch::dropout(in[0], p, torch::GradMode::is_enabled());
+  };
 }
 
 OpFn permute_of(const Op& op) {

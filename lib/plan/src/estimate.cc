@@ -1,6 +1,7 @@
 #include "estimate.h"
 
 #include <algorithm>
+#include <set>
 
 namespace trident::plan::detail {
 
@@ -27,6 +28,19 @@ std::int64_t bytes_of(const graph::OpGraph& g, const std::vector<graph::OpId>& o
 
 }  // namespace
 
+double input_bytes_per_row(const graph::OpGraph& g, const std::vector<graph::OpId>& ops) {
+  std::set<graph::OpId> inside(ops.begin(), ops.end()), counted;
+  double bytes = 0;
+  for (auto id : ops) {
+    const auto& op = g.op(id);
+    if (op.is_input()) bytes += static_cast<double>(op.output.bytes());  // a dataset field, kept as read
+    for (const auto& in : op.inputs)
+      if (!inside.count(in.producer) && counted.insert(in.producer).second)
+        bytes += static_cast<double>(g.op(in.producer).output.bytes());
+  }
+  return bytes;
+}
+
 StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,
                              int micro_batch, const cost::LinkSpec& link,
                              const std::map<std::string, std::string>* fixed) {
@@ -43,6 +57,7 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
     e.param_bytes += static_cast<double>(op.param_bytes());
     e.activation_bytes += static_cast<double>(op.activation_bytes * rows);
   }
+  e.input_bytes = input_bytes_per_row(g, ops) * static_cast<double>(rows);
   e.static_bytes = e.param_bytes * (2 + req.optimizer_states);
   if (replicas <= 1) return e;
   // WFBP: backward runs from the last op to the first; an op's gradients are

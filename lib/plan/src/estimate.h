@@ -6,9 +6,23 @@
 // Note [Stage memory]
 // Per device: weights + gradients + optimizer state (optimizer_states tensors
 // per parameter) + in-flight × activations of one micro-batch slice
-// (activation bytes per sample × micro_batch / replicas). A PS shard's
-// smaller optimizer state is not counted (conservative).
+// (activation bytes per sample × micro_batch / replicas). PS-synced
+// parameters' optimizer state counts 1/replicas (Note [Sharded parameter
+// server] in comm/grad_sync.h).
+//
+// Note [Recomputation costs]
+// A stage that recomputes (Note [Recomputation] in runtime/stage_executor.h)
+// keeps per in-flight micro-batch only its inputs — the tensors other stages
+// send it and the dataset fields it reads — and holds one micro-batch's
+// activations while it runs a forward; each backward first runs the forward
+// again. So its memory is static + activations + in-flight × inputs, and its
+// backward takes backward + forward. PlanRequest::recompute says when a
+// stage recomputes: `never`; `always`; `auto`, only where the stage would
+// not fit otherwise (recomputing never makes a stage faster; it lets the
+// search pick fewer stages or larger micro-batches).
 #pragma once
+
+#include <optional>
 
 #include <map>
 #include <string>
@@ -22,6 +36,7 @@ namespace trident::plan::detail {
 struct StageEstimate {
   double forward_s = 0, backward_s = 0;  // one micro-batch slice on one replica
   double param_bytes = 0, static_bytes = 0, activation_bytes = 0;
+  double input_bytes = 0;  // one micro-batch slice's received tensors and dataset fields
   double sync_s = 0;  // per iteration
   std::vector<schedule::SyncTask> sync;                       // WFBP order
   std::vector<std::pair<std::string, cost::SyncMethod>> methods;  // per parameter, replicas > 1
@@ -30,7 +45,30 @@ struct StageEstimate {
     return (forward_s + backward_s) / micro_batch + sync_s / mini_batch;
   }
   double memory(int in_flight) const { return static_bytes + in_flight * activation_bytes; }
+  // The same stage recomputing (Note [Recomputation costs]): activation_bytes
+  // becomes what is kept per in-flight micro-batch, static_bytes holds the
+  // one forward's activations, backward_s the forward run again.
+  StageEstimate recomputing() const {
+    StageEstimate e = *this;
+    e.backward_s += forward_s;
+    e.static_bytes += activation_bytes;
+    e.activation_bytes = input_bytes;
+    return e;
+  }
+  // Whether the stage recomputes under `rule` (auto | never | always) with
+  // `in_flight` micro-batches and `cap` bytes per device; nullopt when it
+  // fits neither way the rule allows.
+  std::optional<bool> recompute_at(const std::string& rule, int in_flight, double cap) const {
+    if (rule != "always" && memory(in_flight) <= cap) return false;
+    if (rule != "never" && recomputing().memory(in_flight) <= cap) return true;
+    return std::nullopt;
+  }
 };
+
+// The bytes per sample of the tensors that ops outside `ops` produce and
+// ops in `ops` read, each producer once: what a recomputing stage of `ops`
+// keeps per micro-batch row.
+double input_bytes_per_row(const graph::OpGraph& g, const std::vector<graph::OpId>& ops);
 
 // Note [Gradient buckets]
 // The runtime all-reduces gradients in buckets (parallel.bucket_mb): the

@@ -174,8 +174,10 @@ void assign(const Planner& planner, const Partition& stages, const std::vector<i
   for (std::size_t s = 0; s < stages.size(); ++s)
     for (int d : degrees) {
       auto e = detail::estimate_stage(planner, stages[s], d, micro_batch, planner.cluster().packed_link(d));
-      const bool fits = e.memory(std::min(h[s], m)) <= planner.memory_cap();
-      tps[s].push_back(fits ? e.tps(micro_batch, req.mini_batch) : std::numeric_limits<double>::infinity());
+      const auto recompute = e.recompute_at(req.recompute, std::min(h[s], m), planner.memory_cap());
+      tps[s].push_back(!recompute ? std::numeric_limits<double>::infinity()
+                       : *recompute ? e.recomputing().tps(micro_batch, req.mini_batch)
+                                    : e.tps(micro_batch, req.mini_batch));
     }
   std::vector<int> pick(stages.size());
   std::function<void(std::size_t, int, double)> go = [&](std::size_t s, int left, double worst) {

@@ -71,7 +71,8 @@ nlohmann::json Plan::to_json() const {
                              {"forward_s", s.forward_s},
                              {"backward_s", s.backward_s},
                              {"sync_s", s.sync_s},
-                             {"actions", s.actions}});
+                             {"actions", s.actions},
+                             {"recompute", s.recompute}});
   }
   for (const auto& e : edges) {
     auto tensors = nlohmann::json::array();
@@ -109,6 +110,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
       s.micro_batch = field<int>(js, "micro_batch", where, origin, "an integer");
       s.actions = js.value("actions", "");
       s.in_flight = value_checked(js, "in_flight", 0);
+      if (js.contains("recompute")) s.recompute = field<bool>(js, "recompute", where, origin, "true or false");
       s.predicted_tps_s = js.value("predicted_tps_s", 0.0);
       s.memory_bytes = js.value("memory_bytes", 0.0);
       s.param_bytes = js.value("param_bytes", 0.0);
@@ -291,6 +293,21 @@ void check_actions(const Plan& plan, const schedule::StageGraph& sg) {
   }
 }
 
+// Note [Recomputation]: a stage that recomputes runs its ops again before
+// each backward, so it needs ops that compute; a stage of dataset inputs
+// alone keeps nothing that recomputation could drop.
+void check_recompute(const Plan& plan, const graph::OpGraph& g) {
+  for (const auto& st : plan.stages) {
+    if (!st.recompute) continue;
+    const bool computes =
+        std::any_of(st.ops.begin(), st.ops.end(), [&](const std::string& op) { return !g.op(g.id_of(op)).is_input(); });
+    if (!computes)
+      throw PlanError("stage " + std::to_string(st.id) +
+                      ": recompute is set, but the stage only reads dataset fields and has no forward to run again; "
+                      "set recompute false for it");
+  }
+}
+
 }  // namespace
 
 void validate_plan(Plan& plan, const graph::OpGraph& g) {
@@ -299,6 +316,7 @@ void validate_plan(Plan& plan, const graph::OpGraph& g) {
   sort_convex_stages(plan, g);
   const auto sg = rebuild_edges(plan, g, stage);
   check_grad_sync(plan, g);
+  check_recompute(plan, g);
   check_actions(plan, sg);
   check_sfb_order(plan, g);
 }
@@ -333,7 +351,8 @@ std::string to_dot(const Plan& plan) {
     if (!st.ops.empty()) s << st.ops.front() << (st.ops.size() > 1 ? " .. " + st.ops.back() : "") << "\\n";
     s << "devices";
     for (int d : st.devices) s << " " << d;
-    s << "\\nmicro-batch " << st.micro_batch << ", in flight " << st.in_flight << "\"];\n";
+    s << "\\nmicro-batch " << st.micro_batch << ", in flight " << st.in_flight << (st.recompute ? ", recompute" : "")
+      << "\"];\n";
   }
   // Each edge: the tensors it carries and their bytes per micro-batch.
   for (const auto& e : plan.edges) {

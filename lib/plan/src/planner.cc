@@ -30,6 +30,11 @@ const std::vector<std::string>& partitioner_names() {
   return names;
 }
 
+const std::vector<std::string>& recompute_names() {
+  static const std::vector<std::string> names{"auto", "never", "always"};
+  return names;
+}
+
 Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::CostModel cost, PlanRequest request)
     : graph_(graph), cluster_(std::move(cluster)), cost_(std::move(cost)), request_(std::move(request)) {
   auto& r = request_;
@@ -50,6 +55,9 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   const auto& gs = cost::grad_sync_names();
   if (std::find(gs.begin(), gs.end(), r.grad_sync) == gs.end())
     throw PlanError("grad_sync '" + r.grad_sync + "' is unknown; use " + join(gs));
+  const auto& rn = recompute_names();
+  if (std::find(rn.begin(), rn.end(), r.recompute) == rn.end())
+    throw PlanError("recompute '" + r.recompute + "' is unknown; use " + join(rn));
   if (r.optimizer_states < 0) throw PlanError("optimizer states must be >= 0");
   if (r.device_memory_bytes && !(*r.device_memory_bytes > 0)) throw PlanError("device memory must be > 0");
   if (!(r.tolerance > 0 && r.tolerance < 1)) throw PlanError("tolerance must be in (0, 1)");
@@ -73,6 +81,7 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     for (const auto& name : st.ops) ops[st.id].push_back(graph_.id_of(name));
     auto e = detail::estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
                                     cluster_.group_link(st.devices), &plan.grad_sync);
+    if (st.recompute) e = e.recomputing();  // Note [Recomputation costs]
     schedule::StageCost c;
     c.name = "s" + std::to_string(st.id);
     c.replicas = static_cast<int>(st.devices.size());
@@ -207,17 +216,29 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   if (next > request_.devices)
     throw PlanError("internal: plan uses " + std::to_string(next) + " devices of " + std::to_string(request_.devices),
                     ErrorKind::kFailure);
+  const bool always = request_.recompute == "always";
+  for (auto& st : plan.stages) st.recompute = always;
   validate_plan(plan, graph_);
   fill_sync(plan);
   predict(plan);
+  // Note [Recomputation costs]: under auto, the stages that do not fit
+  // recompute; the schedule, and so the in-flight counts, stay the same.
+  if (request_.recompute == "auto") {
+    bool any = false;
+    for (auto& st : plan.stages)
+      if (st.memory_bytes > memory_cap()) st.recompute = any = true;
+    if (any) predict(plan);
+  }
   for (const auto& st : plan.stages) {
     if (st.memory_bytes > memory_cap())
       throw PlanError("no feasible plan: stage " + std::to_string(st.id) + " (" + std::to_string(st.ops.size()) +
                       " ops, " + st.ops.front() + " .. " + st.ops.back() + ") needs " + gib(st.memory_bytes) +
                       " per device (" + gib(st.memory_bytes - st.in_flight * st.activation_bytes) +
-                      " weights, gradients and optimizer state, " + std::to_string(st.in_flight) + " x " +
-                      gib(st.activation_bytes) + " activations), over the " + gib(memory_cap()) + " of a " +
-                      cluster_.device.name);
+                      (st.recompute ? " weights, gradients, optimizer state and one forward's activations, "
+                                    : " weights, gradients and optimizer state, ") +
+                      std::to_string(st.in_flight) + " x " + gib(st.activation_bytes) +
+                      (st.recompute ? " kept inputs (recomputing)" : " activations") + "), over the " +
+                      gib(memory_cap()) + " of a " + cluster_.device.name);
   }
   return plan;
 }

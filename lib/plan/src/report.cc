@@ -81,21 +81,25 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
   }
   s << "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-5s %-44s %-8s %5s %6s %10s %11s %19s %10s %10s\n", "stage", "ops", "devices",
-                "rows", "flight", "params", "activations", "memory/device", "F+B ms", "ms/sample");
+  std::snprintf(line, sizeof line, "%-5s %-44s %-8s %5s %6s %9s %10s %11s %19s %10s %10s\n", "stage", "ops",
+                "devices", "rows", "flight", "recompute", "params", "activations", "memory/device", "F+B ms",
+                "ms/sample");
   s << line;
   for (const auto& st : plan.stages) {
     std::string ops = std::to_string(st.ops.size()) + ": " + st.ops.front();
     if (st.ops.size() > 1) ops += " .. " + st.ops.back();
     const std::string mem = human_bytes(st.memory_bytes) + " / " + human_bytes(planner.memory_cap());
-    std::snprintf(line, sizeof line, "%-5d %-44s %-8s %5d %6d %10s %11s %19s %10s %10s\n", st.id,
+    std::snprintf(line, sizeof line, "%-5d %-44s %-8s %5d %6d %9s %10s %11s %19s %10s %10s\n", st.id,
                   shorten(ops, 44).c_str(), device_list(st.devices).c_str(),
-                  st.micro_batch / static_cast<int>(st.devices.size()), st.in_flight,
+                  st.micro_batch / static_cast<int>(st.devices.size()), st.in_flight, st.recompute ? "yes" : "-",
                   human_bytes(st.param_bytes).c_str(), human_bytes(st.in_flight * st.activation_bytes).c_str(),
                   mem.c_str(), fmt("%.3f", (st.forward_s + st.backward_s) * 1e3).c_str(),
                   fmt("%.4f", st.predicted_tps_s * 1e3).c_str());
     s << line;
   }
+  if (std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) { return st.recompute; }))
+    s << "recompute: the stage keeps only its inputs per micro-batch in flight (the activations column) and runs its "
+         "forward again before each backward (in F+B)\n";
   return s.str();
 }
 

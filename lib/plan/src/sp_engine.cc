@@ -12,6 +12,8 @@ Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p
                                  [](const SpNode& c) { return c.kind == SpNode::Kind::kLeaf; });
   max_pieces_ = chain ? 2 * p.request().max_pieces : p.request().max_pieces;
   const auto& req = p.request();
+  recompute_ = req.recompute == "never" ? Recompute::kNever : req.recompute == "always" ? Recompute::kAlways
+                                                                                        : Recompute::kAuto;
   mini_ = req.mini_batch;
   m_ = req.mini_batch / b;
   cap_ = p.memory_cap();
@@ -26,6 +28,7 @@ Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p
     for (int d : degrees_) {
       auto e = detail::estimate_stage(p, {id}, d, b, p.cluster().packed_link(d));
       a.comp.push_back(e.forward_s + e.backward_s);
+      a.fwd.push_back(e.forward_s);
       a.sync.push_back(e.sync_s);
       a.static_bytes.push_back(e.static_bytes);
       a.act_per_row = e.activation_bytes / (b / d);
@@ -79,7 +82,9 @@ int Engine::add_series(const SpNode& node) {
   coarsen(s.pieces);
   const int n = static_cast<int>(s.pieces.size());
   s.prefix = Prefix(static_cast<int>(degrees_.size()));
-  for (const auto& piece : s.pieces) s.prefix.push(piece.agg);
+  std::vector<std::vector<OpId>> parts;
+  for (const auto& piece : s.pieces) s.prefix.push(piece.agg), parts.push_back(piece.ops);
+  s.prefix.set_inputs(p_.graph(), parts);
   s.next_parallel.assign(n + 1, n);
   s.deepest.assign(n + 1, 0);
   for (int i = n - 1; i >= 0; --i) {
@@ -99,10 +104,13 @@ int Engine::add_series(const SpNode& node) {
 int Engine::add_parallel(const SpNode& node) {
   Parallel q;
   q.prefix = Prefix(static_cast<int>(degrees_.size()));
+  std::vector<std::vector<OpId>> parts;
   for (const auto& c : node.children) {
     q.children.push_back(add_series(c));
-    q.prefix.push(agg_of(c.ops()));
+    parts.push_back(c.ops());
+    q.prefix.push(agg_of(parts.back()));
   }
+  q.prefix.set_inputs(p_.graph(), parts);
   const int n = static_cast<int>(q.children.size());
   q.deepest.assign(n * n, 0);
   for (int i = 0; i < n; ++i) {
@@ -140,19 +148,40 @@ int Engine::room(std::initializer_list<Span> spans, int k, int delta) const {
   if (fits(spans, k, m_)) return kInf;
   if (!fits(spans, k, delta + 1)) return -1;
   // The tallest height that fits lies in [delta + 1, m_): estimate it from
-  // the bytes, then settle it with fits itself so that the two agree.
-  double stat = 0, act = 0;
-  for (const auto& s : spans) {
-    const int n = s.p->degrees;
-    stat += s.p->static_bytes[s.j * n + k] - s.p->static_bytes[s.i * n + k];
-    act += s.p->act_per_row[s.j] - s.p->act_per_row[s.i];
-  }
-  const double per = act * static_cast<double>(b_ / degrees_[k]);
-  int height = per > 0 ? static_cast<int>(std::min<double>(m_ - 1, std::floor((cap_ - stat) / per))) : m_ - 1;
+  // the bytes (the larger of the plain and the recomputing stage's), then
+  // settle it with fits itself so that the two agree.
+  const Totals t = totals(spans, k);
+  const double rows = static_cast<double>(b_ / degrees_[k]);
+  auto tallest = [&](double fixed, double per) {
+    return per > 0 ? std::min<double>(m_ - 1, std::floor((cap_ - fixed) / per)) : m_ - 1;
+  };
+  double estimate = tallest(t.stat, t.act * rows);
+  if (recompute_ != Recompute::kNever) estimate = std::max(estimate, tallest(t.stat + t.act * rows, t.in * rows));
+  int height = static_cast<int>(estimate);
   height = std::max(height, delta + 1);
   while (height + 1 < m_ && fits(spans, k, height + 1)) ++height;
   while (height > delta + 1 && !fits(spans, k, height)) --height;
   return height - delta - 1;
+}
+
+void Prefix::set_inputs(const graph::OpGraph& g, const std::vector<std::vector<OpId>>& pieces) {
+  const std::size_t n = pieces.size();
+  inputs.assign((n + 1) * (n + 1), 0);
+  std::vector<std::size_t> inside(g.size(), 0), counted(g.size(), 0);  // marks: run start + 1
+  for (std::size_t i = 0; i < n; ++i) {
+    double bytes = 0;
+    for (std::size_t j = i; j < n; ++j) {
+      // Pieces are in dependency order: a run's producers lie in it or before it.
+      for (OpId id : pieces[j]) inside[id] = i + 1;
+      for (OpId id : pieces[j])
+        for (const auto& in : g.op(id).inputs)
+          if (inside[in.producer] != i + 1 && counted[in.producer] != i + 1) {
+            counted[in.producer] = i + 1;
+            bytes += static_cast<double>(g.op(in.producer).output.bytes());
+          }
+      inputs[i * (n + 1) + j + 1] = bytes;
+    }
+  }
 }
 
 int Engine::last_fast(Series& s, int i, int k) {

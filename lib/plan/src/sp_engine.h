@@ -60,31 +60,38 @@ constexpr int kInf = 1 << 20;
 
 // Stage quantities that add up over ops, per data-parallel degree index.
 struct Agg {
-  std::vector<double> comp, sync;  // per micro-batch slice / per iteration
+  std::vector<double> comp, fwd, sync;  // per micro-batch slice (comp: forward + backward) / per iteration
   std::vector<double> static_bytes;  // per replica: PS-synced optimizer state is 1/d of it
   double act_per_row = 0;
   void add(const Agg& o) {
     for (std::size_t k = 0; k < comp.size(); ++k)
-      comp[k] += o.comp[k], sync[k] += o.sync[k], static_bytes[k] += o.static_bytes[k];
+      comp[k] += o.comp[k], fwd[k] += o.fwd[k], sync[k] += o.sync[k], static_bytes[k] += o.static_bytes[k];
     act_per_row += o.act_per_row;
   }
 };
 
 // Prefix sums of Agg over a sequence of pieces, flat so that the DP's inner
-// loop reads an interval's totals without allocating.
+// loop reads an interval's totals without allocating; and, for Note
+// [Recomputation costs], the input bytes per row of every run of pieces.
 struct Prefix {
   int degrees = 0;
-  std::vector<double> comp, sync, static_bytes, act_per_row;  // comp/sync/static_bytes: [i * degrees + k]
-  explicit Prefix(int k = 0) : degrees(k), comp(k, 0), sync(k, 0), static_bytes(k, 0), act_per_row(1, 0) {}
+  std::vector<double> comp, fwd, sync, static_bytes, act_per_row;  // comp/fwd/sync/static_bytes: [i * degrees + k]
+  std::vector<double> inputs;  // [i * (pieces + 1) + j]: input_bytes_per_row of pieces [i, j)
+  explicit Prefix(int k = 0)
+      : degrees(k), comp(k, 0), fwd(k, 0), sync(k, 0), static_bytes(k, 0), act_per_row(1, 0) {}
   void push(const Agg& a) {
     const std::size_t base = comp.size() - degrees;
     for (int k = 0; k < degrees; ++k) {
       comp.push_back(comp[base + k] + a.comp[k]);
+      fwd.push_back(fwd[base + k] + a.fwd[k]);
       sync.push_back(sync[base + k] + a.sync[k]);
       static_bytes.push_back(static_bytes[base + k] + a.static_bytes[k]);
     }
     act_per_row.push_back(act_per_row.back() + a.act_per_row);
   }
+  // Fills `inputs` for pieces of these ops (in the order pushed).
+  void set_inputs(const graph::OpGraph& g, const std::vector<std::vector<OpId>>& pieces);
+  double inputs_of(int i, int j) const { return inputs[static_cast<std::size_t>(i) * (act_per_row.size()) + j]; }
 };
 
 // How a plan splits a run of pieces (a suffix [i, ...) of a series, or
@@ -158,7 +165,8 @@ class Engine {
 
   Agg zero() const {
     Agg a;
-    a.comp.assign(degrees_.size(), 0), a.sync.assign(degrees_.size(), 0), a.static_bytes.assign(degrees_.size(), 0);
+    a.comp.assign(degrees_.size(), 0), a.fwd.assign(degrees_.size(), 0), a.sync.assign(degrees_.size(), 0);
+    a.static_bytes.assign(degrees_.size(), 0);
     return a;
   }
   int index_of(int replicas) const {
@@ -180,26 +188,45 @@ class Engine {
   void coarsen(std::vector<Piece>& pieces) const;
 
   double tps(const Agg& a, int k) const { return a.comp[k] / b_ + a.sync[k] / mini_; }
-  // A stage made of several runs (a branch group and a fork or join).
-  // (see prune() for bound_s_)
-  bool tps_ok(std::initializer_list<Span> spans, int k) const {
-    double comp = 0, sync = 0;
+  // A stage's totals over its runs (several: a branch group and a fork or
+  // join). The inputs of several runs are summed: an upper bound of the
+  // union's (Note [Recomputation costs]); one run's are exact.
+  struct Totals {
+    double comp = 0, fwd = 0, sync = 0, stat = 0, act = 0, in = 0;
+  };
+  Totals totals(std::initializer_list<Span> spans, int k) const {
+    Totals t;
     for (const auto& s : spans) {
       const int n = s.p->degrees;
-      comp += s.p->comp[s.j * n + k] - s.p->comp[s.i * n + k];
-      sync += s.p->sync[s.j * n + k] - s.p->sync[s.i * n + k];
+      t.comp += s.p->comp[s.j * n + k] - s.p->comp[s.i * n + k];
+      t.fwd += s.p->fwd[s.j * n + k] - s.p->fwd[s.i * n + k];
+      t.sync += s.p->sync[s.j * n + k] - s.p->sync[s.i * n + k];
+      t.stat += s.p->static_bytes[s.j * n + k] - s.p->static_bytes[s.i * n + k];
+      t.act += s.p->act_per_row[s.j] - s.p->act_per_row[s.i];
+      if (s.j > s.i) t.in += s.p->inputs_of(s.i, s.j);
     }
+    return t;
+  }
+  // Whether a stage computing `comp` per micro-batch meets the target (see
+  // prune() for bound_s_).
+  bool time_ok(double comp, double sync) const {
     if (bound_s_ > 0) return comp / b_ * mini_ <= bound_s_ && sync <= bound_s_;
     return comp / b_ + sync / mini_ <= target_;
   }
+  // The stage meets the target — recomputing when the rule is always; under
+  // auto, fits() adds the recomputing stage's time where it needs it.
+  bool tps_ok(std::initializer_list<Span> spans, int k) const {
+    const Totals t = totals(spans, k);
+    return time_ok(recompute_ == Recompute::kAlways ? t.comp + t.fwd : t.comp, t.sync);
+  }
+  // Memory at `height` (Note [Stage memory], Note [Recomputation costs]).
   bool fits(std::initializer_list<Span> spans, int k, int height) const {
-    double stat = 0, act = 0;
-    for (const auto& s : spans) {
-      const int n = s.p->degrees;
-      stat += s.p->static_bytes[s.j * n + k] - s.p->static_bytes[s.i * n + k];
-      act += s.p->act_per_row[s.j] - s.p->act_per_row[s.i];
-    }
-    return stat + std::min(height, m_) * act * static_cast<double>(b_ / degrees_[k]) <= cap_;
+    const Totals t = totals(spans, k);
+    const double rows = static_cast<double>(b_ / degrees_[k]), h = std::min(height, m_);
+    const bool plain = t.stat + h * t.act * rows <= cap_;
+    if (recompute_ == Recompute::kNever || (plain && recompute_ == Recompute::kAuto)) return plain;
+    const bool kept = t.stat + t.act * rows + h * t.in * rows <= cap_;
+    return kept && (recompute_ == Recompute::kAlways || time_ok(t.comp + t.fwd, t.sync));
   }
   // The most stages that may lie downstream of a stage of `spans` on
   // degrees_[k] with δ = delta besides the sub-problem's own (its height is
@@ -422,6 +449,8 @@ class Engine {
     return lo;
   }
 
+  enum class Recompute { kNever, kAuto, kAlways };
+  Recompute recompute_ = Recompute::kAuto;
   const Planner& p_;
   int max_pieces_ = 0;
   int b_, mini_ = 0, m_ = 0, devices_ = 0, hcap_ = 0, root_ = 0;

@@ -223,6 +223,10 @@ std::vector<Key> parallel_keys() {
   k.push_back(int_key("parallel.micro_batch", [](TrainConfig& c) -> auto& { return c.parallel.micro_batch; }, bound(0),
                       [](const TrainConfig& c) { return c.train.mini_batch; },
                       "divides `train.mini_batch` (0: searched by the planner)"));
+  k.push_back(text_key("parallel.recompute", [](TrainConfig& c) -> auto& { return c.parallel.recompute; },
+                       plan::recompute_names(),
+                       "`auto` (the planner recomputes a stage's forward in its backward where the stage would not "
+                       "fit otherwise), `never`, `always`; a plan file sets it per stage"));
   k.push_back(text_key("parallel.schedule", [](TrainConfig& c) -> auto& { return c.parallel.schedule; },
                        {"auto", "gpipe", "1f1b", "graph-1f1b"},
                        "`auto` (graph-1f1b for graphpipe, 1f1b otherwise), `gpipe`, `1f1b`, `graph-1f1b`"));

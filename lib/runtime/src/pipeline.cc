@@ -81,6 +81,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   r.max_replicas = dp ? 0 : static_cast<int>(par.max_replicas);
   r.threads = static_cast<int>(config.train.threads);
   r.bucket_bytes = par.bucket_mb * 1024 * 1024;
+  r.recompute = par.recompute;
   auto bad = [&](const std::string& field, const std::string& what) { throw ConfigError(field + ": " + what); };
   const std::string field = "parallel.partitioner = " + par.partitioner;
   PipelinePlan out;

@@ -68,6 +68,7 @@ void StageExecutor::build() {
   if (stage_ < 0) return;
 
   const auto& st = plan_.stages[stage_];
+  recompute_ = st.recompute;
   std::set<graph::OpId> ops;
   for (const auto& name : st.ops) ops.insert(g.id_of(name));
   auto sg = graph::make_subgraph(g, ops);

@@ -116,7 +116,9 @@ class StageExecutor::TensorBackend final : public Backend {
  private:
   struct Saved {
     nn::TensorMap inputs, outputs;
+    nn::Batch fields;  // kept for recomputation only
   };
+  void recompute(Pass& p, int m, const Layout& l, Saved& saved, const std::string& action);
   std::map<int, Saved> saved_;  // micro-batches between their forward and backward
 };
 

@@ -11,6 +11,12 @@ namespace trident::runtime {
 void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const std::string& action) {
   const auto& l = *x.layout;
   auto& saved = saved_[m];
+  const bool training = torch::GradMode::is_enabled();
+  // Note [Recomputation]: a recomputing stage records no autograd graph now
+  // and keeps only what it received and read.
+  const bool recompute = training && s_.recompute_;
+  std::optional<torch::NoGradGuard> no_graph;
+  if (recompute) no_graph.emplace();
   // Each received input is taken when the first op that reads it runs
   // (Note [Inputs on demand] in nn/executor.h); the forward's trace splits
   // into compute segments around the waits. On the host a short wait stays
@@ -36,7 +42,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   }
   nn::Batch fields;
   std::optional<nn::RandomScope> random;  // Note [Random ops]: training draws by (seed, step, micro-batch)
-  if (torch::GradMode::is_enabled()) random.emplace(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
+  if (training) random.emplace(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
   const auto base = p.first_row + m * l.micro_batch;
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
   saved.outputs =
@@ -49,13 +55,15 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
     if (s_.classifies_)
       p.result.correct += value(s_.logits_).argmax(1).eq(value(s_.labels_)).sum().item<double>();
   }
-  if (!torch::GradMode::is_enabled()) saved_.erase(m);  // evaluation keeps nothing
+  if (!training) saved_.erase(m);  // evaluation keeps nothing
+  if (recompute) saved.outputs.clear(), saved.fields = std::move(fields);
   if (p.trace) p.trace->add_stamped(action, "forward", segment_start, p.stamp());
 }
 
 void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) {
   const auto& l = *x.layout;
   auto& saved = saved_.at(m);
+  if (s_.recompute_) recompute(p, m, l, saved, action);
   const auto t0 = p.stamp();
   std::vector<torch::Tensor> roots, grads;
   if (s_.has_loss_) {
@@ -85,6 +93,19 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool la
   }
   saved_.erase(m);
   if (p.trace) p.trace->add_stamped(action, "backward", t1, p.stamp());
+}
+
+// Note [Recomputation]: the forward again, now recording autograd, on the
+// inputs and fields kept, under the same random key, so it computes exactly
+// what the first forward sent on.
+void StageExecutor::TensorBackend::recompute(Pass& p, int m, const Layout& l, Saved& saved,
+                                             const std::string& action) {
+  const auto t0 = p.stamp();
+  for (auto& [producer, t] : saved.inputs)
+    if (s_.crossings_[l.input_k_of.at(producer)].differentiable) t.requires_grad_(true);
+  nn::RandomScope random(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
+  saved.outputs = s_.executor_->forward(saved.inputs, saved.fields);
+  if (p.trace) p.trace->add_stamped("recompute " + action, "forward", t0, p.stamp());
 }
 
 }  // namespace trident::runtime

@@ -246,8 +246,7 @@ INSTANTIATE_TEST_SUITE_P(Models, Pipelines,
                          });
 
 // Fan-out and fan-in: the stem feeds two branch stages, which both feed the rest.
-TEST(Pipeline, FanOutFanInStagesEqualSingleProcess) {
-  const auto g = zoo::build_graph({"inception", "tiny"});
+plan::Plan fan_plan(const graph::OpGraph& g) {
   auto in = [](std::initializer_list<const char*> prefixes) {
     std::vector<std::string> ps(prefixes.begin(), prefixes.end());
     return [ps](const std::string& n) {
@@ -261,6 +260,12 @@ TEST(Pipeline, FanOutFanInStagesEqualSingleProcess) {
                             [](const std::string& n) { return n == "image" || starts(n, "stem") || n == "pool1"; },
                             [](const std::string&) { return true; }},
                            {1, 1, 1, 1});
+  return p;
+}
+
+TEST(Pipeline, FanOutFanInStagesEqualSingleProcess) {
+  const auto g = zoo::build_graph({"inception", "tiny"});
+  const auto p = fan_plan(g);
   ASSERT_EQ(p.stages.size(), 4u);
   int fan_out = 0;
   for (const auto& e : p.edges) fan_out += e.from == p.edges.front().from;
@@ -282,6 +287,30 @@ TEST(Pipeline, StagesOfDifferentWidthsEqualSingleProcess) {
   ASSERT_EQ(p.stages.size(), 2u);
   EXPECT_EQ(p.stages[0].devices.size() + p.stages[1].devices.size(), 5u);
   expect_equal(train(g, p, 3), p);
+}
+
+// Note [Recomputation] (stage_executor.h): stages that keep only their
+// inputs and run their forward again before each backward train to the
+// weights of one process — a fork stage and the join, a stage of three
+// replicas feeding one of two, and every other stage of a planned mmt.
+TEST(Pipeline, RecomputingStagesEqualSingleProcess) {
+  const auto inception = zoo::build_graph({"inception", "tiny"});
+  const auto mmt = zoo::build_graph({"mmt", "tiny"});
+  auto fan = fan_plan(inception);
+  auto widths = widths_plan(inception);
+  auto planned = make_plan(mmt, request("graphpipe", "graph-1f1b", 4, 16, 4, 1));
+  ASSERT_GE(planned.stages.size(), 3u);
+  for (auto& st : planned.stages) st.recompute = st.id % 2 == 0;
+  for (auto& st : fan.stages)  // the stem (the fork) and the join
+    st.recompute = std::any_of(st.ops.begin(), st.ops.end(), [&](const std::string& op) {
+      return starts(op, "stem") || inception.id_of(op) == inception.loss();
+    });
+  widths.stages[0].recompute = true;
+  for (auto [g, p] : {std::pair{&inception, &fan}, {&inception, &widths}, {&mmt, &planned}}) {
+    SCOPED_TRACE(p->model + " " + std::to_string(p->stages.size()) + " stages");
+    plan::validate_plan(*p, *g);
+    expect_equal(train(*g, *p, 3), *p);
+  }
 }
 
 // Stage-to-stage messages carried by the store backend (the CUDA build's

@@ -8,6 +8,11 @@
 // micro-batch, so its masks differ from one process's (equal in
 // distribution). Without a scope (tests, the profiler), the process's
 // generator draws.
+//
+// Recomputation (Note [Recomputation] in runtime/stage_executor.h) runs a
+// micro-batch's forward twice under the same key — once without autograd,
+// once right before its backward — so both draw the same masks, and built-in
+// dropout is active under a scope whether or not gradients are recorded.
 #pragma once
 
 #include <cstdint>

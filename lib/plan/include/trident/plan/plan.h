@@ -32,6 +32,9 @@ struct PlanStage {
   std::vector<int> devices;      // global device ids; replicas = devices.size()
   int micro_batch = 0;           // rows per micro-batch (split among replicas)
   std::string actions;           // schedule, e.g. "F0 F1 B0 F2 B1 B2"
+  // Note [Recomputation]: the stage keeps only its inputs per in-flight
+  // micro-batch and runs its forward again right before each backward.
+  bool recompute = false;
   // Filled by prediction (planner or simulate).
   int in_flight = 0;
   double predicted_tps_s = 0;     // time per sample of this stage

@@ -53,7 +53,12 @@ struct PlanRequest {
   int threads = 0;
   // The runtime's all-reduce bucket size (Note [Gradient buckets]).
   double bucket_bytes = 25.0 * 1024 * 1024;
+  // Which stages recompute their forward (Note [Recomputation costs] in
+  // estimate.h): auto (where a stage would not fit otherwise), never, always.
+  std::string recompute = "auto";
 };
+
+const std::vector<std::string>& recompute_names();  // auto, never, always
 
 const std::vector<std::string>& partitioner_names();
 

@@ -62,6 +62,7 @@ struct ParallelConfig {
   std::string partitioner = "dp";  // graphpipe | pipedream | dp | a plan .json path
   std::int64_t micro_batch = 0;    // 0: the mini-batch
   std::string schedule = "auto";   // auto | gpipe | 1f1b | graph-1f1b (auto: graph-1f1b for graphpipe, else 1f1b)
+  std::string recompute = "auto";  // auto | never | always (Note [Recomputation] in stage_executor.h)
   std::string cluster = "auto";  // what the planner plans for: "auto" (this machine), a preset or a cluster file
   std::int64_t max_replicas = 0;   // planner: most replicas per stage (0: no limit)
   std::string grad_sync = "allreduce";  // allreduce | ps | sfb | hybrid

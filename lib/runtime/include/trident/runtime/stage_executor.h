@@ -39,6 +39,16 @@
 // all ranks equal one process's, and no rank ever holds another stage's
 // parameters.
 //
+// Note [Recomputation] (activation checkpointing): a stage the plan marks
+// `recompute` runs each training forward without recording autograd and
+// keeps, per in-flight micro-batch, only the tensors it received and the
+// dataset fields it read; right before that micro-batch's backward it runs
+// the forward again, recording, and backpropagates through it. Random ops
+// replay their draws (Note [Random ops] in nn/random.h), so the gradients
+// equal those of the same plan without recomputation bit for bit. Memory:
+// in-flight × inputs plus one micro-batch's activations instead of
+// in-flight × activations; time: one more forward per micro-batch.
+//
 // Edge contracts (contract 5): every piece is checked against its edge's
 // declared shape and dtype before it is sent; a mismatch throws
 // PipelineError at the sender naming the edge, both stages and the
@@ -195,6 +205,7 @@ class StageExecutor {
   std::uint64_t random_seed_ = 0;
   std::int64_t random_step_ = 0;
   bool has_loss_ = false;
+  bool recompute_ = false;  // Note [Recomputation]
   graph::OpId logits_ = -1, labels_ = -1;
   bool classifies_ = true;  // cross_entropy: accuracy is counted; mse: it is not
   std::unique_ptr<nn::GraphExecutor> executor_;
