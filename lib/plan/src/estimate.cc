@@ -1,6 +1,7 @@
 #include "estimate.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 namespace trident::plan::detail {
@@ -27,6 +28,36 @@ std::int64_t bytes_of(const graph::OpGraph& g, const std::vector<graph::OpId>& o
 }
 
 }  // namespace
+
+std::vector<int> stage_heights(const graph::OpGraph& g, const std::vector<std::vector<graph::OpId>>& stages,
+                               const std::vector<std::pair<graph::OpId, graph::OpId>>& extra) {
+  const int n = static_cast<int>(stages.size());
+  std::vector<int> stage(g.size(), -1);
+  for (int i = 0; i < n; ++i)
+    for (auto id : stages[i]) stage[id] = i;
+  std::vector<std::set<int>> succ(n);
+  auto link = [&](graph::OpId a, graph::OpId b) {
+    if (stage[a] >= 0 && stage[b] >= 0 && stage[a] != stage[b]) succ[stage[a]].insert(stage[b]);
+  };
+  for (graph::OpId id = 0; id < g.size(); ++id)
+    for (auto c : g.consumers(id)) link(id, c);
+  for (const auto& [a, b] : extra) link(a, b);
+  std::vector<int> h(n, 0), state(n, 0);  // 0 new, 1 on stack, 2 done
+  bool cycle = false;
+  std::function<void(int)> visit = [&](int s) {
+    state[s] = 1;
+    h[s] = 1;
+    for (int t : succ[s]) {
+      if (state[t] == 1) cycle = true;
+      if (state[t] == 0) visit(t);
+      h[s] = std::max(h[s], h[t] + 1);
+    }
+    state[s] = 2;
+  };
+  for (int s = 0; s < n; ++s)
+    if (!state[s]) visit(s);
+  return cycle ? std::vector<int>{} : h;
+}
 
 double input_bytes_per_row(const graph::OpGraph& g, const std::vector<graph::OpId>& ops) {
   std::set<graph::OpId> inside(ops.begin(), ops.end()), counted;

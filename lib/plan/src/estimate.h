@@ -65,6 +65,12 @@ struct StageEstimate {
   }
 };
 
+// Longest path in stages to a sink, per stage, over the op edges plus
+// `extra` edges (an SP-ization's); empty when the stages' dependencies have
+// a cycle.
+std::vector<int> stage_heights(const graph::OpGraph& g, const std::vector<std::vector<graph::OpId>>& stages,
+                               const std::vector<std::pair<graph::OpId, graph::OpId>>& extra);
+
 // The bytes per sample of the tensors that ops outside `ops` produce and
 // ops in `ops` read, each producer once: what a recomputing stage of `ops`
 // keeps per micro-batch row.

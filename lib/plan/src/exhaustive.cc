@@ -129,38 +129,6 @@ class SpSpace {
   }
 };
 
-// Longest path in stages to a sink, per stage, over the op edges plus
-// `extra` edges; empty when the stages' dependencies have a cycle.
-std::vector<int> heights(const graph::OpGraph& g, const Partition& stages,
-                         const std::vector<std::pair<OpId, OpId>>& extra) {
-  const int n = static_cast<int>(stages.size());
-  std::vector<int> stage(g.size(), -1);
-  for (int i = 0; i < n; ++i)
-    for (auto id : stages[i]) stage[id] = i;
-  std::vector<std::set<int>> succ(n);
-  auto link = [&](OpId a, OpId b) {
-    if (stage[a] >= 0 && stage[b] >= 0 && stage[a] != stage[b]) succ[stage[a]].insert(stage[b]);
-  };
-  for (OpId id = 0; id < g.size(); ++id)
-    for (auto c : g.consumers(id)) link(id, c);
-  for (const auto& [a, b] : extra) link(a, b);
-  std::vector<int> h(n, 0), state(n, 0);  // 0 new, 1 on stack, 2 done
-  bool cycle = false;
-  std::function<void(int)> visit = [&](int s) {
-    state[s] = 1;
-    h[s] = 1;
-    for (int t : succ[s]) {
-      if (state[t] == 1) cycle = true;
-      if (state[t] == 0) visit(t);
-      h[s] = std::max(h[s], h[t] + 1);
-    }
-    state[s] = 2;
-  };
-  for (int s = 0; s < n; ++s)
-    if (!state[s]) visit(s);
-  return cycle ? std::vector<int>{} : h;
-}
-
 // Tries every assignment of degrees to the stages of one partition.
 void assign(const Planner& planner, const Partition& stages, const std::vector<int>& h, int micro_batch,
             Exhaustive& best) {
@@ -204,7 +172,7 @@ Exhaustive exhaustive_sp(const Planner& planner, const graph::SpDecomposition& s
   SpSpace space;
   for (const auto& p : space.series(SpSpace::pieces_of(sp.root), 0)) {
     if (static_cast<int>(p.size()) > planner.request().devices) continue;
-    assign(planner, p, heights(planner.graph(), p, sp.added_edges), micro_batch, best);
+    assign(planner, p, detail::stage_heights(planner.graph(), p, sp.added_edges), micro_batch, best);
   }
   return best;
 }
@@ -224,7 +192,7 @@ Exhaustive exhaustive_convex(const Planner& planner, int micro_batch) {
       for (std::size_t k = 0; k < ops.size(); ++k) p[block[k]].push_back(ops[k]);
       for (const auto& s : p)
         if (!g.is_convex({s.begin(), s.end()})) return;
-      auto h = heights(g, p, {});
+      auto h = detail::stage_heights(g, p, {});
       if (!h.empty()) assign(planner, p, h, micro_batch, best);
       return;
     }

@@ -34,6 +34,7 @@ Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p
       a.act_per_row = e.activation_bytes / (b / d);
     }
   }
+  added_edges_ = sp.added_edges;
   root_ = add_series(sp.root);
 }
 
@@ -56,11 +57,22 @@ bool Engine::solve(double target, Planner::Search* out) {
   out->stages.clear();
   emit_suffix(root_, 0, devices_, 0, out->stages);
   out->depth = depth;
+  // Each stage's TPS as it will run: recomputing where the rule says so, or
+  // (auto) where it does not fit otherwise at its height (Note
+  // [Recomputation costs]).
+  std::vector<std::vector<OpId>> ops;
+  for (const auto& st : out->stages) ops.push_back(st.ops);
+  const auto heights = stage_heights(p_.graph(), ops, added_edges_);
   out->tps = 0;
-  for (const auto& st : out->stages) {
+  for (std::size_t i = 0; i < out->stages.size(); ++i) {
     Agg a = zero();
-    for (OpId id : st.ops) a.add(op_agg_[id]);
-    out->tps = std::max(out->tps, tps(a, index_of(st.replicas)));
+    for (OpId id : ops[i]) a.add(op_agg_[id]);
+    const int k = index_of(out->stages[i].replicas);
+    const double rows = static_cast<double>(b_ / degrees_[k]);
+    const int h = std::min(heights.empty() ? m_ : heights[i], m_);
+    const bool plain = recompute_ == Recompute::kNever ||
+                       (recompute_ == Recompute::kAuto && a.static_bytes[k] + h * a.act_per_row * rows <= cap_);
+    out->tps = std::max(out->tps, tps(a, k) + (plain ? 0 : a.fwd[k] / b_));
   }
   return true;
 }

@@ -457,6 +457,7 @@ class Engine {
   int solve_ = 0;  // the current solve, for the memo
   double cap_ = 0, target_ = 0, bound_s_ = 0;
   std::vector<int> degrees_;
+  std::vector<std::pair<OpId, OpId>> added_edges_;  // the SP-ization's, for stage heights
   std::vector<Agg> op_agg_;
   std::vector<Series> series_;
   std::vector<Parallel> parallels_;
