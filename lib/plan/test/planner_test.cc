@@ -474,6 +474,14 @@ TEST_F(HandPlan, ValidationNamesTheProblem) {
   auto unknown = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {2}});
   unknown.stages[2].ops.push_back("nope");
   expect_error(unknown, "op 'nope' is not in model mmt");
+  // Note [Recomputation]: a stage of dataset inputs alone has no forward to run again.
+  auto rest = branch(0, true, true);
+  rest.erase(std::find(rest.begin(), rest.end(), "modality0"));
+  auto fields = make({{"modality0"}, rest, branch(1, true, true), head()}, {{0}, {1}, {2}, {3}});
+  fields.stages[1].recompute = fields.stages[2].recompute = true;
+  validate_plan(fields, g);  // stages that compute may recompute
+  fields.stages[0].recompute = true;
+  expect_error(fields, "stage 0: recompute is set, but the stage only reads dataset fields");
 }
 
 }  // namespace

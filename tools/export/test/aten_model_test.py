@@ -10,7 +10,9 @@ tools/export/trident_aten.py), against eager PyTorch:
 - nn.TransformerEncoder (batch_first, GELU), nn.LSTM and nn.GRU models: 20
   SGD steps give PyTorch's losses (1e-4) and a pipeline on 3 processes the
   weights of one process; with dropout 0.1 the loss falls and the pipeline
-  still equals one process (Note [Random ops] in nn/random.h);
+  still equals one process (Note [Random ops] in nn/random.h), and the same
+  plan with every stage recomputing its forward gives bitwise the same
+  weights (Note [Recomputation]);
 - a model whose output projection is its input embedding (tied weights),
   split by a stage cut between the two uses: the weights of one process;
 - bad input: an operator this LibTorch lacks, a graph of another capture
@@ -280,6 +282,18 @@ def check_sequence(name, binary, dropout):
     stages = len(plan_layout(work, "pipeline"))
     expect(stages >= 2, "the pipeline ran %d stage" % stages)
     largest = same_weights(single, piped, "3-process pipeline", expect)
+    if dropout > 0:
+        # Note [Recomputation]: the same plan with every stage recomputing replays the dropout masks, so the
+        # weights are bitwise those of the plan without recomputation.
+        plan = json.load(open(os.path.join(work, "runs", "pipeline", "plan.json")))
+        for st in plan["stages"]:
+            st["recompute"] = True
+        path = os.path.join(work, "recompute-plan.json")
+        json.dump(plan, open(path, "w"))
+        _, again = train(binary, work, "recompute", SEQ_STEPS, ["--nproc", "3", "--set", "parallel.devices=3", "--set",
+                                                               "parallel.partitioner=" + path])
+        unequal = sorted(k for k in piped if not torch.equal(piped[k], again[k]))
+        expect(not unequal, "recomputing every stage changed %s" % unequal)
     print("%s: losses %.4f -> %.4f; %d-stage pipeline within %.1e of one process" % (label, losses[0], losses[-1],
                                                                                     stages, largest))
     if not failures:
