@@ -168,7 +168,8 @@ int Engine::room(std::initializer_list<Span> spans, int k, int delta) const {
     return per > 0 ? std::min<double>(m_ - 1, std::floor((cap_ - fixed) / per)) : m_ - 1;
   };
   double estimate = tallest(t.stat, t.act * rows);
-  if (recompute_ != Recompute::kNever) estimate = std::max(estimate, tallest(t.stat + t.act * rows, t.in * rows));
+  if (recompute_ != Recompute::kNever)
+    estimate = std::max(estimate, tallest(t.stat + t.act * rows, inputs(spans) * rows));
   int height = static_cast<int>(estimate);
   height = std::max(height, delta + 1);
   while (height + 1 < m_ && fits(spans, k, height + 1)) ++height;
@@ -176,7 +177,19 @@ int Engine::room(std::initializer_list<Span> spans, int k, int delta) const {
   return height - delta - 1;
 }
 
+double Engine::merged_inputs(std::initializer_list<Span> spans) const {
+  std::vector<std::intptr_t> key;
+  for (const auto& s : spans) key.insert(key.end(), {reinterpret_cast<std::intptr_t>(s.p), s.i, s.j});
+  auto it = merged_inputs_.find(key);
+  if (it != merged_inputs_.end()) return it->second;
+  std::vector<OpId> ops;
+  for (const auto& s : spans)
+    for (int x = s.i; x < s.j; ++x) ops.insert(ops.end(), s.p->parts[x].begin(), s.p->parts[x].end());
+  return merged_inputs_[key] = input_bytes_per_row(p_.graph(), ops);
+}
+
 void Prefix::set_inputs(const graph::OpGraph& g, const std::vector<std::vector<OpId>>& pieces) {
+  parts = pieces;
   const std::size_t n = pieces.size();
   inputs.assign((n + 1) * (n + 1), 0);
   std::vector<std::size_t> inside(g.size(), 0), counted(g.size(), 0);  // marks: run start + 1
@@ -241,7 +254,17 @@ int Engine::suffix(int si, int i, int h, int delta) {
       if (r < 0) break;  // a longer group fits even less
       auto keeps = [&](int x) { return fits(pre, i, x + 1, k, delta + r + 1); };
       const int end = keeps(fast) ? fast : last_true(j, fast, keeps);
-      best = std::min(best, degrees_[k] + suffix(si, end + 1, r, delta));
+      // Note [Recomputation costs]: a recomputing stage keeps its inputs, so
+      // the rest may need more devices when it starts later (its first
+      // stage then keeps a wider tensor) and Note [Longest groups] no longer
+      // holds. Under always every shorter end is tried too; under auto, only
+      // while the rest has no plan (the search stays near its speed without
+      // recomputation; the exhaustive test bounds what this misses).
+      int rest = suffix(si, end + 1, r, delta);
+      const bool scan = recompute_ == Recompute::kAlways;
+      for (int e = end - 1; e >= j && recompute_ != Recompute::kNever && (scan || rest >= kInf); --e)
+        rest = std::min(rest, suffix(si, e + 1, r, delta));
+      best = std::min(best, degrees_[k] + rest);
       j = end + 1;
     }
   }

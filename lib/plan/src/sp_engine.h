@@ -46,7 +46,9 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <cstdint>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "estimate.h"
@@ -77,6 +79,7 @@ struct Prefix {
   int degrees = 0;
   std::vector<double> comp, fwd, sync, static_bytes, act_per_row;  // comp/fwd/sync/static_bytes: [i * degrees + k]
   std::vector<double> inputs;  // [i * (pieces + 1) + j]: input_bytes_per_row of pieces [i, j)
+  std::vector<std::vector<OpId>> parts;  // the ops of each piece
   explicit Prefix(int k = 0)
       : degrees(k), comp(k, 0), fwd(k, 0), sync(k, 0), static_bytes(k, 0), act_per_row(1, 0) {}
   void push(const Agg& a) {
@@ -189,10 +192,9 @@ class Engine {
 
   double tps(const Agg& a, int k) const { return a.comp[k] / b_ + a.sync[k] / mini_; }
   // A stage's totals over its runs (several: a branch group and a fork or
-  // join). The inputs of several runs are summed: an upper bound of the
-  // union's (Note [Recomputation costs]); one run's are exact.
+  // join), with its input bytes per row (Note [Recomputation costs]).
   struct Totals {
-    double comp = 0, fwd = 0, sync = 0, stat = 0, act = 0, in = 0;
+    double comp = 0, fwd = 0, sync = 0, stat = 0, act = 0;
   };
   Totals totals(std::initializer_list<Span> spans, int k) const {
     Totals t;
@@ -203,10 +205,23 @@ class Engine {
       t.sync += s.p->sync[s.j * n + k] - s.p->sync[s.i * n + k];
       t.stat += s.p->static_bytes[s.j * n + k] - s.p->static_bytes[s.i * n + k];
       t.act += s.p->act_per_row[s.j] - s.p->act_per_row[s.i];
-      if (s.j > s.i) t.in += s.p->inputs_of(s.i, s.j);
     }
     return t;
   }
+  // A stage's input bytes per row: exact for one run; several runs feed each
+  // other, so their union's are computed (and memoised).
+  double inputs(std::initializer_list<Span> spans) const {
+    const Span* one = nullptr;
+    int runs = 0;
+    for (const auto& s : spans)
+      if (s.j > s.i) one = &s, ++runs;
+    if (runs > 1) return merged_inputs(spans);
+    return one ? one->p->inputs_of(one->i, one->j) : 0;
+  }
+  // The input bytes per row of a stage of several runs (a run feeds the
+  // next, so their sum would count what passes inside), memoised.
+  double merged_inputs(std::initializer_list<Span> spans) const;
+  mutable std::map<std::vector<std::intptr_t>, double> merged_inputs_;
   // Whether a stage computing `comp` per micro-batch meets the target (see
   // prune() for bound_s_).
   bool time_ok(double comp, double sync) const {
@@ -225,8 +240,8 @@ class Engine {
     const double rows = static_cast<double>(b_ / degrees_[k]), h = std::min(height, m_);
     const bool plain = t.stat + h * t.act * rows <= cap_;
     if (recompute_ == Recompute::kNever || (plain && recompute_ == Recompute::kAuto)) return plain;
-    const bool kept = t.stat + t.act * rows + h * t.in * rows <= cap_;
-    return kept && (recompute_ == Recompute::kAlways || time_ok(t.comp + t.fwd, t.sync));
+    if (recompute_ == Recompute::kAuto && !time_ok(t.comp + t.fwd, t.sync)) return false;
+    return t.stat + t.act * rows + h * inputs(spans) * rows <= cap_;
   }
   // The most stages that may lie downstream of a stage of `spans` on
   // degrees_[k] with δ = delta besides the sub-problem's own (its height is

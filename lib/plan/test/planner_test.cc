@@ -201,14 +201,14 @@ TEST(Planner, SearchMatchesExhaustiveSearchOnRandomGraphs) {
 }
 
 // Note [Recomputation costs]: with activations that bind, the DP decides
-// per stage whether to recompute. Its plans are never better than the
-// exhaustive search's optimum over the same space (priced the same way:
-// plain where a stage fits at its height, else recomputing), under never,
-// auto and always; auto finds a plan whenever never does, and some that
-// never cannot. (Its TPS is not always the optimum's: with recomputation,
-// and at micro-batches of many rows even without, it can miss the best
-// plan by up to ~50% on these graphs — docs/planner.md, "Not modelled".)
-TEST(Planner, RecomputingPlansAreFeasibleAndNeverBeatTheOptimum) {
+// per stage whether to recompute, and finds the least TPS of its space: the
+// exhaustive search prices each stage the same way (plain where it fits at
+// its height, else recomputing) under never, auto and always. At these
+// micro-batches of 512-1024 rows the DP may miss by up to 1% (0.5% seen) — under
+// never as well, so not from recomputation — where the test above (4-16
+// rows) holds it to the binary search's tolerance. auto is never worse than
+// either fixed rule, and finds plans where never finds none.
+TEST(Planner, SearchMatchesExhaustiveSearchWhenStagesRecompute) {
   std::mt19937 rng(31);
   int compared = 0, decisive = 0;
   for (int trial = 0; trial < 60; ++trial) {
@@ -220,23 +220,25 @@ TEST(Planner, RecomputingPlansAreFeasibleAndNeverBeatTheOptimum) {
     for (const auto& op : g.ops()) activations += static_cast<double>(op.activation_bytes) * micro;
     const double state = static_cast<double>(g.param_bytes()) * 4;
     const double cap = (state + activations * (1 + rng() % 4)) / devices;
+    const std::string partitioner = trial % 3 ? "graphpipe" : "pipedream";
     std::map<std::string, Exhaustive> best;
     std::map<std::string, bool> planned;
     for (const std::string rule : {"never", "auto", "always"}) {
       PlanRequest r;
-      r.devices = devices, r.mini_batch = 8192, r.partitioner = "graphpipe", r.recompute = rule;
+      r.devices = devices, r.mini_batch = 8192, r.partitioner = partitioner, r.recompute = rule;
       r.device_memory_bytes = cap;
       Planner p(g, c, cost::analytic_cost_model(c.device), r);
-      auto sp = graph::sp_decompose(g, true);
+      auto sp = partitioner == "graphpipe" ? graph::sp_decompose(g, true) : graph::linearize(g, true);
       auto found = p.search(sp, micro);
       best[rule] = exhaustive_sp(p, sp, micro);
       planned[rule] = found.has_value();
-      SCOPED_TRACE("trial " + std::to_string(trial) + " " + rule + " " + graph::to_string(sp.root));
+      SCOPED_TRACE("trial " + std::to_string(trial) + " " + partitioner + " " + rule + " " + graph::to_string(sp.root));
       if (!std::isfinite(best[rule].tps)) {
         EXPECT_FALSE(found.has_value());
         continue;
       }
-      if (!found) continue;
+      ASSERT_TRUE(found.has_value());
+      EXPECT_LE(found->tps, best[rule].tps * 1.01);
       EXPECT_GE(found->tps, best[rule].tps * (1 - 1e-9));
       ++compared;
     }
