@@ -14,9 +14,8 @@ namespace trident::cli {
 namespace {
 
 int optimizer_states(const std::string& name) {
-  if (name == "adam") return 2;
-  if (name == "sgd") return 1;  // momentum
-  if (name == "sgd-plain") return 0;
+  if (name == "adam" || name == "sgd") return plan::optimizer_states_for(name, /*momentum=*/0.9);
+  if (name == "sgd-plain") return plan::optimizer_states_for("sgd", 0);
   throw plan::PlanError("--optimizer '" + name + "' is unknown; use adam, sgd (with momentum) or sgd-plain");
 }
 
@@ -106,7 +105,7 @@ int run_plan(PlanArgs a) {
     r.device_memory_bytes = a.device_memory_gb * 1024 * 1024 * 1024;
   }
   plan::Planner planner(g, cluster, plan_cost_model({}, a.profile, cluster, g, a.model.preset, a.devices), r);
-  auto p = planner.plan();
+  auto p = planner.make();
   if (!cluster.note.empty()) std::cout << "cluster " << cluster.name << ": " << cluster.note << "\n";
   std::cout << plan::stage_table(planner, p) << "\n" << plan::sync_table(planner, p, a.sync_rows);
   if (!a.out.empty()) {

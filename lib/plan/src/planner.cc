@@ -35,6 +35,12 @@ const std::vector<std::string>& recompute_names() {
   return names;
 }
 
+int optimizer_states_for(const std::string& optimizer, double momentum) {
+  if (optimizer == "adam") return 2;
+  if (optimizer == "sgd") return momentum > 0 ? 1 : 0;
+  throw PlanError("optimizer '" + optimizer + "' is unknown; use adam or sgd");
+}
+
 Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::CostModel cost, PlanRequest request)
     : graph_(graph), cluster_(std::move(cluster)), cost_(std::move(cost)), request_(std::move(request)) {
   auto& r = request_;
@@ -282,6 +288,26 @@ void Planner::no_plan(const std::vector<std::string>& reasons, int b) const {
                   "; add devices or raise --device-memory-gb");
 }
 
+Plan Planner::make(std::optional<Plan> given) const {
+  if (!given) return plan();
+  Plan& p = *given;
+  validate_plan(p, graph_);
+  if (p.model != request_.model || p.preset != request_.preset)
+    throw PlanError("the plan is for " + p.model + "/" + p.preset + ", not " + request_.model + "/" + request_.preset);
+  if (p.devices != request_.devices)
+    throw PlanError("the plan is for " + std::to_string(p.devices) + " devices, not " +
+                    std::to_string(request_.devices) + "; run it on " + std::to_string(p.devices) +
+                    " processes or plan again");
+  if (p.mini_batch != request_.mini_batch)
+    throw PlanError("the plan is for mini-batch " + std::to_string(p.mini_batch) + ", not " +
+                    std::to_string(request_.mini_batch));
+  p.model_file = request_.model_file;
+  fill_sync(p);  // methods the plan leaves out: the request's rule
+  predict(p);    // for this planner's cluster, shown beside the measurements
+  stamp(p);
+  return p;
+}
+
 Plan Planner::plan() const {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> micro_batches;
@@ -325,6 +351,7 @@ Plan Planner::plan() const {
     if (request_.partitioner == "dp") {
       int d = 1;
       while (d * 2 <= request_.devices && b % (d * 2) == 0) d *= 2;
+      if (b % request_.devices == 0) d = request_.devices;
       std::vector<graph::OpId> all(graph_.size());
       for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
       options.push_back({{all, d}});

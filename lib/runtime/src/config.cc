@@ -406,6 +406,11 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
     r.fail("parallel.devices", root["parallel"]["devices"],
            "must divide train.mini_batch = " + std::to_string(c.train.mini_batch) +
                " (each process takes an equal slice of every batch)");
+  else if (c.parallel.devices > 1 && c.parallel.partitioner == "dp" && c.parallel.micro_batch &&
+           c.parallel.micro_batch % c.parallel.devices)
+    r.fail("parallel.micro_batch", root["parallel"]["micro_batch"],
+           "must split evenly among parallel.devices = " + std::to_string(c.parallel.devices) +
+               " under dp (each process takes an equal slice of every micro-batch)");
   if (c.parallel.devices > 1 && c.parallel.staleness > 0 && c.parallel.grad_sync != "ps" &&
       c.parallel.grad_sync != "hybrid")
     r.fail("parallel.staleness", root["parallel"]["staleness"],

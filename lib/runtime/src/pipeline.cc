@@ -59,6 +59,11 @@ std::vector<std::string> replan_overrides(const TrainConfig& config, int devices
   return sets;
 }
 
+// Note [Config to request]: the runtime only translates the config into a
+// plan request (and a plan file into `given`); lib/plan makes the plan
+// (Planner::make). parallel.micro_batch 0 means the whole mini-batch for dp
+// (one micro-batch, no accumulation) and "searched" for the pipelines; one
+// device is a one-stage plan whatever the partitioner.
 PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   const auto& par = config.parallel;
   cost::ClusterSpec cluster;
@@ -71,19 +76,18 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   r.model = config.model.name, r.preset = config.model.preset, r.model_file = config.model.file;
   r.devices = static_cast<int>(par.devices);
   r.mini_batch = static_cast<int>(config.train.mini_batch);
-  if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
   const bool from_file = plan_from_file(par);
   const bool dp = !from_file && (par.partitioner == "dp" || par.devices == 1);
+  if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
+  else if (dp) r.micro_batch = r.mini_batch;
   r.partitioner = dp ? "dp" : from_file ? "graphpipe" : par.partitioner;
   r.schedule = par.schedule == "auto" ? "" : par.schedule;
   r.grad_sync = par.grad_sync;
-  r.optimizer_states = config.optimizer.name == "adam" ? 2 : config.optimizer.momentum > 0 ? 1 : 0;
+  r.optimizer_states = plan::optimizer_states_for(config.optimizer.name, config.optimizer.momentum);
   r.max_replicas = dp ? 0 : static_cast<int>(par.max_replicas);
   r.threads = static_cast<int>(config.train.threads);
   r.bucket_bytes = par.bucket_mb * 1024 * 1024;
   r.recompute = par.recompute;
-  auto bad = [&](const std::string& field, const std::string& what) { throw ConfigError(field + ": " + what); };
-  const std::string field = "parallel.partitioner = " + par.partitioner;
   PipelinePlan out;
   try {
     std::string source;
@@ -92,33 +96,13 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
     plan::Planner planner(g, cluster, std::move(cost), r);
     if (from_file) {
       try {
-        out.plan = plan::load_plan(par.partitioner);
-        plan::validate_plan(out.plan, g);
-      } catch (const std::exception& e) {
-        bad(field, e.what());
+        out.plan = planner.make(plan::load_plan(par.partitioner));
+      } catch (const plan::PlanError& e) {
+        if (e.kind() == ErrorKind::kFailure) throw;
+        throw ConfigError("parallel.partitioner = " + par.partitioner + ": " + e.what());
       }
-      const auto& p = out.plan;
-      if (p.model != config.model.name || p.preset != config.model.preset)
-        bad(field, "the plan is for " + p.model + "/" + p.preset + " but model is " + config.model.name + "/" +
-                       config.model.preset);
-      if (p.devices != par.devices)
-        bad("parallel.devices = " + std::to_string(par.devices),
-            "the plan " + par.partitioner + " is for " + std::to_string(p.devices) + " devices");
-      if (p.mini_batch != config.train.mini_batch)
-        bad("train.mini_batch = " + std::to_string(config.train.mini_batch),
-            "the plan " + par.partitioner + " is for mini-batch " + std::to_string(p.mini_batch));
-      out.plan.model_file = config.model.file;
-      planner.fill_sync(out.plan);  // methods the plan leaves out: parallel.grad_sync's rule
-      planner.predict(out.plan);    // predictions for parallel.cluster, shown beside the measurements
-    } else if (dp) {
-      // Data parallelism is a plan too (docs/design.md, contract 9): one stage of
-      // every op on all devices; micro-batches > 1 accumulate gradients.
-      std::vector<graph::OpId> all(g.size());
-      for (graph::OpId id = 0; id < g.size(); ++id) all[id] = id;
-      const int micro = par.micro_batch ? static_cast<int>(par.micro_batch) : r.mini_batch;
-      out.plan = planner.assemble({{all, r.devices}}, micro, "dp");
     } else {
-      out.plan = planner.plan();
+      out.plan = planner.make();
     }
     apply_overrides(config, g, planner, out.plan);
     planner.stamp(out.plan);  // the predictions shown beside the run's measurements are for this cluster

@@ -60,6 +60,10 @@ struct PlanRequest {
 
 const std::vector<std::string>& recompute_names();  // auto, never, always
 
+// Tensors of optimizer state per parameter (PlanRequest::optimizer_states):
+// adam 2, sgd with momentum 1, plain sgd 0. Throws PlanError for another name.
+int optimizer_states_for(const std::string& optimizer, double momentum);
+
 const std::vector<std::string>& partitioner_names();
 
 class Planner {
@@ -73,10 +77,20 @@ class Planner {
   const PlanRequest& request() const { return request_; }
   double memory_cap() const;
 
+  // The one place a request becomes a plan (`trident plan`, `trident train`,
+  // the emulator): with `given` (a plan file's plan, hand-written or made
+  // elsewhere), that plan checked against the graph and the request (model,
+  // preset, devices, mini-batch), the sync methods it leaves out filled by
+  // the request's rule (fill_sync), predicted and stamped for this
+  // planner's cluster; without, plan(). Throws PlanError naming the problem.
+  Plan make(std::optional<Plan> given = std::nullopt) const;
+
   // Runs the requested partitioner. Throws PlanError "no feasible plan: ..."
   // naming the stage or op that does not fit, its need and the limit (with
   // how many other reasons rejected candidates). A candidate that breaks an
   // invariant is a bug: its PlanError (kind kFailure) is thrown at once.
+  // dp is one stage over every device when the micro-batch splits evenly
+  // among them, else over the largest power of two of them that it does.
   Plan plan() const;
 
   // Fills a plan's predictions (per-stage TPS, memory, in-flight, actions if

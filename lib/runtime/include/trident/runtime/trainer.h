@@ -82,11 +82,12 @@ struct Evaluation {
   double loss = 0, accuracy = 0;
 };
 
-// The plan of a run: for graphpipe | pipedream planned for parallel.cluster,
-// for a .json path read and checked against the model and the config, for
-// dp one stage of parallel.devices replicas; then parallel.sync's
-// overrides. With its stage and sync tables. Throws ConfigError naming the
-// field; `trident train` calls it before starting processes.
+// The plan of a run: the config as a plan request, made by plan::Planner::
+// make (graphpipe | pipedream planned for parallel.cluster; a .json path
+// read and checked against the model and the config; dp one stage of
+// parallel.devices replicas); then parallel.sync's overrides. With its
+// stage and sync tables. Throws ConfigError naming the field; `trident
+// train` calls it before starting processes.
 struct PipelinePlan {
   plan::Plan plan;
   std::string table;
