@@ -101,7 +101,7 @@ TEST(Planner, OnAChainGraphPipeAndPipeDreamPredictTheSameThroughput) {
   }
 }
 
-TEST(Planner, DataParallelIsOneStageOverAPowerOfTwoDevices) {
+TEST(Planner, DataParallelIsOneStageOverEveryDeviceOrAPowerOfTwo) {
   const auto& g = model("mlp", "tiny");
   auto p = planner(g, "cpu-local", 6, 64, "dp").plan();
   ASSERT_EQ(p.stages.size(), 1u);
@@ -109,6 +109,8 @@ TEST(Planner, DataParallelIsOneStageOverAPowerOfTwoDevices) {
   EXPECT_EQ(p.stages[0].ops.size(), static_cast<std::size_t>(g.size()));
   EXPECT_FALSE(p.grad_sync.empty());  // every parameter gets a method
   for (const auto& [name, method] : p.grad_sync) EXPECT_TRUE(method == "allreduce" || method == "ps" || method == "sfb");
+  // Every device where the batch splits evenly among them (as trident train runs dp).
+  EXPECT_EQ(planner(g, "cpu-local", 3, 48, "dp", 48).plan().stages[0].devices, (std::vector<int>{0, 1, 2}));
 }
 
 // Note [Sharded parameter server]: a PS-synced parameter's optimizer state is
