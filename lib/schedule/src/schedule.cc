@@ -1,6 +1,7 @@
 #include "trident/schedule/schedule.h"
 
 #include <algorithm>
+#include <numeric>
 #include <sstream>
 
 namespace trident::schedule {
@@ -30,15 +31,58 @@ const std::vector<std::string>& schedule_names() {
 Schedule make_schedule(const std::string& name, const StageGraph& graph, int micro_batches) {
   graph.check();
   if (micro_batches < 1) throw ScheduleError("micro_batches must be >= 1, got " + std::to_string(micro_batches));
-  Schedule s{name, micro_batches, std::vector<StageActions>(graph.size())};
+  auto s = make_schedule(name, graph, std::vector<int>(graph.size(), micro_batches));
+  s.counts.clear();
+  return s;
+}
+
+Schedule make_schedule(const std::string& name, const StageGraph& graph, const std::vector<int>& counts) {
+  graph.check();
+  if (static_cast<int>(counts.size()) != graph.size())
+    throw ScheduleError("schedule '" + name + "': " + std::to_string(counts.size()) + " micro-batch counts for " +
+                        std::to_string(graph.size()) + " stages");
+  // Rows in units of the finest micro-batch of a common multiple L of the
+  // counts: a stage of n micro-batches has L / n units each.
+  long lcm = 1;
+  for (int n : counts) {
+    if (n < 1) throw ScheduleError("schedule '" + name + "': micro-batch counts must be >= 1, got " + std::to_string(n));
+    lcm = std::lcm(lcm, static_cast<long>(n));
+  }
+  auto size = [&](StageId st) { return lcm / counts[st]; };
+  // A stage forwards `first` rows before its first backward: at least what
+  // each successor forwards before its own (else the two wait for each
+  // other), and at least one of its micro-batches more than the stages
+  // after it hold (1F1B's warm-up); rounded up to its micro-batches, which
+  // `first` then holds.
+  auto actions = [&](StageId st, long& first) {
+    const int forwards = static_cast<int>(std::min<long>((first + size(st) - 1) / size(st), counts[st]));
+    first = forwards * size(st);
+    return one_f_one_b(forwards - 1, counts[st]);
+  };
+  const auto order = graph.topo_order();
+  const auto succ = graph.successors();
+  std::vector<long> first(graph.size(), 0);
+  Schedule s{name, *std::max_element(counts.begin(), counts.end()), std::vector<StageActions>(graph.size()), counts};
   if (name == "gpipe") {
-    for (auto& a : s.stages) a = one_f_one_b(micro_batches, micro_batches);
+    for (StageId st = 0; st < graph.size(); ++st) s.stages[st] = one_f_one_b(counts[st], counts[st]);
   } else if (name == "1f1b") {
-    const auto order = graph.topo_order();
-    for (int i = 0; i < graph.size(); ++i) s.stages[order[i]] = one_f_one_b(graph.size() - 1 - i, micro_batches);
+    long later = 0;  // what the next stage in topological order forwards first
+    for (int i = graph.size() - 1; i >= 0; --i) {
+      const StageId st = order[i];
+      first[st] = later + size(st);
+      for (StageId t : succ[st]) first[st] = std::max(first[st], first[t]);
+      s.stages[st] = actions(st, first[st]);
+      later = first[st];
+    }
   } else if (name == "graph-1f1b") {
-    const auto h = graph.heights();
-    for (StageId st = 0; st < graph.size(); ++st) s.stages[st] = one_f_one_b(h[st] - 1, micro_batches);
+    std::vector<long> below(graph.size(), 0);  // the most rows on a path from a successor to a sink
+    for (int i = graph.size() - 1; i >= 0; --i) {
+      const StageId st = order[i];
+      for (StageId t : succ[st]) below[st] = std::max(below[st], below[t] + size(t));
+      first[st] = below[st] + size(st);
+      for (StageId t : succ[st]) first[st] = std::max(first[st], first[t]);
+      s.stages[st] = actions(st, first[st]);
+    }
   } else {
     throw ScheduleError("schedule '" + name + "' is unknown; use gpipe, 1f1b or graph-1f1b");
   }

@@ -16,14 +16,18 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 // class does the rest.
 class Iteration {
  public:
-  Iteration(const StageGraph& g, int micro_batches, SimResult& r)
-      : g_(g), r_(r), in_(g.size()), out_(g.size()), arrive_f_(g.edges.size(), std::vector<double>(micro_batches, kNever)),
-        arrive_b_(arrive_f_), fwd_end_(g.size(), std::vector<double>(micro_batches, kNever)),
-        chan_f_(g.edges.size(), 0), chan_b_(g.edges.size(), 0), last_b_(g.size(), {0, 0}) {
+  // Note [Micro-batch ratios]: activations arrive per micro-batch of the
+  // sending stage, gradients per micro-batch of the stage sending them back.
+  Iteration(const StageGraph& g, const Schedule& s, SimResult& r)
+      : g_(g), s_(s), r_(r), in_(g.size()), out_(g.size()), arrive_f_(g.edges.size()), arrive_b_(g.edges.size()),
+        fwd_end_(g.size()), chan_f_(g.edges.size(), 0), chan_b_(g.edges.size(), 0), last_b_(g.size(), {0, 0}) {
     for (int e = 0; e < static_cast<int>(g.edges.size()); ++e) {
       out_[g.edges[e].from].push_back(e);
       in_[g.edges[e].to].push_back(e);
+      arrive_f_[e].assign(s.count(g.edges[e].from), kNever);
+      arrive_b_[e].assign(s.count(g.edges[e].to), kNever);
     }
+    for (StageId st = 0; st < g.size(); ++st) fwd_end_[st].assign(s.count(st), kNever);
     r_.busy_s.assign(g.size(), 0);
   }
 
@@ -34,13 +38,18 @@ class Iteration {
   // When everything `a` needs is here; kNever while something is not yet sent.
   double inputs_at(StageId st, const Action& a) const {
     const int mb = a.micro_batch;
+    auto latest = [&](const std::vector<double>& arrive, StageId other, double at) {
+      const auto [first, last] = overlapping(mb, s_.count(st), s_.count(other));
+      for (int o = first; o < last; ++o) at = std::max(at, arrive[o]);
+      return at;
+    };
     double at = 0;
     if (a.kind == Action::Kind::kForward) {
-      for (int e : in_[st]) at = std::max(at, arrive_f_[e][mb]);
+      for (int e : in_[st]) at = latest(arrive_f_[e], g_.edges[e].from, at);
       return at;
     }
     at = fwd_end_[st][mb];
-    for (int e : out_[st]) at = std::max(at, arrive_b_[e][mb]);
+    for (int e : out_[st]) at = latest(arrive_b_[e], g_.edges[e].to, at);
     return at;
   }
 
@@ -91,6 +100,7 @@ class Iteration {
   }
 
   const StageGraph& g_;
+  const Schedule& s_;
   SimResult& r_;
   std::vector<std::vector<int>> in_, out_;
   std::vector<std::vector<double>> arrive_f_, arrive_b_, fwd_end_;
@@ -225,7 +235,7 @@ SimResult simulate(const StageGraph& g, const Schedule& s, int mini_batch) {
   const auto check = validate(g, s);
   const int n = g.size();
   SimResult r;
-  Iteration it(g, s.micro_batches, r);
+  Iteration it(g, s, r);
   const auto finish = g.oversubscribed() ? SharedRun(g, s, it).run() : run_dedicated(g, s, it);
   const double iteration = *std::max_element(finish.begin(), finish.end()) + g.step_s;
   r.iteration_s = iteration;

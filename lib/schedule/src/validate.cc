@@ -7,13 +7,28 @@ namespace trident::schedule {
 
 ScheduleCheck validate(const StageGraph& graph, const Schedule& schedule) {
   graph.check();
-  const int m = schedule.micro_batches;
-  if (m < 1) throw ScheduleError("schedule '" + schedule.name + "': micro_batches must be >= 1");
+  if (schedule.micro_batches < 1) throw ScheduleError("schedule '" + schedule.name + "': micro_batches must be >= 1");
   if (static_cast<int>(schedule.stages.size()) != graph.size())
     throw ScheduleError("schedule '" + schedule.name + "' has " + std::to_string(schedule.stages.size()) +
                         " stage lists for " + std::to_string(graph.size()) + " stages");
+  if (!schedule.counts.empty() && static_cast<int>(schedule.counts.size()) != graph.size())
+    throw ScheduleError("schedule '" + schedule.name + "' has " + std::to_string(schedule.counts.size()) +
+                        " micro-batch counts for " + std::to_string(graph.size()) + " stages");
+  for (StageId st = 0; st < graph.size(); ++st)
+    if (schedule.count(st) < 1)
+      throw ScheduleError("schedule '" + schedule.name + "', stage " + std::to_string(st) + ": " +
+                          std::to_string(schedule.count(st)) + " micro-batches; at least 1");
+  // Note [Micro-batch ratios]: a neighbour's micro-batches nest in ours or ours in theirs.
+  for (const auto& e : graph.edges) {
+    const int a = schedule.count(e.from), b = schedule.count(e.to);
+    if (std::max(a, b) % std::min(a, b))
+      throw ScheduleError("schedule '" + schedule.name + "': stage " + std::to_string(e.from) + " has " +
+                          std::to_string(a) + " micro-batches and stage " + std::to_string(e.to) + " " +
+                          std::to_string(b) + "; one count must divide the other");
+  }
   ScheduleCheck check;
   for (StageId st = 0; st < graph.size(); ++st) {
+    const int m = schedule.count(st);
     const std::string where = "schedule '" + schedule.name + "', stage " + std::to_string(st) + ": ";
     std::vector<int> fwd_at(m, -1), bwd_at(m, -1);
     int live = 0, peak = 0;

@@ -13,8 +13,10 @@ namespace trident::schedule::detail {
 class Walk {
  public:
   Walk(const StageGraph& g, const Schedule& s)
-      : s_(s), pred_(g.predecessors()), succ_(g.successors()), pos_(g.size(), 0),
-        fwd_(g.size(), std::vector<char>(s.micro_batches, 0)), bwd_(fwd_) {}
+      : s_(s), pred_(g.predecessors()), succ_(g.successors()), pos_(g.size(), 0), fwd_(g.size()) {
+    for (StageId st = 0; st < g.size(); ++st) fwd_[st].assign(s.count(st), 0);
+    bwd_ = fwd_;
+  }
 
   // Calls visit(stage, action) for every action; throws ScheduleError naming
   // the stuck actions when none can proceed.
@@ -42,18 +44,25 @@ class Walk {
   }
 
  private:
-  // What the next action of `st` still needs, or "" when it can run.
+  // What the next action of `st` still needs, or "" when it can run (Note
+  // [Micro-batch ratios]: every overlapping micro-batch of each neighbour).
   std::string waiting_for(StageId st) const {
     const Action& a = s_.stages[st][pos_[st]];
     const int m = a.micro_batch;
+    auto missing = [&](const std::vector<std::vector<char>>& done, StageId other, const char* kind) -> std::string {
+      const auto [first, last] = overlapping(m, s_.count(st), s_.count(other));
+      for (int o = first; o < last; ++o)
+        if (!done[other][o]) return kind + std::to_string(o) + " of stage " + std::to_string(other);
+      return "";
+    };
     if (a.kind == Action::Kind::kForward) {
       for (StageId p : pred_[st])
-        if (!fwd_[p][m]) return "F" + std::to_string(m) + " of stage " + std::to_string(p);
+        if (auto w = missing(fwd_, p, "F"); !w.empty()) return w;
       return "";
     }
     if (!fwd_[st][m]) return "its own F" + std::to_string(m);
     for (StageId t : succ_[st])
-      if (!bwd_[t][m]) return "B" + std::to_string(m) + " of stage " + std::to_string(t);
+      if (auto w = missing(bwd_, t, "B"); !w.empty()) return w;
     return "";
   }
 

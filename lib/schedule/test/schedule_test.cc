@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "trident/schedule/schedule.h"
@@ -164,6 +165,75 @@ TEST(Schedule, EveryGeneratedScheduleOnRandomDagsIsValid) {
         }
       }
     }
+  }
+}
+
+// Note [Micro-batch ratios]: stages with their own micro-batch counts (each
+// neighbour's dividing the other's) get valid schedules from every
+// generator on random DAGs; the simulator runs them.
+TEST(Schedule, PerStageMicroBatchCountsOnRandomDagsAreValid) {
+  std::mt19937 rng(11);
+  int mixed = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 7);
+    StageGraph g = chain(n, 1, 1);
+    g.edges.clear();
+    for (int j = 1; j < n; ++j)
+      for (int i = 0; i < j; ++i)
+        if (rng() % 3 == 0) g.edges.push_back({i, j});
+    std::vector<int> counts;  // powers of two: every pair divides
+    for (int st = 0; st < n; ++st) counts.push_back(1 << (rng() % 4));
+    mixed += *std::min_element(counts.begin(), counts.end()) != *std::max_element(counts.begin(), counts.end());
+    for (const auto& name : schedule_names()) {
+      auto s = make_schedule(name, g, counts);
+      ScheduleCheck c;
+      try {
+        c = validate(g, s);
+      } catch (const std::exception& e) {
+        std::string cs;
+        for (int x : counts) cs += std::to_string(x) + " ";
+        std::string es;
+        for (auto& ed : g.edges) es += std::to_string(ed.from) + "->" + std::to_string(ed.to) + " ";
+        FAIL() << name << " trial " << trial << " counts " << cs << " edges " << es << ": " << e.what();
+      }
+      for (int st = 0; st < n; ++st) {
+        EXPECT_EQ(static_cast<int>(s.stages[st].size()), 2 * counts[st]);
+        EXPECT_LE(c.in_flight[st], counts[st]);
+      }
+      EXPECT_GT(simulate(g, s, 64).iteration_s, 0);
+    }
+  }
+  EXPECT_GT(mixed, 200);
+}
+
+// A stage of micro-batch 2b after one of b: its forward waits for both of
+// the predecessor's, and the predecessor's backwards each wait for the one
+// backward of the successor that covers their rows.
+TEST(Simulator, AStageOfTwiceTheMicroBatchConsumesTwoOfItsPredecessor) {
+  auto g = chain(2, 1, 2);
+  g.stages[1].forward_s = 2, g.stages[1].backward_s = 4;  // twice the rows, twice the time
+  const auto s = make_schedule("gpipe", g, std::vector<int>{4, 2});
+  EXPECT_EQ(to_string(s.stages[1]), "F0 F1 B0 B1");
+  const auto r = simulate(g, s, 8);
+  double f1_start = -1, b0_end = -1, up_b0_start = -1;
+  for (const auto& e : r.events) {
+    if (e.stage == 1 && e.name == "F0") f1_start = e.start;
+    if (e.stage == 1 && e.name == "B1") b0_end = e.end;
+    if (e.stage == 0 && e.name == "B2") up_b0_start = e.start;
+  }
+  EXPECT_DOUBLE_EQ(f1_start, 2);  // after F0 and F1 of stage 0
+  EXPECT_DOUBLE_EQ(up_b0_start, b0_end);  // stage 0's micro-batches 2, 3 are stage 1's 1
+  // Counts that do not nest are refused, naming both stages.
+  auto bad = make_schedule("gpipe", g, std::vector<int>{4, 2});
+  bad.counts = {3, 2};
+  bad.stages[0] = parse_actions("F0 F1 F2 B0 B1 B2");
+  try {
+    validate(g, bad);
+    FAIL();
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 0 has 3 micro-batches and stage 1 2; one count must divide"),
+              std::string::npos)
+        << e.what();
   }
 }
 
