@@ -30,8 +30,28 @@ T field(const nlohmann::json& obj, const std::string& key, const std::string& wh
 
 }  // namespace
 
-int Plan::micro_batches() const {
-  return stages.empty() || stages[0].micro_batch <= 0 ? 0 : mini_batch / stages[0].micro_batch;
+int Plan::micro_batches(int stage) const {
+  const int b = stages.at(static_cast<std::size_t>(stage)).micro_batch;
+  return b <= 0 ? 0 : mini_batch / b;
+}
+
+std::vector<int> Plan::micro_batch_counts() const {
+  std::vector<int> out;
+  for (const auto& st : stages) out.push_back(micro_batches(st.id));
+  return out;
+}
+
+std::string micro_batch_summary(const Plan& plan) {
+  if (plan.stages.empty()) return "no stages";
+  if (plan.one_micro_batch_size())
+    return std::to_string(plan.micro_batches(0)) + " micro-batches of " + std::to_string(plan.stages[0].micro_batch);
+  std::string sizes;
+  for (const auto& st : plan.stages) sizes += (sizes.empty() ? "" : ", ") + std::to_string(st.micro_batch);
+  return "micro-batches of " + sizes + " by stage";
+}
+
+bool Plan::one_micro_batch_size() const {
+  return std::all_of(stages.begin(), stages.end(), [&](const PlanStage& st) { return st.micro_batch == stages[0].micro_batch; });
 }
 
 nlohmann::json Plan::to_json() const {
@@ -180,8 +200,8 @@ std::vector<int> stage_of_ops(const Plan& plan, const graph::OpGraph& g) {
 
 namespace {
 
-// Ids in order; devices in range and used once; one micro-batch size that
-// divides the mini-batch and splits evenly among each stage's devices.
+// Ids in order; devices in range and used once; micro-batch sizes that
+// divide the mini-batch and split evenly among each stage's devices.
 void check_stages(const Plan& plan) {
   const int n = static_cast<int>(plan.stages.size());
   if (n == 0) throw PlanError("plan has no stages");
@@ -203,9 +223,6 @@ void check_stages(const Plan& plan) {
     if (s.micro_batch < 1 || plan.mini_batch % s.micro_batch)
       throw PlanError(st + ": micro_batch " + std::to_string(s.micro_batch) + " must divide mini_batch " +
                       std::to_string(plan.mini_batch));
-    if (s.micro_batch != plan.stages[0].micro_batch)
-      throw PlanError(st + " has micro_batch " + std::to_string(s.micro_batch) + " but stage 0 has " +
-                      std::to_string(plan.stages[0].micro_batch) + "; all stages use the same micro-batch");
     if (s.micro_batch % static_cast<int>(s.devices.size()))
       throw PlanError(st + ": micro_batch " + std::to_string(s.micro_batch) + " does not split evenly among its " +
                       std::to_string(s.devices.size()) + " devices");
@@ -274,11 +291,25 @@ void check_grad_sync(const Plan& plan, const graph::OpGraph& g) {
   }
 }
 
+// Note [Micro-batch ratios]: along every edge one stage's micro-batch
+// divides the other's, so a micro-batch of one is whole micro-batches of
+// the other.
+void check_ratios(const Plan& plan) {
+  for (const auto& e : plan.edges) {
+    const int a = plan.stages[e.from].micro_batch, b = plan.stages[e.to].micro_batch;
+    if (std::max(a, b) % std::min(a, b))
+      throw PlanError("stage " + std::to_string(e.to) + " has micro_batch " + std::to_string(b) + " and feeds on stage " +
+                      std::to_string(e.from) + " of micro_batch " + std::to_string(a) +
+                      "; neighbouring stages' micro-batches must divide one another (e.g. powers of two)");
+  }
+}
+
 // Stage actions, when given, parse and pass the schedule validator.
 void check_actions(const Plan& plan, const schedule::StageGraph& sg) {
   const bool any = std::any_of(plan.stages.begin(), plan.stages.end(), [](auto& s) { return !s.actions.empty(); });
   if (!any) return;
-  schedule::Schedule s{plan.schedule, plan.micro_batches(), {}};
+  const auto counts = plan.micro_batch_counts();
+  schedule::Schedule s{plan.schedule, *std::max_element(counts.begin(), counts.end()), {}, counts};
   for (const auto& st : plan.stages) {
     try {
       s.stages.push_back(schedule::parse_actions(st.actions));
@@ -315,6 +346,7 @@ void validate_plan(Plan& plan, const graph::OpGraph& g) {
   const auto stage = stage_of_ops(plan, g);  // every op in exactly one stage, names known
   sort_convex_stages(plan, g);
   const auto sg = rebuild_edges(plan, g, stage);
+  check_ratios(plan);
   check_grad_sync(plan, g);
   check_recompute(plan, g);
   check_actions(plan, sg);

@@ -125,8 +125,10 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     std::vector<int> both = a.devices;
     both.insert(both.end(), b.devices.begin(), b.devices.end());
     const auto& link = cluster_.group_link(both);
-    const double rows = static_cast<double>(a.micro_batch) / lanes;
-    sg.edges.push_back({e.from, e.to, cost::p2p_s(link, fwd * rows), cost::p2p_s(link, bwd * rows)});
+    // Activations travel per micro-batch of the sender, gradients per
+    // micro-batch of the stage that sends them back (Note [Micro-batch ratios]).
+    const double rows_f = static_cast<double>(a.micro_batch) / lanes, rows_b = static_cast<double>(b.micro_batch) / lanes;
+    sg.edges.push_back({e.from, e.to, cost::p2p_s(link, fwd * rows_f), cost::p2p_s(link, bwd * rows_b)});
   }
   return sg;
 }
@@ -134,11 +136,12 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
 schedule::SimResult Planner::predict(Plan& plan) const {
   const auto sg = stage_graph(plan);
   schedule::Schedule s;
+  const auto counts = plan.micro_batch_counts();
   if (std::all_of(plan.stages.begin(), plan.stages.end(), [](auto& st) { return !st.actions.empty(); })) {
-    s = {plan.schedule, plan.micro_batches(), {}};
+    s = {plan.schedule, *std::max_element(counts.begin(), counts.end()), {}, counts};
     for (const auto& st : plan.stages) s.stages.push_back(schedule::parse_actions(st.actions));
   } else {
-    s = schedule::make_schedule(plan.schedule, sg, plan.micro_batches());
+    s = schedule::make_schedule(plan.schedule, sg, counts);
     for (auto& st : plan.stages) st.actions = schedule::to_string(s.stages[st.id]);
   }
   auto r = schedule::simulate(sg, s, plan.mini_batch);

@@ -32,8 +32,7 @@ std::string device_list(const std::vector<int>& d) {
 std::vector<std::string> plan_lines(const Plan& plan, const std::string& title) {
   std::vector<std::string> lines{title, "partitioner " + plan.partitioner + ", " + std::to_string(plan.devices) +
                                             " devices, mini-batch " + std::to_string(plan.mini_batch) + " = " +
-                                            std::to_string(plan.micro_batches()) + " x " +
-                                            std::to_string(plan.stages.at(0).micro_batch)};
+                                            micro_batch_summary(plan)};
   char line[256];
   std::snprintf(line, sizeof line, "%-5s %-30s %-8s %5s", "stage", "ops", "devices", "micro");
   lines.emplace_back(line);
@@ -68,8 +67,8 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
   const auto& p = plan.predicted;
   s << "plan: " << plan.model << "/" << plan.preset << " on " << plan.devices << " x " << planner.cluster().device.name
     << " (" << planner.cluster().name << "), partitioner " << plan.partitioner << ", schedule " << plan.schedule
-    << "\n      mini-batch " << plan.mini_batch << " = " << plan.micro_batches() << " micro-batches of "
-    << plan.stages[0].micro_batch << "; " << plan.stages.size() << " stages, depth " << p.depth
+    << "\n      mini-batch " << plan.mini_batch << " = " << micro_batch_summary(plan) << "; " << plan.stages.size()
+    << " stages, depth " << p.depth
     << "; search " << fmt("%.3f", plan.search_seconds) << " s\n"
     << "predicted: " << fmt("%.1f", p.samples_per_s) << " samples/s, iteration " << fmt("%.2f", p.iteration_s * 1e3)
     << " ms, bubble " << fmt("%.1f", 100 * p.bubble_fraction) << "%\n";
@@ -81,16 +80,16 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
   }
   s << "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-5s %-44s %-8s %5s %6s %9s %10s %11s %19s %10s %10s\n", "stage", "ops",
-                "devices", "rows", "flight", "recompute", "params", "activations", "memory/device", "F+B ms",
+  std::snprintf(line, sizeof line, "%-5s %-44s %-8s %5s %5s %6s %9s %10s %11s %19s %10s %10s\n", "stage", "ops",
+                "devices", "micro", "rows", "flight", "recompute", "params", "activations", "memory/device", "F+B ms",
                 "ms/sample");
   s << line;
   for (const auto& st : plan.stages) {
     std::string ops = std::to_string(st.ops.size()) + ": " + st.ops.front();
     if (st.ops.size() > 1) ops += " .. " + st.ops.back();
     const std::string mem = human_bytes(st.memory_bytes) + " / " + human_bytes(planner.memory_cap());
-    std::snprintf(line, sizeof line, "%-5d %-44s %-8s %5d %6d %9s %10s %11s %19s %10s %10s\n", st.id,
-                  shorten(ops, 44).c_str(), device_list(st.devices).c_str(),
+    std::snprintf(line, sizeof line, "%-5d %-44s %-8s %5d %5d %6d %9s %10s %11s %19s %10s %10s\n", st.id,
+                  shorten(ops, 44).c_str(), device_list(st.devices).c_str(), st.micro_batch,
                   st.micro_batch / static_cast<int>(st.devices.size()), st.in_flight, st.recompute ? "yes" : "-",
                   human_bytes(st.param_bytes).c_str(), human_bytes(st.in_flight * st.activation_bytes).c_str(),
                   mem.c_str(), fmt("%.3f", (st.forward_s + st.backward_s) * 1e3).c_str(),

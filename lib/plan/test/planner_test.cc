@@ -478,6 +478,14 @@ TEST_F(HandPlan, ValidationNamesTheProblem) {
   auto unknown = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {2}});
   unknown.stages[2].ops.push_back("nope");
   expect_error(unknown, "op 'nope' is not in model mmt");
+  // Note [Micro-batch ratios]: neighbours' micro-batches must nest; stages
+  // that are not neighbours need not.
+  auto sizes = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {2}});
+  sizes.mini_batch = 12;
+  sizes.stages[0].micro_batch = 4, sizes.stages[1].micro_batch = 6, sizes.stages[2].micro_batch = 12;
+  validate_plan(sizes, g);
+  sizes.stages[2].micro_batch = 6;
+  expect_error(sizes, "stage 2 has micro_batch 6 and feeds on stage 0 of micro_batch 4; neighbouring stages'");
   // Note [Recomputation]: a stage of dataset inputs alone has no forward to run again.
   auto rest = branch(0, true, true);
   rest.erase(std::find(rest.begin(), rest.end(), "modality0"));

@@ -28,7 +28,7 @@ std::pair<std::int64_t, std::int64_t> StageExecutor::ClockBackend::act(Exchange&
   std::int64_t arrive = 0;
   const auto& in_pieces = *x.dir[d].pieces;
   for (std::size_t i = 0; i < in_pieces.size(); ++i) {
-    if (backward && !s_.crossings_[in_pieces[i].k].differentiable) continue;
+    if ((backward && !s_.crossings_[in_pieces[i].k].differentiable) || !in_pieces[i].in(m)) continue;
     arrive = std::max(arrive, static_cast<std::int64_t>(s_.take(x, d, i, m)[0][0].item<double>()));
   }
   std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::microseconds(arrive)));
@@ -41,7 +41,7 @@ std::pair<std::int64_t, std::int64_t> StageExecutor::ClockBackend::act(Exchange&
   std::map<std::pair<int, int>, std::int64_t> arrival;  // per edge, this micro-batch
   for (const auto& piece : backward ? x.layout->in : x.layout->out) {
     const auto& c = s_.crossings_[piece.k];
-    if (backward && !c.differentiable) continue;
+    if ((backward && !c.differentiable) || !piece.in(m)) continue;
     const auto key = std::make_pair(c.from, c.to);
     if (!arrival.count(key)) {
       double transfer = 0;

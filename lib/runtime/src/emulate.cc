@@ -44,7 +44,7 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
   if (leader)
     out << "trident: emulating " << config.model.name << "/" << config.model.preset << " on " << world.world_size
         << " processes as " << cluster << " devices, " << planned.plan.partitioner << " plan of "
-        << planned.plan.stages.size() << " stages, " << planned.plan.micro_batches() << " micro-batches, "
+        << planned.plan.stages.size() << " stages, " << plan::micro_batch_summary(planned.plan) << ", "
         << planned.plan.schedule << "; " << steps << " iterations"
         << (dilation > 1 ? ", modelled times x" + std::to_string(static_cast<int>(dilation)) : std::string()) << std::endl;
   std::vector<TraceEvent> events;

@@ -46,8 +46,6 @@ void StageExecutor::build() {
     throw PipelineError("the plan is for " + std::to_string(plan_.devices) + " devices but " +
                         std::to_string(world_.size()) + " processes were started",
                         ErrorKind::kBadInput);
-  micro_batches_ = plan_.micro_batches();
-  micro_batch_ = plan_.stages.at(0).micro_batch;
   stage_of_device_ = plan::stage_of_devices(plan_);
   stage_ = stage_of_device_.at(world_.rank());
   if (stage_ >= 0) {
@@ -68,6 +66,7 @@ void StageExecutor::build() {
   if (stage_ < 0) return;
 
   const auto& st = plan_.stages[stage_];
+  micro_batches_ = plan_.micro_batches(stage_);
   recompute_ = st.recompute;
   std::set<graph::OpId> ops;
   for (const auto& name : st.ops) ops.insert(g.id_of(name));
@@ -91,7 +90,7 @@ void StageExecutor::build() {
   }
   for (const auto& a : schedule::parse_actions(st.actions))
     actions_.emplace_back(a.kind == schedule::Action::Kind::kBackward, a.micro_batch);
-  layout(micro_batch_);
+  layout(0);
 }
 
 void StageExecutor::open_links() {
@@ -126,25 +125,39 @@ void StageExecutor::open_links() {
   }
 }
 
-const StageExecutor::Layout& StageExecutor::layout(std::int64_t micro_batch) {
-  auto& slot = layouts_[micro_batch];
+const StageExecutor::Layout& StageExecutor::layout(std::int64_t uniform) {
+  auto& slot = layouts_[uniform];
   if (slot) return *slot;
   slot = std::make_unique<Layout>();
   auto& l = *slot;
-  l.micro_batch = micro_batch;
+  auto size_of = [&](int s) -> std::int64_t { return uniform ? uniform : plan_.stages[s].micro_batch; };
   auto rows_of = [&](int s, int j) {
-    return data::shard_range(micro_batch, j, static_cast<std::int64_t>(plan_.stages[s].devices.size()));
+    return data::shard_range(size_of(s), j, static_cast<std::int64_t>(plan_.stages[s].devices.size()));
   };
+  l.micro_batch = size_of(stage_);
   std::tie(l.row_begin, l.row_end) = rows_of(stage_, replica_);
+  l.tag_micro_batches = 1;
+  if (!uniform)
+    for (int s = 0; s < static_cast<int>(plan_.stages.size()); ++s)
+      l.tag_micro_batches = std::max(l.tag_micro_batches, plan_.micro_batches(s));
+  // Note [Micro-batch ratios in pieces]: over a period of the larger size.
   for (int k = 0; k < static_cast<int>(crossings_.size()); ++k) {
     const auto& c = crossings_[k];
     auto overlaps = [&](int other, bool receiving) {
+      const std::int64_t mine = l.micro_batch, theirs = size_of(other), period = std::max(mine, theirs);
       const auto& devs = plan_.stages[other].devices;
-      for (int j = 0; j < static_cast<int>(devs.size()); ++j) {
-        const auto [lo, hi] = rows_of(other, j);
-        const auto a = std::max(lo, l.row_begin), b = std::min(hi, l.row_end);
-        if (a < b) (receiving ? l.in : l.out).push_back({k, devs[j], a, b});
-      }
+      for (std::int64_t phase = 0; phase < period / mine; ++phase)
+        for (std::int64_t at = 0; at < period / theirs; ++at)
+          for (int j = 0; j < static_cast<int>(devs.size()); ++j) {
+            const auto [lo, hi] = rows_of(other, j);
+            const auto a = std::max(at * theirs + lo, phase * mine + l.row_begin);
+            const auto b = std::min(at * theirs + hi, phase * mine + l.row_end);
+            if (a >= b) continue;
+            Piece piece{k, devs[j], a - phase * mine, b - phase * mine, static_cast<int>(phase),
+                        static_cast<int>(period / mine)};
+            if (mine > theirs) piece.per = static_cast<int>(period / theirs), piece.sub = static_cast<int>(at);
+            (receiving ? l.in : l.out).push_back(piece);
+          }
     };
     if (c.to == stage_) overlaps(c.from, true);
     if (c.from == stage_) overlaps(c.to, false);
@@ -171,21 +184,21 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
   if (stage_ < 0) return {};
   Pass p;
   p.source = &source, p.divisor = divisor, p.before_last_backward = before_last_backward, p.trace = trace;
-  return pass(*layouts_.at(micro_batch_), actions_, p);
+  return pass(*layouts_.at(0), actions_, p);
 }
 
 StageResult StageExecutor::evaluate(const FieldSource& source, std::int64_t rows) {
   StageResult total;
   if (stage_ < 0 || !module_) return total;
   torch::NoGradGuard no_grad;
-  const std::int64_t chunk = static_cast<std::int64_t>(micro_batches_) * micro_batch_;
+  const std::int64_t chunk = plan_.mini_batch;
   std::vector<std::pair<bool, int>> forwards;
   for (int m = 0; m < micro_batches_; ++m) forwards.emplace_back(false, m);
   for (std::int64_t begin = 0; begin < rows; begin += chunk) {
     const bool full = begin + chunk <= rows;
     Pass p;
     p.source = &source, p.first_row = begin;
-    const auto r = pass(layout(full ? micro_batch_ : rows - begin),
+    const auto r = pass(layout(full ? 0 : rows - begin),
                         full ? forwards : std::vector<std::pair<bool, int>>{{false, 0}}, p);
     total.loss_sum += r.loss_sum;
     total.correct += r.correct;
@@ -199,7 +212,6 @@ StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<boo
   int last_backward = -1;
   for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
     const auto [backward, m] = actions[i];
-    x.micro_batches = std::max(x.micro_batches, m + 1);
     x.dir[backward ? 1 : 0].order.push_back(m);
     if (backward) last_backward = i;
   }
@@ -243,13 +255,14 @@ void StageExecutor::post_next(Exchange& x, int d) {
   const auto& pieces = *dir.pieces;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const auto& c = crossings_[pieces[i].k];
-    if (d == 1 && !c.differentiable) continue;
+    if ((d == 1 && !c.differentiable) || !pieces[i].in(m)) continue;
     const auto rows = pieces[i].hi - pieces[i].lo;
     auto buffer = backend_->buffer(c, rows);
     std::vector<at::Tensor> v{buffer};
     c10::intrusive_ptr<c10d::Work> work;
+    const auto t = tag(pieces[i].k, pieces[i].message(m), x.layout->tag_micro_batches, d);
     try {
-      work = link(d).pg().recv(v, pieces[i].peer, static_cast<int>(tag(pieces[i].k, m, x.micro_batches, d)));
+      work = link(d).pg().recv(v, pieces[i].peer, static_cast<int>(t));
     } catch (const std::exception& e) {
       fail("could not post the receive of " + std::string(d ? "gradients of " : "activations of ") + c.name +
                " for micro-batch " + std::to_string(m) + " from",
@@ -282,7 +295,7 @@ torch::Tensor StageExecutor::gather(Exchange& x, int d, int k, int m) {
   const auto& pieces = *x.dir[d].pieces;
   std::vector<std::pair<std::int64_t, torch::Tensor>> parts;
   for (std::size_t i = 0; i < pieces.size(); ++i)
-    if (pieces[i].k == k) parts.emplace_back(pieces[i].lo, take(x, d, i, m));
+    if (pieces[i].k == k && pieces[i].in(m)) parts.emplace_back(pieces[i].lo, take(x, d, i, m));
   std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<torch::Tensor> ts;
   for (auto& [lo, t] : parts) ts.push_back(t);
@@ -303,8 +316,8 @@ void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& v
 void StageExecutor::post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d) {
   std::vector<at::Tensor> v{message};
   try {
-    x.sends.push_back(
-        {message, link(d).pg().send(v, piece.peer, static_cast<int>(tag(piece.k, m, x.micro_batches, d))), piece.peer});
+    const auto t = tag(piece.k, piece.message(m), x.layout->tag_micro_batches, d);
+    x.sends.push_back({message, link(d).pg().send(v, piece.peer, static_cast<int>(t)), piece.peer});
   } catch (const std::exception& e) {
     fail("could not send " + std::string(d ? "gradients of " : "activations of ") + crossings_[piece.k].name +
              " for micro-batch " + std::to_string(m) + " to",

@@ -24,10 +24,16 @@ struct StageExecutor::Crossing {
   std::string name;             // "'block1.cat' (stage 0 -> stage 2)"
 };
 
-// A contiguous row range of one crossing exchanged with one peer rank.
+// A contiguous row range of one crossing exchanged with one peer rank, in
+// the micro-batches m of this stage with m % period == phase (Note
+// [Micro-batch ratios in pieces]).
 struct StageExecutor::Piece {
   int k = 0, peer = 0;
-  std::int64_t lo = 0, hi = 0;  // rows within the micro-batch
+  std::int64_t lo = 0, hi = 0;  // rows within this stage's micro-batch
+  int phase = 0, period = 1;
+  int per = 1, sub = 0;  // the message's micro-batch (the finer side's): m * per + sub
+  bool in(int m) const { return m % period == phase; }
+  int message(int m) const { return m * per + sub; }
 };
 
 // A posted p2p operation and its buffer.
@@ -47,9 +53,12 @@ inline std::vector<std::int64_t> batch_shape(std::int64_t rows, const graph::Ten
   return s;
 }
 
-// Where this rank's rows and pieces lie for one micro-batch size (Note [Rows and pieces]).
+// Where this rank's rows and pieces lie (Note [Rows and pieces]): for the
+// plan's micro-batch sizes, or for one size on every stage (a short
+// evaluation chunk).
 struct StageExecutor::Layout {
-  std::int64_t micro_batch = 0, row_begin = 0, row_end = 0;
+  std::int64_t micro_batch = 0, row_begin = 0, row_end = 0;  // this stage's
+  int tag_micro_batches = 1;  // M of Note [Tags]: the same on every rank
   std::vector<Piece> in, out;      // this rank's pieces, receive and send
   std::set<int> input_ks, output_ks;  // the crossings k that in / out cover
   std::map<graph::OpId, int> input_k_of;  // the producer op of each received crossing -> its k
@@ -58,7 +67,6 @@ struct StageExecutor::Layout {
 // The p2p state of one pass: receives posted ahead (Note [Tags]), sends in flight.
 struct StageExecutor::Exchange {
   const Layout* layout = nullptr;
-  int micro_batches = 0;
   struct Direction {
     const std::vector<Piece>* pieces = nullptr;
     std::vector<int> order;  // micro-batches in the order the actions consume them

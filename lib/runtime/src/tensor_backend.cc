@@ -47,7 +47,8 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
   saved.outputs =
       s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(l.input_k_of.at(producer)); }, fields);
-  for (const auto& piece : l.out) s_.send(x, piece, saved.outputs.at(s_.crossings_[piece.k].op), m, 0);
+  for (const auto& piece : l.out)
+    if (piece.in(m)) s_.send(x, piece, saved.outputs.at(s_.crossings_[piece.k].op), m, 0);
   if (s_.has_loss_) {
     torch::NoGradGuard no_grad;
     p.result.loss_sum += saved.outputs.at(s_.graph_.loss()).item<double>();
@@ -87,7 +88,7 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool la
   if (last && p.before_last_backward) p.before_last_backward();
   if (!roots.empty()) torch::autograd::backward(roots, grads);
   for (const auto& piece : l.in) {
-    if (!s_.crossings_[piece.k].differentiable) continue;
+    if (!s_.crossings_[piece.k].differentiable || !piece.in(m)) continue;
     const auto& input = saved.inputs.at(s_.crossings_[piece.k].op);
     s_.send(x, piece, input.grad().defined() ? input.grad() : torch::zeros_like(input), m, 1);
   }

@@ -232,8 +232,8 @@ std::string Trainer::banner() const {
     layout = ", " + std::to_string(size_) + " processes, data parallel, gradient sync " + sync_->name();
   else if (size_ > 1)
     layout = ", " + std::to_string(size_) + " processes, " + plan_.partitioner + " plan of " +
-             std::to_string(plan_.stages.size()) + " stages, " + std::to_string(plan_.micro_batches()) +
-             " micro-batches, " + plan_.schedule;
+             std::to_string(plan_.stages.size()) + " stages, " + plan::micro_batch_summary(plan_) + ", " +
+             plan_.schedule;
   const auto model = config_.model.file.empty() ? config_.model.name + "/" + config_.model.preset
                                                  : config_.model.name + " (" + config_.model.file + ")";
   return "trident: training " + model + " on " + config_.data.name + " (" +

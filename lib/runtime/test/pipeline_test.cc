@@ -313,6 +313,75 @@ TEST(Pipeline, RecomputingStagesEqualSingleProcess) {
   }
 }
 
+// Note [Micro-batch ratios in pieces]: the same plan with each stage's own
+// micro-batch size (a schedule made for the sizes).
+plan::Plan resized(const graph::OpGraph& g, plan::Plan p, const std::vector<int>& sizes) {
+  for (auto& st : p.stages) st.micro_batch = sizes.at(static_cast<std::size_t>(st.id)), st.actions.clear();
+  plan::validate_plan(p, g);
+  const auto c = cost::load_cluster("cpu-local");
+  plan::PlanRequest r;
+  r.devices = p.devices, r.mini_batch = p.mini_batch, r.schedule = p.schedule;
+  plan::Planner(g, c, cost::analytic_cost_model(c.device), r).predict(p);
+  return p;
+}
+
+// GraphPipe's per-stage micro-batch sizes (Note [Micro-batch ratios] in
+// schedule/schedule.h) train to the weights and per-step losses of one
+// process: candle_uno's three branch stages of 32, 16 and 8 rows joined by a
+// stage of 32 (the plan a new user wrote by hand); inception with its fork
+// (the stem) at 4, branch stages at 8 and 2 and the join at 16; a stage of
+// three replicas at 6 rows feeding two replicas at 12; and a planned mmt
+// pipeline with alternating sizes and recomputing stages. All schedules.
+TEST(Pipeline, StagesWithTheirOwnMicroBatchSizesEqualSingleProcess) {
+  const auto candle = zoo::build_graph({"candle_uno", "tiny"});
+  const auto inception = zoo::build_graph({"inception", "tiny"});
+  const auto mmt = zoo::build_graph({"mmt", "tiny"});
+  auto branch = [](int b) { return [b](const std::string& n) { return starts(n, "branch" + std::to_string(b) + ".") || n == "feature" + std::to_string(b); }; };
+  const auto uno = hand_plan(candle, request("graphpipe", "graph-1f1b", 4, 64, 16, 0),
+                             {branch(0), branch(1), branch(2), [](const std::string&) { return true; }}, {1, 1, 1, 1});
+  ASSERT_EQ(uno.stages.size(), 4u);
+  std::vector<int> uno_sizes;  // by stage id: the branches' 32, 16, 8 in the order assemble put them, the join 32
+  for (const auto& st : uno.stages) {
+    int b = 32;
+    for (int i = 0; i < 3; ++i)
+      if (starts(st.ops.back(), "branch" + std::to_string(i) + ".")) b = 32 >> i;
+    uno_sizes.push_back(b);
+  }
+  const auto fan = fan_plan(inception);
+  std::vector<int> fan_sizes;  // the stem 4, the branch stages 8 and 2, the join 16
+  for (const auto& st : fan.stages) {
+    const bool stem = std::any_of(st.ops.begin(), st.ops.end(), [](const std::string& n) { return starts(n, "stem"); });
+    const bool join = std::any_of(st.ops.begin(), st.ops.end(), [&](const std::string& n) { return inception.id_of(n) == inception.loss(); });
+    const bool first = std::any_of(st.ops.begin(), st.ops.end(), [](const std::string& n) { return starts(n, "block1.b1."); });
+    fan_sizes.push_back(stem ? 4 : join ? 16 : first ? 8 : 2);
+  }
+  const auto widths = widths_plan(inception);
+  std::vector<int> widths_sizes{widths.stages[0].devices.size() == 3 ? 6 : 12, widths.stages[0].devices.size() == 3 ? 12 : 6};
+  auto planned = make_plan(mmt, request("graphpipe", "graph-1f1b", 4, 16, 4, 1));
+  std::vector<int> mmt_sizes;
+  for (const auto& st : planned.stages) mmt_sizes.push_back(st.id % 2 ? 8 : 2);
+  for (const auto& schedule : schedule::schedule_names()) {
+    std::vector<std::pair<const graph::OpGraph*, plan::Plan>> plans;
+    auto with = [&](const graph::OpGraph& g, plan::Plan p, const std::vector<int>& sizes) {
+      p.schedule = schedule;
+      plans.emplace_back(&g, resized(g, p, sizes));
+    };
+    with(candle, uno, uno_sizes);
+    with(inception, fan, fan_sizes);
+    with(inception, widths, widths_sizes);
+    with(mmt, planned, mmt_sizes);
+    for (auto& st : plans.back().second.stages) st.recompute = st.id % 2 == 1;
+    for (const auto& [g, p] : plans) {
+      SCOPED_TRACE(p.model + " " + schedule + ": " + plan::micro_batch_summary(p));
+      ASSERT_FALSE(p.one_micro_batch_size());
+      const auto res = train(*g, p, 3);
+      expect_equal(res, p);
+      for (std::size_t step = 0; step < res.loss.size(); ++step)
+        EXPECT_NEAR(res.loss[step], res.single_loss[step], 1e-5 * std::abs(res.single_loss[step])) << "step " << step;
+    }
+  }
+}
+
 // Stage-to-stage messages carried by the store backend (the CUDA build's
 // CPU tensors), with replicated stages of different widths, fan-out and
 // fan-in, matched
@@ -441,7 +510,7 @@ TEST(Emulation, MeasuredIterationFollowsTheSimulator) {
   schedule::StageGraph costs;
   for (int s = 0; s < 2; ++s) costs.stages.push_back({"s" + std::to_string(s), 1, 0.010, 0.020, 0, 0, {}});
   costs.edges.push_back({0, 1, 0.004, 0.004});
-  schedule::Schedule sched{p.schedule, p.micro_batches(), {}};
+  schedule::Schedule sched{p.schedule, p.micro_batches(0), {}, p.micro_batch_counts()};
   for (const auto& st : p.stages) sched.stages.push_back(schedule::parse_actions(st.actions));
   const double simulated = schedule::simulate(costs, sched, static_cast<int>(p.mini_batch)).iteration_s;
   ASSERT_GT(simulated, 0.1);  // 4 micro-batches of 30 ms per stage, plus transfers

@@ -79,7 +79,11 @@ struct Plan {
   std::string space;
   std::map<std::string, Prediction> space_best;
 
-  int micro_batches() const;  // mini_batch / micro_batch
+  // Note [Micro-batch ratios] in schedule/schedule.h: each stage has its
+  // own micro-batch; these are mini_batch / micro_batch per stage.
+  int micro_batches(int stage) const;
+  std::vector<int> micro_batch_counts() const;
+  bool one_micro_batch_size() const;  // every stage's micro_batch is the same
   nlohmann::json to_json() const;
   // Throws PlanError naming the missing or mistyped field.
   static Plan from_json(const nlohmann::json& doc, const std::string& origin);
@@ -90,8 +94,9 @@ Plan load_plan(const std::string& path);
 // Checks a plan against its model's graph: every op in exactly one stage,
 // stages convex and their dependencies acyclic, devices in range and used
 // once, micro-batch sizes that divide the mini-batch and split evenly among
-// replicas, parameters' sync methods known (sfb only on Linear weights), and
-// schedule actions that pass the schedule validator. Rebuilds `edges` from
+// replicas, neighbouring stages' micro-batch sizes that divide one another
+// (Note [Micro-batch ratios]), parameters' sync methods known (sfb only on
+// Linear weights), and schedule actions that pass the schedule validator. Rebuilds `edges` from
 // the graph when the plan has none. Throws PlanError naming the problem.
 // Also runs check_sfb_order.
 void validate_plan(Plan& plan, const graph::OpGraph& graph);
@@ -102,6 +107,10 @@ void validate_plan(Plan& plan, const graph::OpGraph& graph);
 // PlanError naming the stage and its actions otherwise. Stages without
 // actions yet pass (call again once the planner has filled them).
 void check_sfb_order(const Plan& plan, const graph::OpGraph& graph);
+
+// "8 micro-batches of 16", or "micro-batches of 32, 16, 8, 32 by stage"
+// (Note [Micro-batch ratios]), for banners and tables.
+std::string micro_batch_summary(const Plan& plan);
 
 // The stage of every device (by device id) of a plan; -1 for a device the
 // plan leaves idle.

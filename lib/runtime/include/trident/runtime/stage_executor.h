@@ -20,11 +20,22 @@
 // Consumers concatenate pieces in row order; gradients travel back the same
 // pieces.
 //
+// Note [Micro-batch ratios in pieces] (Note [Micro-batch ratios] in
+// schedule/schedule.h): stages may have different micro-batch sizes, one
+// dividing the other along each edge. Rows are matched in the global batch:
+// over a period of the larger size, each micro-batch of this stage (its
+// phase in the period) meets the other stage's micro-batches there, and
+// each overlap of two replicas' rows is a piece. So a stage of micro-batch
+// 2b concatenates the pieces of two micro-batches of a predecessor of b, and
+// sends its gradients back split in two. A message is numbered by the finer
+// side's micro-batch, which lies in exactly one of the coarser side's.
+//
 // Note [Tags] (docs/design.md, contract 4): the tensors crossing edges are
 // numbered k in plan order (edges, then each edge's tensors); a message
-// carries tag (k·M + m)·2 + direction (0 forward, 1 backward). Between two
-// ranks there is at most one piece per (k, m, direction), so tags never
-// collide. Sends are asynchronous and waited for only at the end of the
+// carries tag (k·M + m)·2 + direction (0 forward, 1 backward), m its
+// micro-batch of the finer side and M the most micro-batches any stage has.
+// Between two ranks there is at most one piece per (k, m, direction), so
+// tags never collide. Sends are asynchronous and waited for only at the end of the
 // iteration. Receives are posted ahead, in the order the stage's actions
 // consume them, at most `window` micro-batches per direction, where window
 // is the stage's in-flight count (the most forwards its schedule runs
@@ -176,8 +187,9 @@ class StageExecutor {
   void open_links();
   // The group that carries direction d (0 activations, 1 gradients).
   const comm::Group& link(int d) const { return links_.empty() ? world_ : links_[static_cast<std::size_t>(d)]; }
-  // Where this rank's rows and pieces lie when micro-batches have `micro_batch` rows.
-  const Layout& layout(std::int64_t micro_batch);
+  // Where this rank's rows and pieces lie under the plan's micro-batch
+  // sizes (uniform 0), or with `uniform` rows in every stage's micro-batch.
+  const Layout& layout(std::int64_t uniform);
   // One pass of `actions` over the micro-batches of `layout`; an error
   // escaping an action gets this rank's context and the action's.
   StageResult pass(const Layout& layout, const std::vector<std::pair<bool, int>>& actions, Pass& p);
@@ -200,8 +212,7 @@ class StageExecutor {
   comm::Group world_;
   std::vector<comm::Group> links_;  // [activations, gradients]; empty: world_ carries both
   Placement placement_;
-  int stage_ = -1, replica_ = 0, micro_batches_ = 0;
-  std::int64_t micro_batch_ = 0;
+  int stage_ = -1, replica_ = 0, micro_batches_ = 0;  // micro_batches_: this stage's
   std::uint64_t random_seed_ = 0;
   std::int64_t random_step_ = 0;
   bool has_loss_ = false;
