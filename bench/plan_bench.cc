@@ -1,8 +1,11 @@
 // Planner benchmark (issue 3): predicted samples/s of graphpipe, pipedream
 // and dp plans for the paper-size branchy models and a sequential one, and
 // how long each search takes, on one core. Prints a Markdown table.
-//   build/bench/plan_bench [CLUSTER] [SAMPLES_PER_DEVICE]   (make bench-plan)
-// The mini-batch is SAMPLES_PER_DEVICE x devices (weak scaling, default 16).
+//   build/bench/plan_bench [CLUSTER] [SAMPLES_PER_DEVICE] [RECOMPUTE] [MEMORY_GIB]   (make bench-plan)
+// The mini-batch is SAMPLES_PER_DEVICE x devices (weak scaling, default 16);
+// RECOMPUTE is the planner's rule (auto, never, always; default auto). A
+// plan with recomputing stages shows "rc N" (N of its stages). MEMORY_GIB
+// overrides the devices' memory (default: the cluster's).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -15,6 +18,8 @@ using namespace trident;
 int main(int argc, char** argv) {
   const std::string cluster_name = argc > 1 ? argv[1] : "summit-v100";
   const int per_device = argc > 2 ? std::atoi(argv[2]) : 16;
+  const std::string recompute = argc > 3 ? argv[3] : "auto";
+  const double memory_gib = argc > 4 ? std::atof(argv[4]) : 0;
   const auto cluster = cost::load_cluster(cluster_name);
   const auto cost = cost::analytic_cost_model(cluster.device);
   std::printf("| model | devices | mini-batch | graphpipe samples/s (depth, b, space) | graphpipe best: series-parallel "
@@ -26,6 +31,8 @@ int main(int argc, char** argv) {
     for (int devices : {4, 8, 16, 32}) {
       plan::PlanRequest r;
       r.model = model, r.preset = "paper", r.devices = devices, r.mini_batch = per_device * devices;
+      r.recompute = recompute;
+      if (memory_gib > 0) r.device_memory_bytes = memory_gib * (1 << 30);
       plan::Plan plans[3];
       std::string cells[3];
       const char* names[3] = {"graphpipe", "pipedream", "dp"};
@@ -35,16 +42,18 @@ int main(int argc, char** argv) {
           plans[i] = plan::Planner(graph, cluster, cost, r).plan();
           char buf[96];
           if (i == 0) {
-            std::snprintf(buf, sizeof buf, "%.1f (%d, %d, %s)", plans[i].predicted.samples_per_s,
+            std::snprintf(buf, sizeof buf, "%.1f (%d, %d, %s", plans[i].predicted.samples_per_s,
                           plans[i].predicted.depth, plans[i].stages[0].micro_batch,
                           plans[i].space == "series-parallel" ? "SP" : "seq");
           } else if (i == 1) {
-            std::snprintf(buf, sizeof buf, "%.1f (%d, %d)", plans[i].predicted.samples_per_s,
+            std::snprintf(buf, sizeof buf, "%.1f (%d, %d", plans[i].predicted.samples_per_s,
                           plans[i].predicted.depth, plans[i].stages[0].micro_batch);
           } else {
-            std::snprintf(buf, sizeof buf, "%.1f (%d)", plans[i].predicted.samples_per_s, plans[i].stages[0].micro_batch);
+            std::snprintf(buf, sizeof buf, "%.1f (%d", plans[i].predicted.samples_per_s, plans[i].stages[0].micro_batch);
           }
-          cells[i] = buf;
+          int recomputing = 0;
+          for (const auto& st : plans[i].stages) recomputing += st.recompute;
+          cells[i] = buf + (recomputing ? ", rc " + std::to_string(recomputing) : std::string()) + ")";
         } catch (const plan::PlanError&) {
           cells[i] = "no plan fits";
         }
