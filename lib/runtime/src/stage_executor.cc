@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "stage_parts.h"
+#include "trident/base/text.h"
 #include "trident/data/sampler.h"
 #include "trident/schedule/schedule.h"
 
@@ -234,6 +235,18 @@ StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<boo
       ErrorContext where = context();
       where.micro_batch = m, where.action = action;
       throw e.add_context(where);
+    } catch (const c10::Error& e) {
+      // An allocation LibTorch could not make: one line with where, and the plan's figure for this stage.
+      if (std::string(e.what()).find("allocate") == std::string::npos) throw;
+      ErrorContext where = context();
+      where.micro_batch = m, where.action = action;
+      const auto& st = plan_.stages[stage_];
+      throw PipelineError("out of memory while running " + action + " (the plan predicts " +
+                              human_bytes(st.memory_bytes) + " per device for this stage" +
+                              (st.recompute ? ", recomputing" : "") +
+                              "; more processes, a smaller micro-batch or parallel.recompute may fit): " +
+                              first_line(e),
+                          ErrorKind::kFailure, where);
     }
     post_next(x, backward ? 1 : 0);
   }
