@@ -503,44 +503,52 @@ namespace {
 // times of tens of ms per action make scheduling noise small; sleeps never
 // end early, so the measured iteration cannot be shorter than the simulated
 // one (the lower bound is exact), and the upper bound only allows noise.
+// Also with stages of different micro-batches (Note [Micro-batch ratios]):
+// stage 1 at twice stage 0's rows, so half as many micro-batches of twice
+// the modelled time, consuming two of stage 0's each.
 TEST(Emulation, MeasuredIterationFollowsTheSimulator) {
   const auto g = zoo::build_graph({"mlp", "tiny"});
-  const auto p = make_plan(g, request("pipedream", "1f1b", 2, 32, 8, 1));
-  ASSERT_EQ(p.stages.size(), 2u);
-  schedule::StageGraph costs;
-  for (int s = 0; s < 2; ++s) costs.stages.push_back({"s" + std::to_string(s), 1, 0.010, 0.020, 0, 0, {}});
-  costs.edges.push_back({0, 1, 0.004, 0.004});
-  schedule::Schedule sched{p.schedule, p.micro_batches(0), {}, p.micro_batch_counts()};
-  for (const auto& st : p.stages) sched.stages.push_back(schedule::parse_actions(st.actions));
-  const double simulated = schedule::simulate(costs, sched, static_cast<int>(p.mini_batch)).iteration_s;
-  ASSERT_GT(simulated, 0.1);  // 4 micro-batches of 30 ms per stage, plus transfers
-  const int steps = 3;
-  std::vector<double> measured(2, 0);
-  std::vector<std::string> errors(2);
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto world = comm::Group::over_store(store, r, 2, std::chrono::milliseconds(20000));
-        StageExecutor ex(g, p, world, Emulation{costs, 1});
-        for (int s = 0; s < steps; ++s) {
-          const auto t0 = now_us();
-          ex.run({}, static_cast<double>(p.mini_batch), {});
-          std::vector<at::Tensor> one{torch::zeros({1})};
-          world.pg().allreduce(one)->wait();  // as the trainer's per-step all-reduce
-          if (s > 0) measured[r] += static_cast<double>(now_us() - t0) / 1e6 / (steps - 1);
+  const auto uniform = make_plan(g, request("pipedream", "1f1b", 2, 32, 8, 1));
+  ASSERT_EQ(uniform.stages.size(), 2u);
+  for (const int ratio : {1, 2}) {
+    SCOPED_TRACE("stage 1 at " + std::to_string(ratio) + "x stage 0's micro-batch");
+    const auto p = ratio == 1 ? uniform : resized(g, uniform, {8, 8 * ratio});
+    schedule::StageGraph costs;
+    for (int s = 0; s < 2; ++s)
+      costs.stages.push_back({"s" + std::to_string(s), 1, 0.010 * (s ? ratio : 1), 0.020 * (s ? ratio : 1), 0, 0, {}});
+    costs.edges.push_back({0, 1, 0.004, 0.004 * ratio});
+    schedule::Schedule sched{p.schedule, p.micro_batches(0), {}, p.micro_batch_counts()};
+    for (const auto& st : p.stages) sched.stages.push_back(schedule::parse_actions(st.actions));
+    const double simulated = schedule::simulate(costs, sched, static_cast<int>(p.mini_batch)).iteration_s;
+    ASSERT_GT(simulated, 0.1);  // 4 micro-batches of 30 ms per stage (or 2 of 60), plus transfers
+    const int steps = 3;
+    std::vector<double> measured(2, 0);
+    std::vector<std::string> errors(2);
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          auto world = comm::Group::over_store(store, r, 2, std::chrono::milliseconds(20000));
+          StageExecutor ex(g, p, world, Emulation{costs, 1});
+          for (int s = 0; s < steps; ++s) {
+            const auto t0 = now_us();
+            ex.run({}, static_cast<double>(p.mini_batch), {});
+            std::vector<at::Tensor> one{torch::zeros({1})};
+            world.pg().allreduce(one)->wait();  // as the trainer's per-step all-reduce
+            if (s > 0) measured[r] += static_cast<double>(now_us() - t0) / 1e6 / (steps - 1);
+          }
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
         }
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(errors[r], "") << "rank " << r;
-    EXPECT_GE(measured[r], 0.98 * simulated) << "rank " << r << ": emulated " << measured[r] << " s";
-    EXPECT_LE(measured[r], 1.5 * simulated) << "rank " << r << ": emulated " << measured[r] << " s";
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(errors[r], "") << "rank " << r;
+      EXPECT_GE(measured[r], 0.98 * simulated) << "rank " << r << ": emulated " << measured[r] << " s";
+      EXPECT_LE(measured[r], 1.5 * simulated) << "rank " << r << ": emulated " << measured[r] << " s";
+    }
   }
 }
 
