@@ -41,6 +41,19 @@ std::vector<int> Plan::micro_batch_counts() const {
   return out;
 }
 
+schedule::Schedule schedule_of(const Plan& plan) {
+  const auto counts = plan.micro_batch_counts();
+  schedule::Schedule s{plan.schedule, *std::max_element(counts.begin(), counts.end()), {}, counts};
+  for (const auto& st : plan.stages) {
+    try {
+      s.stages.push_back(schedule::parse_actions(st.actions));
+    } catch (const schedule::ScheduleError& e) {
+      throw PlanError("stage " + std::to_string(st.id) + " actions: " + e.what());
+    }
+  }
+  return s;
+}
+
 std::string micro_batch_summary(const Plan& plan) {
   if (plan.stages.empty()) return "no stages";
   if (plan.one_micro_batch_size())
@@ -308,15 +321,7 @@ void check_ratios(const Plan& plan) {
 void check_actions(const Plan& plan, const schedule::StageGraph& sg) {
   const bool any = std::any_of(plan.stages.begin(), plan.stages.end(), [](auto& s) { return !s.actions.empty(); });
   if (!any) return;
-  const auto counts = plan.micro_batch_counts();
-  schedule::Schedule s{plan.schedule, *std::max_element(counts.begin(), counts.end()), {}, counts};
-  for (const auto& st : plan.stages) {
-    try {
-      s.stages.push_back(schedule::parse_actions(st.actions));
-    } catch (const schedule::ScheduleError& e) {
-      throw PlanError("stage " + std::to_string(st.id) + " actions: " + e.what());
-    }
-  }
+  const auto s = schedule_of(plan);
   try {
     schedule::validate(sg, s);
   } catch (const schedule::ScheduleError& e) {

@@ -136,12 +136,10 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
 schedule::SimResult Planner::predict(Plan& plan) const {
   const auto sg = stage_graph(plan);
   schedule::Schedule s;
-  const auto counts = plan.micro_batch_counts();
   if (std::all_of(plan.stages.begin(), plan.stages.end(), [](auto& st) { return !st.actions.empty(); })) {
-    s = {plan.schedule, *std::max_element(counts.begin(), counts.end()), {}, counts};
-    for (const auto& st : plan.stages) s.stages.push_back(schedule::parse_actions(st.actions));
+    s = schedule_of(plan);
   } else {
-    s = schedule::make_schedule(plan.schedule, sg, counts);
+    s = schedule::make_schedule(plan.schedule, sg, plan.micro_batch_counts());
     for (auto& st : plan.stages) st.actions = schedule::to_string(s.stages[st.id]);
   }
   auto r = schedule::simulate(sg, s, plan.mini_batch);
@@ -166,23 +164,19 @@ void Planner::stamp(Plan& plan) const {
   plan.cost_model = cost_.describe();
 }
 
-Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, const std::string& partitioner) const {
-  // Order stages topologically by their dependencies.
+std::vector<Planner::StageChoice> Planner::ordered_stages(const std::vector<StageChoice>& stages) const {
   const int n = static_cast<int>(stages.size());
   std::vector<int> stage(graph_.size(), -1);
   for (int i = 0; i < n; ++i)
     for (auto id : stages[i].ops) stage[id] = i;
-  auto stage_order = [&] {
-    schedule::StageGraph dag;
-    dag.stages.resize(n);
-    std::set<std::pair<int, int>> seen;
-    for (graph::OpId id = 0; id < graph_.size(); ++id)
-      for (auto c : graph_.consumers(id))
-        if (stage[id] >= 0 && stage[id] != stage[c] && seen.insert({stage[id], stage[c]}).second)
-          dag.edges.push_back({stage[id], stage[c]});
-    return dag.topo_order();
-  };
-  auto order = stage_order();
+  schedule::StageGraph dag;
+  dag.stages.resize(n);
+  std::set<std::pair<int, int>> seen;
+  for (graph::OpId id = 0; id < graph_.size(); ++id)
+    for (auto c : graph_.consumers(id))
+      if (stage[id] >= 0 && stage[id] != stage[c] && seen.insert({stage[id], stage[c]}).second)
+        dag.edges.push_back({stage[id], stage[c]});
+  const auto order = dag.topo_order();
   if (static_cast<int>(order.size()) != n)
     throw PlanError("the stages' dependencies form a cycle (a stage is not convex); split or merge stages so that "
                     "they form a DAG");
@@ -190,8 +184,8 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   // keeps every stage convex and the stage graph acyclic.
   std::vector<int> position(n);
   for (int i = 0; i < n; ++i) position[order[i]] = i;
-  std::vector<std::vector<graph::OpId>> ops(n);
-  for (int i = 0; i < n; ++i) ops[i] = stages[i].ops;
+  std::vector<StageChoice> ordered(n);
+  for (int i = 0; i < n; ++i) ordered[i] = stages[order[i]];
   for (graph::OpId id = 0; id < graph_.size(); ++id) {
     if (stage[id] >= 0) continue;
     int best = -1;
@@ -199,37 +193,27 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
       if (stage[c] >= 0 && (best < 0 || position[stage[c]] < position[best])) best = stage[c];
     if (best < 0) throw PlanError("internal: op '" + graph_.op(id).name + "' is in no stage", ErrorKind::kFailure);
     stage[id] = best;
-    ops[best].push_back(id);
+    ordered[position[best]].ops.push_back(id);
   }
-  for (auto& v : ops) std::sort(v.begin(), v.end());
-  Plan plan;
-  plan.model = request_.model, plan.preset = request_.preset, plan.model_file = request_.model_file;
-  plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
-  plan.partitioner = partitioner, plan.schedule = request_.schedule;
-  plan.optimizer_states = request_.optimizer_states;
-  for (int i = 0; i < n; ++i) {
-    PlanStage st;
-    st.id = i;
-    st.micro_batch = micro_batch;
-    for (auto id : ops[order[i]]) st.ops.push_back(graph_.op(id).name);
-    plan.stages.push_back(std::move(st));
-  }
-  // Place power-of-two groups largest first so none straddles a node it fits in.
-  std::vector<int> by_size(n);
-  for (int i = 0; i < n; ++i) by_size[i] = i;
+  for (auto& st : ordered) std::sort(st.ops.begin(), st.ops.end());
+  return ordered;
+}
+
+void Planner::place_devices(Plan& plan, const std::vector<StageChoice>& ordered) const {
+  // Power-of-two groups largest first, so none straddles a node it fits in.
+  std::vector<int> by_size(ordered.size());
+  for (std::size_t i = 0; i < ordered.size(); ++i) by_size[i] = static_cast<int>(i);
   std::stable_sort(by_size.begin(), by_size.end(),
-                   [&](int a, int b) { return stages[order[a]].replicas > stages[order[b]].replicas; });
+                   [&](int a, int b) { return ordered[a].replicas > ordered[b].replicas; });
   int next = 0;
   for (int i : by_size)
-    for (int r = 0; r < stages[order[i]].replicas; ++r) plan.stages[i].devices.push_back(next++);
+    for (int r = 0; r < ordered[i].replicas; ++r) plan.stages[i].devices.push_back(next++);
   if (next > request_.devices)
     throw PlanError("internal: plan uses " + std::to_string(next) + " devices of " + std::to_string(request_.devices),
                     ErrorKind::kFailure);
-  const bool always = request_.recompute == "always";
-  for (auto& st : plan.stages) st.recompute = always;
-  validate_plan(plan, graph_);
-  fill_sync(plan);
-  predict(plan);
+}
+
+void Planner::fit_memory(Plan& plan) const {
   // Note [Recomputation costs]: under auto, the stages that do not fit
   // recompute; the schedule, and so the in-flight counts, stay the same.
   if (request_.recompute == "auto") {
@@ -249,6 +233,28 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
                       (st.recompute ? " kept inputs (recomputing)" : " activations") + "), over the " +
                       gib(memory_cap()) + " of a " + cluster_.device.name);
   }
+}
+
+Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, const std::string& partitioner) const {
+  const auto ordered = ordered_stages(stages);
+  Plan plan;
+  plan.model = request_.model, plan.preset = request_.preset, plan.model_file = request_.model_file;
+  plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
+  plan.partitioner = partitioner, plan.schedule = request_.schedule;
+  plan.optimizer_states = request_.optimizer_states;
+  for (std::size_t i = 0; i < ordered.size(); ++i) {
+    PlanStage st;
+    st.id = static_cast<int>(i);
+    st.micro_batch = micro_batch;
+    st.recompute = request_.recompute == "always";
+    for (auto id : ordered[i].ops) st.ops.push_back(graph_.op(id).name);
+    plan.stages.push_back(std::move(st));
+  }
+  place_devices(plan, ordered);
+  validate_plan(plan, graph_);
+  fill_sync(plan);
+  predict(plan);
+  fit_memory(plan);
   return plan;
 }
 
@@ -311,84 +317,91 @@ Plan Planner::make(std::optional<Plan> given) const {
   return p;
 }
 
+namespace {
+
+// Note [Search spaces]: graphpipe searches the SP decomposition and also the
+// sequential space (contiguous cuts of a topological order), and keeps the
+// faster plan: the SP space cannot put a fan-in stage together with the tail
+// of one branch, nor cross an SP-ization cut, and on such graphs a
+// sequential cut can win. So graphpipe considers every plan pipedream does
+// (and runs it with graph-1F1B on its real stage DAG). dp searches none.
+struct Space {
+  graph::SpDecomposition sp;
+  std::string name;
+};
+
+std::vector<Space> search_spaces(const graph::OpGraph& g, const std::string& partitioner) {
+  std::vector<Space> spaces;
+  if (partitioner == "graphpipe") spaces.push_back({graph::sp_decompose(g, /*skip_inputs=*/true), "series-parallel"});
+  if (partitioner != "dp") {
+    auto chain = graph::linearize(g, /*skip_inputs=*/true);
+    // A sequential model decomposes into the same chain: search it once.
+    if (spaces.empty() || graph::to_string(spaces[0].sp.root) != graph::to_string(chain.root))
+      spaces.push_back({std::move(chain), "sequential"});
+  }
+  return spaces;
+}
+
+// The requested micro-batch, else every power of two dividing the
+// mini-batch, largest first: they run most efficiently, so a good plan is
+// found early and bounds the search at smaller ones.
+std::vector<int> micro_batch_candidates(const PlanRequest& r) {
+  if (r.micro_batch) return {*r.micro_batch};
+  std::vector<int> out;
+  for (int b = 1; b <= r.mini_batch; b *= 2)
+    if (r.mini_batch % b == 0) out.push_back(b);
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+// dp's one stage: every device when the micro-batch splits evenly among
+// them, else the largest power of two of them that it does.
+std::vector<Planner::StageChoice> data_parallel(const graph::OpGraph& g, int devices, int b) {
+  int d = 1;
+  while (d * 2 <= devices && b % (d * 2) == 0) d *= 2;
+  if (b % devices == 0) d = devices;
+  std::vector<graph::OpId> all(g.size());
+  for (graph::OpId id = 0; id < g.size(); ++id) all[id] = id;
+  return {{all, d}};
+}
+
+}  // namespace
+
 Plan Planner::plan() const {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int> micro_batches;
-  if (request_.micro_batch) {
-    micro_batches.push_back(*request_.micro_batch);
-  } else {
-    for (int b = 1; b <= request_.mini_batch; b *= 2)
-      if (request_.mini_batch % b == 0) micro_batches.push_back(b);
-  }
+  const auto micro_batches = micro_batch_candidates(request_);
+  const auto spaces = search_spaces(graph_, request_.partitioner);
   std::optional<Plan> best;
   std::vector<std::string> reasons;  // why candidates were rejected, each once
-  // Note [Search spaces]: graphpipe searches the SP decomposition and also
-  // the sequential space (contiguous cuts of a topological order), and keeps
-  // the faster plan: the SP space cannot put a fan-in stage together with
-  // the tail of one branch, nor cross an SP-ization cut, and on such graphs
-  // a sequential cut can win. So graphpipe considers every plan pipedream
-  // does (and runs it with graph-1F1B on its real stage DAG).
-  std::vector<graph::SpDecomposition> spaces;
-  std::vector<std::string> space_names;
-  if (request_.partitioner == "graphpipe") {
-    spaces.push_back(graph::sp_decompose(graph_, /*skip_inputs=*/true));
-    space_names.push_back("series-parallel");
-  }
-  if (request_.partitioner != "dp") {
-    auto chain = graph::linearize(graph_, /*skip_inputs=*/true);
-    // A sequential model decomposes into the same chain: search it once.
-    if (spaces.empty() || graph::to_string(spaces[0].root) != graph::to_string(chain.root)) {
-      spaces.push_back(chain);
-      space_names.push_back("sequential");
-    }
-  }
-  // Large micro-batches first: they run most efficiently, so a good plan is
-  // found early and bounds the search at smaller ones.
-  std::reverse(micro_batches.begin(), micro_batches.end());
   // Note [Search spaces], reported: the best plan of each space, each space
   // bounded by its own best so that both answers are exact.
   std::vector<std::optional<Plan>> best_in(spaces.size());
-  for (int b : micro_batches) {
-    std::vector<std::vector<StageChoice>> options;
-    std::vector<int> space_of;  // of each option
-    if (request_.partitioner == "dp") {
-      int d = 1;
-      while (d * 2 <= request_.devices && b % (d * 2) == 0) d *= 2;
-      if (b % request_.devices == 0) d = request_.devices;
-      std::vector<graph::OpId> all(graph_.size());
-      for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
-      options.push_back({{all, d}});
-      space_of.push_back(-1);
-    } else {
-      for (std::size_t i = 0; i < spaces.size(); ++i) {
-        const double bound = best_in[i] ? best_in[i]->predicted.iteration_s : std::numeric_limits<double>::infinity();
-        for (auto& c : candidates(spaces[i], b, bound)) {
-          options.push_back(std::move(c.stages));
-          space_of.push_back(static_cast<int>(i));
-        }
+  auto consider = [&](const std::vector<StageChoice>& stages, int b, int space) {
+    try {
+      Plan p = assemble(stages, b, request_.partitioner);
+      if (space >= 0) {
+        p.space = spaces[space].name;
+        auto& mine = best_in[space];
+        if (!mine || p.predicted.samples_per_s > mine->predicted.samples_per_s) mine = p;
       }
+      if (!best || p.predicted.samples_per_s > best->predicted.samples_per_s) best = std::move(p);
+    } catch (const PlanError& e) {
+      // A candidate that breaks an invariant is a bug in the search: never
+      // hidden behind another candidate that happens to succeed.
+      if (e.kind() == ErrorKind::kFailure) throw;
+      if (std::find(reasons.begin(), reasons.end(), e.message()) == reasons.end()) reasons.push_back(e.message());
     }
-    for (std::size_t k = 0; k < options.size(); ++k) {
-      const auto& stages = options[k];
-      try {
-        Plan p = assemble(stages, b, request_.partitioner);
-        if (space_of[k] >= 0) {
-          p.space = space_names[space_of[k]];
-          auto& mine = best_in[space_of[k]];
-          if (!mine || p.predicted.samples_per_s > mine->predicted.samples_per_s) mine = p;
-        }
-        if (!best || p.predicted.samples_per_s > best->predicted.samples_per_s) best = std::move(p);
-      } catch (const PlanError& e) {
-        // A candidate that breaks an invariant is a bug in the search: never
-        // hidden behind another candidate that happens to succeed.
-        if (e.kind() == ErrorKind::kFailure) throw;
-        if (std::find(reasons.begin(), reasons.end(), e.message()) == reasons.end()) reasons.push_back(e.message());
-      }
+  };
+  for (int b : micro_batches) {
+    if (request_.partitioner == "dp") consider(data_parallel(graph_, request_.devices, b), b, -1);
+    for (std::size_t i = 0; i < spaces.size(); ++i) {
+      const double bound = best_in[i] ? best_in[i]->predicted.iteration_s : std::numeric_limits<double>::infinity();
+      for (const auto& c : candidates(spaces[i].sp, b, bound)) consider(c.stages, b, static_cast<int>(i));
     }
   }
   if (!best) no_plan(reasons, micro_batches.front());
   for (std::size_t i = 0; i < spaces.size(); ++i)
-    if (best_in[i]) best->space_best[space_names[i]] = best_in[i]->predicted;
+    if (best_in[i]) best->space_best[spaces[i].name] = best_in[i]->predicted;
   best->search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stamp(*best);
   return *best;

@@ -92,7 +92,8 @@ struct Prefix {
     }
     act_per_row.push_back(act_per_row.back() + a.act_per_row);
   }
-  // Fills `inputs` for pieces of these ops (in the order pushed).
+  // Fills `inputs` for pieces of these ops (in the order pushed): input_bytes_per_row
+  // (estimate.h) of every run, grown one piece at a time instead of per run.
   void set_inputs(const graph::OpGraph& g, const std::vector<std::vector<OpId>>& pieces);
   double inputs_of(int i, int j) const { return inputs[static_cast<std::size_t>(i) * (act_per_row.size()) + j]; }
 };

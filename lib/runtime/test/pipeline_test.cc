@@ -517,8 +517,7 @@ TEST(Emulation, MeasuredIterationFollowsTheSimulator) {
     for (int s = 0; s < 2; ++s)
       costs.stages.push_back({"s" + std::to_string(s), 1, 0.010 * (s ? ratio : 1), 0.020 * (s ? ratio : 1), 0, 0, {}});
     costs.edges.push_back({0, 1, 0.004, 0.004 * ratio});
-    schedule::Schedule sched{p.schedule, p.micro_batches(0), {}, p.micro_batch_counts()};
-    for (const auto& st : p.stages) sched.stages.push_back(schedule::parse_actions(st.actions));
+    const auto sched = plan::schedule_of(p);
     const double simulated = schedule::simulate(costs, sched, static_cast<int>(p.mini_batch)).iteration_s;
     ASSERT_GT(simulated, 0.1);  // 4 micro-batches of 30 ms per stage (or 2 of 60), plus transfers
     const int steps = 3;

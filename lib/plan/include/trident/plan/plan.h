@@ -15,6 +15,7 @@
 
 #include "trident/base/error.h"
 #include "trident/graph/op_graph.h"
+#include "trident/schedule/schedule.h"
 
 namespace trident::plan {
 
@@ -107,6 +108,11 @@ void validate_plan(Plan& plan, const graph::OpGraph& graph);
 // PlanError naming the stage and its actions otherwise. Stages without
 // actions yet pass (call again once the planner has filled them).
 void check_sfb_order(const Plan& plan, const graph::OpGraph& graph);
+
+// The schedule a plan's stage actions spell, with each stage's micro-batch
+// count (Note [Micro-batch ratios]); throws PlanError naming a stage whose
+// actions do not parse. Not validated.
+schedule::Schedule schedule_of(const Plan& plan);
 
 // "8 micro-batches of 16", or "micro-batches of 32, 16, 8, 32 by stage"
 // (Note [Micro-batch ratios]), for banners and tables.

@@ -136,6 +136,13 @@ class Planner {
 
  private:
   [[noreturn]] void no_plan(const std::vector<std::string>& reasons, int micro_batch) const;
+  // assemble's parts: the stages in topological order, each input op the
+  // search left out joined to its earliest consumer's stage; devices placed;
+  // recomputation where a stage does not fit (Note [Recomputation costs]),
+  // then a PlanError for a stage that still does not.
+  std::vector<StageChoice> ordered_stages(const std::vector<StageChoice>& stages) const;
+  void place_devices(Plan& plan, const std::vector<StageChoice>& ordered) const;
+  void fit_memory(Plan& plan) const;
   const graph::OpGraph& graph_;
   cost::ClusterSpec cluster_;
   cost::CostModel cost_;

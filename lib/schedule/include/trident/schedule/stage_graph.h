@@ -34,7 +34,9 @@ struct StageCost {
   // One micro-batch on one replica.
   double forward_s = 0, backward_s = 0;
   double static_bytes = 0;      // weights, gradients, optimizer state (per replica)
-  double activation_bytes = 0;  // one micro-batch in flight (per replica)
+  // Per micro-batch in flight (per replica): its activations, or what a
+  // recomputing stage keeps (plan/src/estimate.h, Note [Recomputation costs]).
+  double activation_bytes = 0;
   std::vector<SyncTask> sync;   // gradient sync after the last backward, WFBP order
   double optimizer_s = 0;       // the optimizer step, once the sync (and every send) is done
   // Where the replicas run, for Note [Shared cores]: the node of each replica
