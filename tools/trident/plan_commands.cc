@@ -71,6 +71,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   c->add_option("--grad-sync", a.grad_sync, "hybrid | allreduce | ps | sfb");
   c->add_option("--optimizer", a.optimizer, "adam | sgd | sgd-plain (sets optimizer-state memory)");
   c->add_option("--max-replicas", a.max_replicas, "at most this many data-parallel replicas per stage (default: no limit)");
+  c->add_option("--micro-batch-ratio", a.micro_batch_ratio,
+                "a stage's micro-batch may be up to this many times the plan's smallest (a power of two; 1: one size for "
+                "every stage; default: 2 for graphpipe with a searched micro-batch, else 1)");
   c->add_option("--recompute", a.recompute, "auto | never | always: recompute a stage's forward in its backward (auto: where it would not fit otherwise)");
   c->add_option("--device-memory-gb", a.device_memory_gb, "memory per device in GiB (default: the cluster's)");
   c->add_option("--profile", a.profile, "profile.json from `trident profile`: measured op times instead of the analytic model");
@@ -99,6 +102,7 @@ int run_plan(PlanArgs a) {
   r.optimizer_states = optimizer_states(a.optimizer);
   r.max_replicas = a.max_replicas;
   r.recompute = a.recompute;
+  r.micro_batch_ratio = a.micro_batch_ratio;
   if (a.device_memory_gb != 0) {
     if (!(a.device_memory_gb > 0))
       throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));

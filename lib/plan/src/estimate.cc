@@ -30,7 +30,8 @@ std::int64_t bytes_of(const graph::OpGraph& g, const std::vector<graph::OpId>& o
 }  // namespace
 
 std::vector<int> stage_heights(const graph::OpGraph& g, const std::vector<std::vector<graph::OpId>>& stages,
-                               const std::vector<std::pair<graph::OpId, graph::OpId>>& extra) {
+                               const std::vector<std::pair<graph::OpId, graph::OpId>>& extra,
+                               const std::vector<int>& units) {
   const int n = static_cast<int>(stages.size());
   std::vector<int> stage(g.size(), -1);
   for (int i = 0; i < n; ++i)
@@ -46,17 +47,27 @@ std::vector<int> stage_heights(const graph::OpGraph& g, const std::vector<std::v
   bool cycle = false;
   std::function<void(int)> visit = [&](int s) {
     state[s] = 1;
-    h[s] = 1;
+    const int own = units.empty() ? 1 : units[s];
+    h[s] = own;
     for (int t : succ[s]) {
       if (state[t] == 1) cycle = true;
       if (state[t] == 0) visit(t);
-      h[s] = std::max(h[s], h[t] + 1);
+      h[s] = std::max(h[s], h[t] + own);
     }
     state[s] = 2;
   };
   for (int s = 0; s < n; ++s)
     if (!state[s]) visit(s);
   return cycle ? std::vector<int>{} : h;
+}
+
+std::vector<StageConfig> stage_configs(const PlanRequest& request, int b, int ratio) {
+  const int widest = request.max_replicas > 0 ? std::min(request.devices, request.max_replicas) : request.devices;
+  std::vector<StageConfig> out;
+  for (int d = 1; d <= widest; d *= 2)
+    for (int u = 1; u <= ratio; u *= 2)
+      if (request.mini_batch % (b * u) == 0 && (b * u) % d == 0) out.push_back({d, u});
+  return out;
 }
 
 double input_bytes_per_row(const graph::OpGraph& g, const std::vector<graph::OpId>& ops) {

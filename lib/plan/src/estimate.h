@@ -22,6 +22,7 @@
 // search pick fewer stages or larger micro-batches).
 #pragma once
 
+#include <algorithm>
 #include <optional>
 
 #include <map>
@@ -65,11 +66,30 @@ struct StageEstimate {
   }
 };
 
-// Longest path in stages to a sink, per stage, over the op edges plus
-// `extra` edges (an SP-ization's); empty when the stages' dependencies have
-// a cycle.
+// Longest path to a sink, per stage, over the op edges plus `extra` edges
+// (an SP-ization's), each stage counting `units[s]` (empty: 1 each; Note
+// [Per-stage micro-batch sizes] in sp_engine.h); empty when the stages'
+// dependencies have a cycle.
 std::vector<int> stage_heights(const graph::OpGraph& g, const std::vector<std::vector<graph::OpId>>& stages,
-                               const std::vector<std::pair<graph::OpId, graph::OpId>>& extra);
+                               const std::vector<std::pair<graph::OpId, graph::OpId>>& extra,
+                               const std::vector<int>& units = {});
+
+// What a stage may run as in a search at micro-batch b: `replicas` (a power
+// of two dividing its micro-batch, at most the request's devices and
+// max_replicas) at micro-batch b x `units` (units a power of two up to
+// `ratio`, b x units dividing the mini-batch). Ordered by replicas, then
+// units.
+struct StageConfig {
+  int replicas = 1, units = 1;
+};
+std::vector<StageConfig> stage_configs(const PlanRequest& request, int b, int ratio);
+
+// The micro-batches a stage of `units` keeps in flight at a height of
+// `height` units (graph-1F1B counts rows: Note [Micro-batch ratios] in
+// schedule.h), with m micro-batches of the searched size in the mini-batch.
+inline int in_flight_at(int height, int units, int m) {
+  return std::min((height + units - 1) / units, m / units);
+}
 
 // The bytes per sample of the tensors that ops outside `ops` produce and
 // ops in `ops` read, each producer once: what a recomputing stage of `ops`

@@ -129,40 +129,56 @@ class SpSpace {
   }
 };
 
-// Tries every assignment of degrees to the stages of one partition.
-void assign(const Planner& planner, const Partition& stages, const std::vector<int>& h, int micro_batch,
-            Exhaustive& best) {
+// Tries every assignment of stage configs (replicas and micro-batch units,
+// detail::stage_configs) to the stages of one partition; heights count each
+// stage's units (Note [Per-stage micro-batch sizes] in sp_engine.h).
+void assign(const Planner& planner, const Partition& stages, const std::vector<std::pair<OpId, OpId>>& extra,
+            int micro_batch, Exhaustive& best) {
   const auto& req = planner.request();
   const int m = req.mini_batch / micro_batch;
-  std::vector<int> degrees;
-  for (int d = 1; d <= std::min(req.devices, micro_batch); d *= 2)
-    if (micro_batch % d == 0) degrees.push_back(d);
-  // Per stage and degree: TPS, or infinity when it does not fit.
-  std::vector<std::vector<double>> tps(stages.size());
-  for (std::size_t s = 0; s < stages.size(); ++s)
-    for (int d : degrees) {
-      auto e = detail::estimate_stage(planner, stages[s], d, micro_batch, planner.cluster().packed_link(d));
-      const auto recompute = e.recompute_at(req.recompute, std::min(h[s], m), planner.memory_cap());
-      tps[s].push_back(!recompute ? std::numeric_limits<double>::infinity()
-                       : *recompute ? e.recomputing().tps(micro_batch, req.mini_batch)
-                                    : e.tps(micro_batch, req.mini_batch));
-    }
-  std::vector<int> pick(stages.size());
+  const auto configs = detail::stage_configs(req, micro_batch, req.micro_batch_ratio);
+  std::vector<int> sizes;  // the units any config has
+  for (const auto& c : configs)
+    if (std::find(sizes.begin(), sizes.end(), c.units) == sizes.end()) sizes.push_back(c.units);
+  // Per stage and config: TPS, or infinity when it does not fit (or has other units).
+  std::vector<std::vector<double>> tps(stages.size(), std::vector<double>(configs.size()));
+  std::vector<int> units(stages.size(), 1), pick(stages.size());
   std::function<void(std::size_t, int, double)> go = [&](std::size_t s, int left, double worst) {
     if (s == stages.size()) ++best.plans;
     if (worst >= best.tps) return;
     if (s == stages.size()) {
       best.tps = worst;
       best.stages.clear();
-      for (std::size_t i = 0; i < stages.size(); ++i) best.stages.push_back({stages[i], degrees[pick[i]]});
+      for (std::size_t i = 0; i < stages.size(); ++i)
+        best.stages.push_back({stages[i], configs[pick[i]].replicas, micro_batch * configs[pick[i]].units});
       return;
     }
-    for (std::size_t k = 0; k < degrees.size() && degrees[k] <= left; ++k) {
+    for (std::size_t k = 0; k < configs.size() && configs[k].replicas <= left; ++k) {
+      if (configs[k].units != units[s]) continue;
       pick[s] = static_cast<int>(k);
-      go(s + 1, left - degrees[k], std::max(worst, tps[s][k]));
+      go(s + 1, left - configs[k].replicas, std::max(worst, tps[s][k]));
     }
   };
-  go(0, req.devices, 0);
+  std::function<void(std::size_t)> each_units = [&](std::size_t s) {
+    if (s < stages.size()) {
+      for (int u : sizes) units[s] = u, each_units(s + 1);
+      return;
+    }
+    const auto h = detail::stage_heights(planner.graph(), stages, extra, units);
+    if (h.empty()) return;
+    for (std::size_t i = 0; i < stages.size(); ++i)
+      for (std::size_t k = 0; k < configs.size(); ++k) {
+        const auto& c = configs[k];
+        tps[i][k] = std::numeric_limits<double>::infinity();
+        if (c.units != units[i]) continue;
+        const int size = micro_batch * c.units;
+        auto e = detail::estimate_stage(planner, stages[i], c.replicas, size, planner.cluster().packed_link(c.replicas));
+        const auto recompute = e.recompute_at(req.recompute, detail::in_flight_at(h[i], c.units, m), planner.memory_cap());
+        if (recompute) tps[i][k] = *recompute ? e.recomputing().tps(size, req.mini_batch) : e.tps(size, req.mini_batch);
+      }
+    go(0, req.devices, 0);
+  };
+  each_units(0);
 }
 
 }  // namespace
@@ -172,7 +188,7 @@ Exhaustive exhaustive_sp(const Planner& planner, const graph::SpDecomposition& s
   SpSpace space;
   for (const auto& p : space.series(SpSpace::pieces_of(sp.root), 0)) {
     if (static_cast<int>(p.size()) > planner.request().devices) continue;
-    assign(planner, p, detail::stage_heights(planner.graph(), p, sp.added_edges), micro_batch, best);
+    assign(planner, p, sp.added_edges, micro_batch, best);
   }
   return best;
 }
@@ -192,8 +208,7 @@ Exhaustive exhaustive_convex(const Planner& planner, int micro_batch) {
       for (std::size_t k = 0; k < ops.size(); ++k) p[block[k]].push_back(ops[k]);
       for (const auto& s : p)
         if (!g.is_convex({s.begin(), s.end()})) return;
-      auto h = detail::stage_heights(g, p, {});
-      if (!h.empty()) assign(planner, p, h, micro_batch, best);
+      if (!detail::stage_heights(g, p, {}).empty()) assign(planner, p, {}, micro_batch, best);
       return;
     }
     for (int b = 0; b <= used && b < max_blocks; ++b) {

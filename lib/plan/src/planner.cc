@@ -64,6 +64,11 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   const auto& rn = recompute_names();
   if (std::find(rn.begin(), rn.end(), r.recompute) == rn.end())
     throw PlanError("recompute '" + r.recompute + "' is unknown; use " + join(rn));
+  if (r.micro_batch_ratio < 0 || (r.micro_batch_ratio & (r.micro_batch_ratio - 1)))
+    throw PlanError("micro-batch ratio " + std::to_string(r.micro_batch_ratio) +
+                    " must be a power of two (1: one micro-batch size for every stage; 0: the default)");
+  if (r.micro_batch_ratio == 0) r.micro_batch_ratio = r.partitioner == "graphpipe" && !r.micro_batch ? 2 : 1;
+  if (r.partitioner == "dp") r.micro_batch_ratio = 1;
   if (r.optimizer_states < 0) throw PlanError("optimizer states must be >= 0");
   if (r.device_memory_bytes && !(*r.device_memory_bytes > 0)) throw PlanError("device memory must be > 0");
   if (!(r.tolerance > 0 && r.tolerance < 1)) throw PlanError("tolerance must be in (0, 1)");
@@ -245,7 +250,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     PlanStage st;
     st.id = static_cast<int>(i);
-    st.micro_batch = micro_batch;
+    st.micro_batch = ordered[i].micro_batch > 0 ? ordered[i].micro_batch : micro_batch;
     st.recompute = request_.recompute == "always";
     for (auto id : ordered[i].ops) st.ops.push_back(graph_.op(id).name);
     plan.stages.push_back(std::move(st));
@@ -325,9 +330,16 @@ namespace {
 // of one branch, nor cross an SP-ization cut, and on such graphs a
 // sequential cut can win. So graphpipe considers every plan pipedream does
 // (and runs it with graph-1F1B on its real stage DAG). dp searches none.
+//
+// Per-stage micro-batch sizes (Note [Per-stage micro-batch sizes] in
+// sp_engine.h) are searched in the series-parallel space only: the
+// sequential one is pipedream's, whose stages share one micro-batch as
+// published, and it would double the search's time for plans that the
+// series-parallel space mostly has already.
 struct Space {
   graph::SpDecomposition sp;
   std::string name;
+  int ratio = 0;  // micro-batch ratio (0: the request's)
 };
 
 std::vector<Space> search_spaces(const graph::OpGraph& g, const std::string& partitioner) {
@@ -337,7 +349,7 @@ std::vector<Space> search_spaces(const graph::OpGraph& g, const std::string& par
     auto chain = graph::linearize(g, /*skip_inputs=*/true);
     // A sequential model decomposes into the same chain: search it once.
     if (spaces.empty() || graph::to_string(spaces[0].sp.root) != graph::to_string(chain.root))
-      spaces.push_back({std::move(chain), "sequential"});
+      spaces.push_back({std::move(chain), "sequential", 1});
   }
   return spaces;
 }
@@ -396,7 +408,7 @@ Plan Planner::plan() const {
     if (request_.partitioner == "dp") consider(data_parallel(graph_, request_.devices, b), b, -1);
     for (std::size_t i = 0; i < spaces.size(); ++i) {
       const double bound = best_in[i] ? best_in[i]->predicted.iteration_s : std::numeric_limits<double>::infinity();
-      for (const auto& c : candidates(spaces[i].sp, b, bound)) consider(c.stages, b, static_cast<int>(i));
+      for (const auto& c : candidates(spaces[i].sp, b, bound, spaces[i].ratio)) consider(c.stages, b, static_cast<int>(i));
     }
   }
   if (!best) no_plan(reasons, micro_batches.front());

@@ -31,22 +31,22 @@ void bisect(Engine& engine, double lo, double tolerance, int max_depth, Planner:
 }  // namespace
 
 std::optional<Planner::Search> Planner::search(const graph::SpDecomposition& sp, int micro_batch) const {
-  Engine engine(*this, sp, micro_batch);
+  Engine engine(*this, sp, micro_batch, request_.micro_batch_ratio);
   Search best;
   if (!engine.solve(std::numeric_limits<double>::infinity(), &best)) return std::nullopt;
   bisect(engine, 0, request_.tolerance, kInf, best);
   return best;
 }
 
-std::vector<Planner::Search> Planner::candidates(const graph::SpDecomposition& sp, int micro_batch,
-                                                double bound_s) const {
+std::vector<Planner::Search> Planner::candidates(const graph::SpDecomposition& sp, int micro_batch, double bound_s,
+                                                int ratio) const {
   // Note [Depth sweep]: the TPS search minimises the bottleneck stage, but an
   // iteration takes about TPS x (B + (depth - 1) x b): a shallower pipeline
   // with a slightly slower bottleneck can win, most of all with few
   // micro-batches. So after the least TPS, look for the least TPS at each
   // smaller depth, as long as that estimate could still beat the best so far.
   //
-  Engine engine(*this, sp, micro_batch);
+  Engine engine(*this, sp, micro_batch, ratio > 0 ? ratio : request_.micro_batch_ratio);
   const double mini = request_.mini_batch, b = micro_batch;
   if (std::isfinite(bound_s) && engine.prune(bound_s)) return {};
   Search best;
@@ -74,7 +74,9 @@ std::vector<Planner::Search> Planner::candidates(const graph::SpDecomposition& s
     auto same = [&](const Search& o) {
       if (o.stages.size() != s.stages.size()) return false;
       for (std::size_t i = 0; i < o.stages.size(); ++i)
-        if (o.stages[i].ops != s.stages[i].ops || o.stages[i].replicas != s.stages[i].replicas) return false;
+        if (o.stages[i].ops != s.stages[i].ops || o.stages[i].replicas != s.stages[i].replicas ||
+            o.stages[i].micro_batch != s.stages[i].micro_batch)
+          return false;
       return true;
     };
     if (std::none_of(out.begin(), out.end(), same)) out.push_back(std::move(s));

@@ -4,7 +4,7 @@
 
 namespace trident::plan::detail {
 
-Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p), b_(b) {
+Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b, int ratio) : p_(p), b_(b) {
   // A linearised graph is one series holding every op: give it the cut
   // points that a tree's several series would have together.
   const bool chain = sp.root.kind == SpNode::Kind::kSeries &&
@@ -17,21 +17,22 @@ Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b) : p_(p
   mini_ = req.mini_batch;
   m_ = req.mini_batch / b;
   cap_ = p.memory_cap();
-  const int widest = req.max_replicas > 0 ? std::min(req.devices, req.max_replicas) : req.devices;
-  for (int d = 1; d <= std::min(widest, b); d *= 2)
-    if (b % d == 0) degrees_.push_back(d);
+  configs_ = stage_configs(req, b, ratio);
+  for (const auto& c : configs_) max_units_ = std::max(max_units_, c.units);
   devices_ = req.devices;
-  hcap_ = std::min(m_, devices_ + 1);
+  // Heights past the micro-batches change no stage's in-flight count.
+  hcap_ = std::min(m_, devices_ * max_units_ + 1);
   op_agg_.resize(p.graph().size());
   for (OpId id = 0; id < p.graph().size(); ++id) {
     Agg& a = op_agg_[id];
-    for (int d : degrees_) {
-      auto e = detail::estimate_stage(p, {id}, d, b, p.cluster().packed_link(d));
+    for (const auto& c : configs_) {
+      const int size = b * c.units;
+      auto e = detail::estimate_stage(p, {id}, c.replicas, size, p.cluster().packed_link(c.replicas));
       a.comp.push_back(e.forward_s + e.backward_s);
       a.fwd.push_back(e.forward_s);
       a.sync.push_back(e.sync_s);
       a.static_bytes.push_back(e.static_bytes);
-      a.act_per_row = e.activation_bytes / (b / d);
+      a.act_per_row = e.activation_bytes / (size / c.replicas);
     }
   }
   added_edges_ = sp.added_edges;
@@ -61,18 +62,19 @@ bool Engine::solve(double target, Planner::Search* out) {
   // (auto) where it does not fit otherwise at its height (Note
   // [Recomputation costs]).
   std::vector<std::vector<OpId>> ops;
-  for (const auto& st : out->stages) ops.push_back(st.ops);
-  const auto heights = stage_heights(p_.graph(), ops, added_edges_);
+  std::vector<int> units;
+  for (const auto& st : out->stages) ops.push_back(st.ops), units.push_back(st.micro_batch / b_);
+  const auto heights = stage_heights(p_.graph(), ops, added_edges_, units);
   out->tps = 0;
   for (std::size_t i = 0; i < out->stages.size(); ++i) {
     Agg a = zero();
     for (OpId id : ops[i]) a.add(op_agg_[id]);
-    const int k = index_of(out->stages[i].replicas);
-    const double rows = static_cast<double>(b_ / degrees_[k]);
-    const int h = std::min(heights.empty() ? m_ : heights[i], m_);
+    const int k = index_of(out->stages[i].replicas, units[i]);
+    const double rows = static_cast<double>(size(k) / dev(k));
+    const int h = in_flight_at(heights.empty() ? m_ : heights[i], units[i], m_);
     const bool plain = recompute_ == Recompute::kNever ||
                        (recompute_ == Recompute::kAuto && a.static_bytes[k] + h * a.act_per_row * rows <= cap_);
-    out->tps = std::max(out->tps, tps(a, k) + (plain ? 0 : a.fwd[k] / b_));
+    out->tps = std::max(out->tps, tps(a, k) + (plain ? 0 : a.fwd[k] / size(k)));
   }
   return true;
 }
@@ -93,7 +95,7 @@ int Engine::add_series(const SpNode& node) {
   }
   coarsen(s.pieces);
   const int n = static_cast<int>(s.pieces.size());
-  s.prefix = Prefix(static_cast<int>(degrees_.size()));
+  s.prefix = Prefix(config_count());
   std::vector<std::vector<OpId>> parts;
   for (const auto& piece : s.pieces) s.prefix.push(piece.agg), parts.push_back(piece.ops);
   s.prefix.set_inputs(p_.graph(), parts);
@@ -103,11 +105,11 @@ int Engine::add_series(const SpNode& node) {
     const int par = s.pieces[i].parallel;
     s.next_parallel[i] = par >= 0 ? i : s.next_parallel[i + 1];
     // No plan is deeper than its stages, each on a device of its own.
-    const int piece = par >= 0 ? parallels_[par].deepest[parallels_[par].children.size() - 1] : 1;
-    s.deepest[i] = std::min(devices_, s.deepest[i + 1] + piece);
+    const int piece = par >= 0 ? parallels_[par].deepest[parallels_[par].children.size() - 1] : max_units_;
+    s.deepest[i] = std::min(devices_ * max_units_, s.deepest[i + 1] + piece);
   }
   s.memo.resize(hcap_ + 1);
-  s.fast.assign(n * degrees_.size(), 0);
+  s.fast.assign(n * configs_.size(), 0);
   s.fast_solve.assign(s.fast.size(), -1);
   series_.push_back(std::move(s));
   return static_cast<int>(series_.size()) - 1;
@@ -115,7 +117,7 @@ int Engine::add_series(const SpNode& node) {
 
 int Engine::add_parallel(const SpNode& node) {
   Parallel q;
-  q.prefix = Prefix(static_cast<int>(degrees_.size()));
+  q.prefix = Prefix(config_count());
   std::vector<std::vector<OpId>> parts;
   for (const auto& c : node.children) {
     q.children.push_back(add_series(c));
@@ -157,24 +159,26 @@ void Engine::coarsen(std::vector<Piece>& pieces) const {
 }
 
 int Engine::room(std::initializer_list<Span> spans, int k, int delta) const {
+  const int own = units(k);
   if (fits(spans, k, m_)) return kInf;
-  if (!fits(spans, k, delta + 1)) return -1;
-  // The tallest height that fits lies in [delta + 1, m_): estimate it from
-  // the bytes (the larger of the plain and the recomputing stage's), then
-  // settle it with fits itself so that the two agree.
+  if (!fits(spans, k, delta + own)) return -1;
+  // The tallest height that fits lies in [delta + own, m_): estimate it from
+  // the bytes (the larger of the plain and the recomputing stage's) in
+  // micro-batches of the stage's own, then settle it with fits itself so
+  // that the two agree.
   const Totals t = totals(spans, k);
-  const double rows = static_cast<double>(b_ / degrees_[k]);
+  const double rows = static_cast<double>(size(k) / dev(k));
   auto tallest = [&](double fixed, double per) {
-    return per > 0 ? std::min<double>(m_ - 1, std::floor((cap_ - fixed) / per)) : m_ - 1;
+    return per > 0 ? std::min<double>(m_ - 1, own * std::floor((cap_ - fixed) / per)) : m_ - 1;
   };
   double estimate = tallest(t.stat, t.act * rows);
   if (recompute_ != Recompute::kNever)
     estimate = std::max(estimate, tallest(t.stat + t.act * rows, inputs(spans) * rows));
   int height = static_cast<int>(estimate);
-  height = std::max(height, delta + 1);
+  height = std::max(height, delta + own);
   while (height + 1 < m_ && fits(spans, k, height + 1)) ++height;
-  while (height > delta + 1 && !fits(spans, k, height)) --height;
-  return height - delta - 1;
+  while (height > delta + own && !fits(spans, k, height)) --height;
+  return height - delta - own;
 }
 
 double Engine::merged_inputs(std::initializer_list<Span> spans) const {
@@ -210,7 +214,7 @@ void Prefix::set_inputs(const graph::OpGraph& g, const std::vector<std::vector<O
 }
 
 int Engine::last_fast(Series& s, int i, int k) {
-  const std::size_t at = static_cast<std::size_t>(i) * degrees_.size() + k;
+  const std::size_t at = static_cast<std::size_t>(i) * configs_.size() + k;
   if (s.fast_solve[at] != solve_) {
     const int n = static_cast<int>(s.pieces.size());
     s.fast[at] = last_true(i, n - 1, [&](int j) { return tps_ok(s.prefix, i, j + 1, k); });
@@ -246,13 +250,14 @@ int Engine::suffix(int si, int i, int h, int delta) {
   int best = devices_ + 1;  // more is as bad as impossible
   const Prefix& pre = s.prefix;
   // Note [Longest groups]: the first group i..j on one replica count.
-  for (int k = 0; k < degree_count() && degrees_[k] < best; ++k) {
+  for (int k = 0; k < config_count() && dev(k) < best; ++k) {
+    if (units(k) > h) continue;
     const int fast = last_fast(s, i, k);
     for (int j = i; j <= fast;) {
       // The rest gets the deepest budget the stage's memory allows.
-      const int r = std::min(h - 1, room({Span{&pre, i, j + 1}}, k, delta));
+      const int r = std::min(h - units(k), room({Span{&pre, i, j + 1}}, k, delta));
       if (r < 0) break;  // a longer group fits even less
-      auto keeps = [&](int x) { return fits(pre, i, x + 1, k, delta + r + 1); };
+      auto keeps = [&](int x) { return fits(pre, i, x + 1, k, delta + r + units(k)); };
       const int end = keeps(fast) ? fast : last_true(j, fast, keeps);
       // Note [Recomputation costs]: a recomputing stage keeps its inputs, so
       // the rest may need more devices when it starts later (its first
@@ -264,7 +269,7 @@ int Engine::suffix(int si, int i, int h, int delta) {
       const bool scan = recompute_ == Recompute::kAlways;
       for (int e = end - 1; e >= j && recompute_ != Recompute::kNever && (scan || rest >= kInf); --e)
         rest = std::min(rest, suffix(si, e + 1, r, delta));
-      best = std::min(best, degrees_[k] + rest);
+      best = std::min(best, dev(k) + rest);
       j = end + 1;
     }
   }
@@ -296,9 +301,9 @@ int Engine::split(int pi, int i, int j, int h, int delta) {
   if (memo.solve == solve_) return memo.devices;
   int best = devices_ + 1;
   const Prefix& pre = q.prefix;
-  for (int k = 0; k < degree_count() && degrees_[k] < best; ++k) {
-    if (tps_ok(pre, i, j + 1, k) && fits(pre, i, j + 1, k, delta + 1)) {
-      best = degrees_[k];
+  for (int k = 0; k < config_count() && dev(k) < best; ++k) {
+    if (units(k) <= h && tps_ok(pre, i, j + 1, k) && fits(pre, i, j + 1, k, delta + units(k))) {
+      best = dev(k);
       break;
     }
   }

@@ -60,7 +60,8 @@ using graph::OpId;
 using graph::SpNode;
 constexpr int kInf = 1 << 20;
 
-// Stage quantities that add up over ops, per data-parallel degree index.
+// Stage quantities that add up over ops, per stage config index
+// (StageConfig: replicas and micro-batch units).
 struct Agg {
   std::vector<double> comp, fwd, sync;  // per micro-batch slice (comp: forward + backward) / per iteration
   std::vector<double> static_bytes;  // per replica: PS-synced optimizer state is 1/d of it
@@ -76,15 +77,15 @@ struct Agg {
 // loop reads an interval's totals without allocating; and, for Note
 // [Recomputation costs], the input bytes per row of every run of pieces.
 struct Prefix {
-  int degrees = 0;
-  std::vector<double> comp, fwd, sync, static_bytes, act_per_row;  // comp/fwd/sync/static_bytes: [i * degrees + k]
+  int configs = 0;
+  std::vector<double> comp, fwd, sync, static_bytes, act_per_row;  // comp/fwd/sync/static_bytes: [i * configs + k]
   std::vector<double> inputs;  // [i * (pieces + 1) + j]: input_bytes_per_row of pieces [i, j)
   std::vector<std::vector<OpId>> parts;  // the ops of each piece
   explicit Prefix(int k = 0)
-      : degrees(k), comp(k, 0), fwd(k, 0), sync(k, 0), static_bytes(k, 0), act_per_row(1, 0) {}
+      : configs(k), comp(k, 0), fwd(k, 0), sync(k, 0), static_bytes(k, 0), act_per_row(1, 0) {}
   void push(const Agg& a) {
-    const std::size_t base = comp.size() - degrees;
-    for (int k = 0; k < degrees; ++k) {
+    const std::size_t base = comp.size() - configs;
+    for (int k = 0; k < configs; ++k) {
       comp.push_back(comp[base + k] + a.comp[k]);
       fwd.push_back(fwd[base + k] + a.fwd[k]);
       sync.push_back(sync[base + k] + a.sync[k]);
@@ -104,7 +105,7 @@ struct Prefix {
 struct Choice {
   enum class Kind {
     kNone,         // no plan
-    kStage,        // pieces (or branches) up to `j` become one stage on `dev` devices
+    kStage,        // pieces (or branches) up to `j` become one stage on `dev` devices, of `u` units
     kBranches,     // the parallel piece at i is split among its branches on `dev` devices
     kBranchSplit,  // branches [i, j] split after branch `j`: the first part on `dev` devices
     kJoinMerged,   // Note [Fork and join stages]: the join, pieces up to `j` and one branch
@@ -117,6 +118,9 @@ struct Choice {
   // kJoinMerged, kForkMerged, kForkAndJoin: the merged group is branches
   // [0, l] when side is 0, else [l + 1, n); d1 devices go to the other part.
   int side = 0, l = 0, d1 = 0;
+  // The micro-batch units of the stage on `dev` and (kForkAndJoin) of the
+  // join stage on `d1`.
+  int u = 1, u1 = 1;
 };
 
 // A run [i, j) of a Prefix.
@@ -127,7 +131,8 @@ struct Span {
 
 class Engine {
  public:
-  Engine(const Planner& p, const graph::SpDecomposition& sp, int b);
+  // Stages run at b x 1, 2, ..., `ratio` (Note [Per-stage micro-batch sizes]).
+  Engine(const Planner& p, const graph::SpDecomposition& sp, int b, int ratio);
 
   // Whether some plan could finish an iteration within `bound_s`: every
   // stage computes B x compute/b and syncs within it. An iteration lasts at
@@ -158,7 +163,7 @@ class Engine {
     std::vector<int> deepest;        // per piece i: the deepest plan of pieces i..n-1 (n: 0)
     Prefix prefix;                   // over pieces
     Memo memo;                       // [δ][i * (deepest[0] + 1) + h]
-    std::vector<int> fast, fast_solve;  // last_fast's answers [i * degrees + k], and their solve
+    std::vector<int> fast, fast_solve;  // last_fast's answers [i * configs + k], and their solve
   };
   struct Parallel {
     std::vector<int> children;  // series indices
@@ -169,19 +174,24 @@ class Engine {
 
   Agg zero() const {
     Agg a;
-    a.comp.assign(degrees_.size(), 0), a.fwd.assign(degrees_.size(), 0), a.sync.assign(degrees_.size(), 0);
-    a.static_bytes.assign(degrees_.size(), 0);
+    a.comp.assign(configs_.size(), 0), a.fwd.assign(configs_.size(), 0), a.sync.assign(configs_.size(), 0);
+    a.static_bytes.assign(configs_.size(), 0);
     return a;
   }
-  int index_of(int replicas) const {
-    return static_cast<int>(std::find(degrees_.begin(), degrees_.end(), replicas) - degrees_.begin());
+  int index_of(int replicas, int units) const {
+    for (int k = 0; k < config_count(); ++k)
+      if (dev(k) == replicas && this->units(k) == units) return k;
+    return -1;
   }
   Agg agg_of(const std::vector<OpId>& ops) const {
     Agg a = zero();
     for (OpId id : ops) a.add(op_agg_[id]);
     return a;
   }
-  int degree_count() const { return static_cast<int>(degrees_.size()); }
+  int config_count() const { return static_cast<int>(configs_.size()); }
+  int dev(int k) const { return configs_[k].replicas; }
+  int units(int k) const { return configs_[k].units; }
+  int size(int k) const { return b_ * configs_[k].units; }  // the stage's micro-batch
 
   int add_series(const SpNode& node);
 
@@ -191,7 +201,7 @@ class Engine {
   // max_pieces remain, keeping parallel pieces whole.
   void coarsen(std::vector<Piece>& pieces) const;
 
-  double tps(const Agg& a, int k) const { return a.comp[k] / b_ + a.sync[k] / mini_; }
+  double tps(const Agg& a, int k) const { return a.comp[k] / size(k) + a.sync[k] / mini_; }
   // A stage's totals over its runs (several: a branch group and a fork or
   // join), with its input bytes per row (Note [Recomputation costs]).
   struct Totals {
@@ -200,7 +210,7 @@ class Engine {
   Totals totals(std::initializer_list<Span> spans, int k) const {
     Totals t;
     for (const auto& s : spans) {
-      const int n = s.p->degrees;
+      const int n = s.p->configs;
       t.comp += s.p->comp[s.j * n + k] - s.p->comp[s.i * n + k];
       t.fwd += s.p->fwd[s.j * n + k] - s.p->fwd[s.i * n + k];
       t.sync += s.p->sync[s.j * n + k] - s.p->sync[s.i * n + k];
@@ -223,30 +233,31 @@ class Engine {
   // next, so their sum would count what passes inside), memoised.
   double merged_inputs(std::initializer_list<Span> spans) const;
   mutable std::map<std::vector<std::intptr_t>, double> merged_inputs_;
-  // Whether a stage computing `comp` per micro-batch meets the target (see
-  // prune() for bound_s_).
-  bool time_ok(double comp, double sync) const {
-    if (bound_s_ > 0) return comp / b_ * mini_ <= bound_s_ && sync <= bound_s_;
-    return comp / b_ + sync / mini_ <= target_;
+  // Whether a stage of config k computing `comp` per micro-batch meets the
+  // target (see prune() for bound_s_).
+  bool time_ok(double comp, double sync, int k) const {
+    if (bound_s_ > 0) return comp / size(k) * mini_ <= bound_s_ && sync <= bound_s_;
+    return comp / size(k) + sync / mini_ <= target_;
   }
   // The stage meets the target — recomputing when the rule is always; under
   // auto, fits() adds the recomputing stage's time where it needs it.
   bool tps_ok(std::initializer_list<Span> spans, int k) const {
     const Totals t = totals(spans, k);
-    return time_ok(recompute_ == Recompute::kAlways ? t.comp + t.fwd : t.comp, t.sync);
+    return time_ok(recompute_ == Recompute::kAlways ? t.comp + t.fwd : t.comp, t.sync, k);
   }
-  // Memory at `height` (Note [Stage memory], Note [Recomputation costs]).
+  // Memory at `height` units (Note [Stage memory], Note [Recomputation
+  // costs], Note [Per-stage micro-batch sizes]).
   bool fits(std::initializer_list<Span> spans, int k, int height) const {
     const Totals t = totals(spans, k);
-    const double rows = static_cast<double>(b_ / degrees_[k]), h = std::min(height, m_);
+    const double rows = static_cast<double>(size(k) / dev(k)), h = in_flight_at(height, units(k), m_);
     const bool plain = t.stat + h * t.act * rows <= cap_;
     if (recompute_ == Recompute::kNever || (plain && recompute_ == Recompute::kAuto)) return plain;
-    if (recompute_ == Recompute::kAuto && !time_ok(t.comp + t.fwd, t.sync)) return false;
+    if (recompute_ == Recompute::kAuto && !time_ok(t.comp + t.fwd, t.sync, k)) return false;
     return t.stat + t.act * rows + h * inputs(spans) * rows <= cap_;
   }
-  // The most stages that may lie downstream of a stage of `spans` on
-  // degrees_[k] with δ = delta besides the sub-problem's own (its height is
-  // delta + that + 1): -1 when it fits at no height, kInf when at any.
+  // The most units of stages that may lie downstream of a stage of `spans`
+  // in config k with δ = delta besides the sub-problem's own (its height is
+  // delta + that + units(k)): -1 when it fits at no height, kInf when at any.
   int room(std::initializer_list<Span> spans, int k, int delta) const;
   // The same for the pieces [i, j) of a prefix.
   bool tps_ok(const Prefix& p, int i, int j, int k) const { return tps_ok({Span{&p, i, j}}, k); }
@@ -269,7 +280,7 @@ class Engine {
   // by bisection, instead of every j.
   int suffix(int si, int i, int h, int delta);
 
-  // The last j whose group i..j on degrees_[k] replicas meets the target
+  // The last j whose group i..j in config k meets the target
   // (i - 1: none), kept for the current solve.
   int last_fast(Series& s, int i, int k);
 
@@ -472,7 +483,8 @@ class Engine {
   int b_, mini_ = 0, m_ = 0, devices_ = 0, hcap_ = 0, root_ = 0;
   int solve_ = 0;  // the current solve, for the memo
   double cap_ = 0, target_ = 0, bound_s_ = 0;
-  std::vector<int> degrees_;
+  std::vector<StageConfig> configs_;
+  int max_units_ = 1;
   std::vector<std::pair<OpId, OpId>> added_edges_;  // the SP-ization's, for stage heights
   std::vector<Agg> op_agg_;
   std::vector<Series> series_;

@@ -39,13 +39,17 @@ Choice Engine::choose_suffix(int si, int i, int d, int delta) {
     // whole suffix as one stage can still improve.
     if (best <= 2 && j + 1 < n) j = n - 1;
     bool any_fast = false;
-    for (int k = 0; k < degree_count() && degrees_[k] <= d; ++k) {
+    int fewest_units = kInf;  // of a stage i..j that fits
+    for (int k = 0; k < config_count() && dev(k) <= d; ++k) {
       if (!tps_ok(pre, i, j + 1, k)) continue;
       any_fast = true;
-      const int rest = depth(si, j + 1, d - degrees_[k], delta);
-      if (rest >= kInf || !fits(pre, i, j + 1, k, delta + rest + 1)) continue;
-      if (1 + rest < best) best = 1 + rest, choice = {Choice::Kind::kStage, j, degrees_[k]};
-      break;  // more devices for this group only leave fewer for the rest
+      // More devices for this group only leave fewer for the rest: only
+      // fewer units can still help.
+      if (units(k) >= fewest_units) continue;
+      const int rest = depth(si, j + 1, d - dev(k), delta);
+      if (rest >= kInf || !fits(pre, i, j + 1, k, delta + rest + units(k))) continue;
+      fewest_units = units(k);
+      if (units(k) + rest < best) best = units(k) + rest, choice = {Choice::Kind::kStage, j, dev(k)}, choice.u = units(k);
     }
     const int par = s.pieces[i].parallel;
     if (j == i && par >= 0) {
@@ -72,11 +76,9 @@ Choice Engine::choose_split(int pi, int i, int j, int d, int delta) {
   const Prefix& pre = parallels_[pi].prefix;
   int best = kInf;
   Choice choice;
-  for (int k = 0; k < degree_count() && degrees_[k] <= d; ++k) {
-    if (tps_ok(pre, i, j + 1, k) && fits(pre, i, j + 1, k, delta + 1)) {
-      best = 1, choice = {Choice::Kind::kStage, j, degrees_[k]};
-      break;
-    }
+  for (int k = 0; k < config_count() && dev(k) <= d; ++k) {
+    if (units(k) < best && tps_ok(pre, i, j + 1, k) && fits(pre, i, j + 1, k, delta + units(k)))
+      best = units(k), choice = {Choice::Kind::kStage, j, dev(k)}, choice.u = units(k);
   }
   // Note [Monotone device splits]: d1 devices for branches i..l.
   for (int l = i; l < j && best > 1; ++l) {
@@ -95,20 +97,21 @@ Choice Engine::choose_split(int pi, int i, int j, int d, int delta) {
 void Engine::choose_join(int si, int i, int d, int delta, int& best, Choice& choice) {
   joins(si, i, [&] { return best > 2; }, [&](const Merge& m) {
     bool fast = false;
-    for (int k = 0; k < degree_count() && degrees_[k] < d; ++k) {
+    for (int k = 0; k < config_count() && dev(k) < d; ++k) {
       if (!tps_ok({m.group, m.pieces}, k)) continue;
       fast = true;
       // Note [Monotone device splits]: d1 devices for the other branches.
-      const int dev = degrees_[k];
+      const int dev = this->dev(k), u = units(k);
       auto rest_of = [&](int d1) { return depth(si, m.t + 1, d - dev - d1, delta); };
       for_each_step(1, d - dev, rest_of, [&](int lo, int hi, int rest) {
-        if (1 + rest >= best) return false;
-        if (!fits({m.group, m.pieces}, k, delta + rest + 1)) return true;
-        auto others_on = [&](int d1) { return split_depth(m.par, m.olo, m.ohi, d1, delta + rest + 1); };
+        if (u + rest >= best) return false;
+        if (!fits({m.group, m.pieces}, k, delta + rest + u)) return true;
+        auto others_on = [&](int d1) { return split_depth(m.par, m.olo, m.ohi, d1, delta + rest + u); };
         const int other = others_on(hi);
-        if (other < kInf && rest + 1 + other < best) {
-          best = rest + 1 + other;
+        if (other < kInf && rest + u + other < best) {
+          best = rest + u + other;
           choice = {Choice::Kind::kJoinMerged, m.t, dev, m.side, m.l, first_at_most(lo, hi, others_on, other)};
+          choice.u = u;
         }
         return true;
       });
@@ -120,19 +123,20 @@ void Engine::choose_join(int si, int i, int d, int delta, int& best, Choice& cho
 void Engine::choose_fork(int si, int i, int d, int delta, int& best, Choice& choice) {
   if (best <= 2) return;
   forks(si, i, [&](const Merge& m) {
-    for (int k = 0; k < degree_count() && degrees_[k] < d; ++k) {
+    for (int k = 0; k < config_count() && dev(k) < d; ++k) {
       if (!tps_ok({m.group, m.pieces}, k)) continue;
       // Note [Monotone device splits]: d1 devices for the other branches.
-      const int dev = degrees_[k];
+      const int dev = this->dev(k), u = units(k);
       auto rest_of = [&](int d1) { return depth(si, m.t + 1, d - dev - d1, delta); };
       for_each_step(1, d - dev, rest_of, [&](int lo, int hi, int rest) {
-        if (1 + rest >= best) return false;
+        if (u + rest >= best) return false;
         auto others_on = [&](int d1) { return split_depth(m.par, m.olo, m.ohi, d1, delta + rest); };
         const int other = others_on(hi);
-        if (other >= kInf || !fits({m.group, m.pieces}, k, delta + rest + other + 1)) return true;
-        if (rest + other + 1 < best) {
-          best = rest + other + 1;
+        if (other >= kInf || !fits({m.group, m.pieces}, k, delta + rest + other + u)) return true;
+        if (rest + other + u < best) {
+          best = rest + other + u;
           choice = {Choice::Kind::kForkMerged, m.t, dev, m.side, m.l, first_at_most(lo, hi, others_on, other)};
+          choice.u = u;
         }
         return true;
       });
@@ -144,17 +148,20 @@ void Engine::choose_fork_join(int si, int i, int d, int delta, int& best, Choice
   if (best <= 2) return;
   fork_joins(si, i, [&](const Merge& m) {
     bool fast = false;
-    for (int kj = 0; kj < degree_count() && degrees_[kj] < d; ++kj) {
+    for (int kj = 0; kj < config_count() && dev(kj) < d; ++kj) {
       if (!tps_ok({m.group, m.pieces}, kj)) continue;
       fast = true;
-      for (int kf = 0; kf < degree_count() && degrees_[kf] + degrees_[kj] <= d; ++kf) {
+      for (int kf = 0; kf < config_count() && dev(kf) + dev(kj) <= d; ++kf) {
         if (!tps_ok({m.fork_group, m.fork_pieces}, kf)) continue;
-        const int rest = depth(si, m.t + 1, d - degrees_[kf] - degrees_[kj], delta);
-        if (rest >= kInf || rest + 2 >= best) continue;
-        if (!fits({m.group, m.pieces}, kj, delta + rest + 1) || !fits({m.fork_group, m.fork_pieces}, kf, delta + rest + 2))
+        const int rest = depth(si, m.t + 1, d - dev(kf) - dev(kj), delta);
+        const int both = units(kf) + units(kj);
+        if (rest >= kInf || rest + both >= best) continue;
+        if (!fits({m.group, m.pieces}, kj, delta + rest + units(kj)) ||
+            !fits({m.fork_group, m.fork_pieces}, kf, delta + rest + both))
           continue;
-        best = rest + 2;
-        choice = {Choice::Kind::kForkAndJoin, m.t, degrees_[kf], m.side, m.l, degrees_[kj]};
+        best = rest + both;
+        choice = {Choice::Kind::kForkAndJoin, m.t, dev(kf), m.side, m.l, dev(kj)};
+        choice.u = units(kf), choice.u1 = units(kj);
       }
     }
     return fast;
@@ -167,7 +174,7 @@ void Engine::emit_suffix(int si, int i, int d, int delta, std::vector<Planner::S
   delta = std::min(delta, hcap_);
   const Choice c = choose_suffix(si, i, d, delta);
   if (c.kind == Choice::Kind::kStage) {
-    Planner::StageChoice st{{}, c.dev};
+    Planner::StageChoice st{{}, c.dev, b_ * c.u};
     for (int p = i; p <= c.j; ++p) st.ops.insert(st.ops.end(), s.pieces[p].ops.begin(), s.pieces[p].ops.end());
     std::sort(st.ops.begin(), st.ops.end());
     out.push_back(std::move(st));
@@ -177,7 +184,7 @@ void Engine::emit_suffix(int si, int i, int d, int delta, std::vector<Planner::S
     while (s.pieces[p].parallel < 0) ++p;
     const int par = s.pieces[p].parallel;
     const int nq = static_cast<int>(parallels_[par].children.size());
-    Planner::StageChoice fork{{}, c.dev}, join{{}, c.d1};
+    Planner::StageChoice fork{{}, c.dev, b_ * c.u}, join{{}, c.d1, b_ * c.u1};
     add_branch_ops(par, c.side ? c.l + 1 : 0, c.side ? nq : c.l + 1, fork.ops);
     add_branch_ops(par, c.side ? 0 : c.l + 1, c.side ? c.l + 1 : nq, join.ops);
     for (int x = i; x < p; ++x) fork.ops.insert(fork.ops.end(), s.pieces[x].ops.begin(), s.pieces[x].ops.end());
@@ -196,13 +203,13 @@ void Engine::emit_suffix(int si, int i, int d, int delta, std::vector<Planner::S
     const int olo = c.side ? 0 : c.l + 1, ohi = c.side ? c.l : nq - 1;
     const int left = d - c.dev - c.d1;
     const int rest = depth(si, c.j + 1, left, delta);
-    Planner::StageChoice st{{}, c.dev};
+    Planner::StageChoice st{{}, c.dev, b_ * c.u};
     add_branch_ops(par, lo, hi, st.ops);
     for (int p = join ? i + 1 : i; p < (join ? c.j + 1 : c.j); ++p)
       st.ops.insert(st.ops.end(), s.pieces[p].ops.begin(), s.pieces[p].ops.end());
     std::sort(st.ops.begin(), st.ops.end());
     out.push_back(std::move(st));
-    emit_split(par, olo, ohi, c.d1, join ? delta + rest + 1 : delta + rest, out);
+    emit_split(par, olo, ohi, c.d1, join ? delta + rest + c.u : delta + rest, out);
     emit_suffix(si, c.j + 1, left, delta, out);
   } else if (c.kind == Choice::Kind::kBranches) {
     const int rest = depth(si, i + 1, d - c.dev, delta);
@@ -222,7 +229,7 @@ void Engine::emit_split(int pi, int i, int j, int d, int delta, std::vector<Plan
   delta = std::min(delta, hcap_);
   const Choice c = choose_split(pi, i, j, d, delta);
   if (c.kind == Choice::Kind::kStage) {
-    Planner::StageChoice st{{}, c.dev};
+    Planner::StageChoice st{{}, c.dev, b_ * c.u};
     for (int b = i; b <= j; ++b) {
       for (const auto& piece : series_[q.children[b]].pieces)
         st.ops.insert(st.ops.end(), piece.ops.begin(), piece.ops.end());

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "test_graphs.h"
 #include "trident/plan/exhaustive.h"
@@ -163,23 +164,38 @@ TEST(Planner, NoFeasiblePlanNamesWhatDoesNotFit) {
   EXPECT_THROW(Planner(g, c, cost::analytic_cost_model(c.device), r), PlanError);
 }
 
+// Whether two searches chose the same stages (ops, replicas, micro-batch):
+// then their TPS may differ only in pricing — the DP sums each op's gradient
+// sync, the exhaustive search buckets a whole stage's (Note [Gradient
+// buckets]; up to 2.6% seen for one 4-replica stage).
+bool same_plan(std::vector<Planner::StageChoice> a, std::vector<Planner::StageChoice> b) {
+  auto key = [](const Planner::StageChoice& s) { return std::make_tuple(s.ops, s.replicas, s.micro_batch); };
+  auto less = [&](const Planner::StageChoice& x, const Planner::StageChoice& y) { return key(x) < key(y); };
+  std::sort(a.begin(), a.end(), less), std::sort(b.begin(), b.end(), less);
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [&](auto& x, auto& y) { return key(x) == key(y); });
+}
+
 // The DP finds the least TPS of its search space: an exhaustive search over
 // the same space (and the same cost model) finds nothing better by more than
-// the binary search's tolerance, and nothing infeasible that the DP missed.
+// the binary search's tolerance (or the same plan), and nothing infeasible
+// that the DP missed.
+// graphpipe's space has per-stage micro-batch sizes (Note [Per-stage
+// micro-batch sizes]): up to 2x the searched one by default, and 4x.
 TEST(Planner, SearchMatchesExhaustiveSearchOnRandomGraphs) {
   std::mt19937 rng(2024);
-  int compared = 0, memory_bound = 0, pipelined = 0, branchy = 0;
+  int compared = 0, memory_bound = 0, pipelined = 0, branchy = 0, mixed = 0;
   for (int trial = 0; trial < 80; ++trial) {
     auto g = trial % 2 ? testing::random_model(rng, 10) : testing::random_sp_model(rng, 10);
     const int devices = 2 + static_cast<int>(rng() % 3), micro = 4 << (rng() % 3);
-    for (const std::string partitioner : {"graphpipe", "pipedream"}) {
+    for (const std::string partitioner : {"graphpipe", "graphpipe-4", "pipedream"}) {
       auto c = cost::load_cluster("summit-v100");
       PlanRequest r;
-      r.devices = devices, r.mini_batch = 32, r.partitioner = partitioner;
+      r.devices = devices, r.mini_batch = 32, r.partitioner = partitioner.substr(0, partitioner.find('-'));
+      if (partitioner == "graphpipe-4") r.micro_batch_ratio = 4;
       // Memory from "loose" to "binding": a fraction of the model's state.
       r.device_memory_bytes = static_cast<double>(g.param_bytes()) * 4 * (0.3 + 0.2 * (rng() % 6)) + (1 << 20);
       Planner p(g, c, cost::analytic_cost_model(c.device), r);
-      auto sp = partitioner == "graphpipe" ? graph::sp_decompose(g, true) : graph::linearize(g, true);
+      auto sp = r.partitioner == "graphpipe" ? graph::sp_decompose(g, true) : graph::linearize(g, true);
       auto found = p.search(sp, micro);
       auto best = exhaustive_sp(p, sp, micro);
       SCOPED_TRACE("trial " + std::to_string(trial) + " " + partitioner + " " + graph::to_string(sp.root));
@@ -189,13 +205,21 @@ TEST(Planner, SearchMatchesExhaustiveSearchOnRandomGraphs) {
         continue;
       }
       ASSERT_TRUE(found.has_value());
-      EXPECT_LE(found->tps, best.tps * (1 + r.tolerance) + 1e-15);
+      if (!same_plan(found->stages, best.stages)) EXPECT_LE(found->tps, best.tps * (1 + r.tolerance) + 1e-15);
       EXPECT_GE(found->tps, best.tps * (1 - 1e-9));
       ++compared;
       pipelined += best.stages.size() > 1;
       branchy += graph::to_string(sp.root).find("P(") != std::string::npos;
+      auto sizes_differ = [](const std::vector<Planner::StageChoice>& stages) {
+        for (const auto& st : stages)
+          if (st.micro_batch != stages[0].micro_batch) return true;
+        return false;
+      };
+      mixed += sizes_differ(found->stages);
+      if (r.partitioner == "pipedream") EXPECT_FALSE(sizes_differ(found->stages) || sizes_differ(best.stages));
     }
   }
+  EXPECT_GT(mixed, 10);  // the DP chose per-stage sizes
   EXPECT_GT(compared, 90);
   EXPECT_GT(pipelined, 30);  // the comparisons are not all one-stage plans
   EXPECT_GT(branchy, 15);    // nor all chains
@@ -240,7 +264,7 @@ TEST(Planner, SearchMatchesExhaustiveSearchWhenStagesRecompute) {
         continue;
       }
       ASSERT_TRUE(found.has_value());
-      EXPECT_LE(found->tps, best[rule].tps * 1.01);
+      if (!same_plan(found->stages, best[rule].stages)) EXPECT_LE(found->tps, best[rule].tps * 1.01);
       EXPECT_GE(found->tps, best[rule].tps * (1 - 1e-9));
       ++compared;
     }

@@ -223,6 +223,10 @@ std::vector<Key> parallel_keys() {
   k.push_back(int_key("parallel.micro_batch", [](TrainConfig& c) -> auto& { return c.parallel.micro_batch; }, bound(0),
                       [](const TrainConfig& c) { return c.train.mini_batch; },
                       "divides `train.mini_batch` (0: searched by the planner)"));
+  k.push_back(int_key("parallel.micro_batch_ratio", [](TrainConfig& c) -> auto& { return c.parallel.micro_batch_ratio; },
+                      bound(0), bound(64),
+                      "graphpipe: a stage's micro-batch may be up to this many times the plan's smallest, a power of "
+                      "two (1: one size for every stage; 0: 2 when `parallel.micro_batch` is 0, else 1)"));
   k.push_back(text_key("parallel.recompute", [](TrainConfig& c) -> auto& { return c.parallel.recompute; },
                        plan::recompute_names(),
                        "`auto` (the planner recomputes a stage's forward in its backward where the stage would not "

@@ -88,6 +88,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   r.threads = static_cast<int>(config.train.threads);
   r.bucket_bytes = par.bucket_mb * 1024 * 1024;
   r.recompute = par.recompute;
+  r.micro_batch_ratio = static_cast<int>(par.micro_batch_ratio);
   PipelinePlan out;
   try {
     std::string source;

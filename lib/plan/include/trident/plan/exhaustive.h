@@ -4,9 +4,13 @@
 // benchmark on graphs of about ten ops and a few devices.
 //
 // Both use the planner's cost model and stage estimates, with data-parallel
-// degrees that are powers of two dividing the micro-batch, at most
-// request.devices devices in all, and in-flight = min(height, micro-batches)
-// (graph-1F1B), where a stage's height is its longest path to a sink.
+// degrees that are powers of two dividing the stage's micro-batch, at most
+// request.devices devices in all, stage micro-batches of the search's size
+// times a power of two up to request.micro_batch_ratio, and in-flight =
+// the stage's micro-batches covering its height (graph-1F1B), where a
+// stage's height is its longest path to a sink counting each stage's
+// micro-batch in units of the search's (Note [Per-stage micro-batch sizes]
+// in sp_engine.h).
 #pragma once
 
 #include <limits>

@@ -56,6 +56,12 @@ struct PlanRequest {
   // Which stages recompute their forward (Note [Recomputation costs] in
   // estimate.h): auto (where a stage would not fit otherwise), never, always.
   std::string recompute = "auto";
+  // Note [Per-stage micro-batch sizes] (sp_engine.h): a stage's micro-batch
+  // may be up to this many times the plan's smallest (a power of two; 1: one
+  // size for every stage). 0: 2 for graphpipe when the micro-batch is
+  // searched, else 1 (pipedream is the baseline as published, and a
+  // requested micro-batch is every stage's).
+  int micro_batch_ratio = 0;
 };
 
 const std::vector<std::string>& recompute_names();  // auto, never, always
@@ -106,14 +112,19 @@ class Planner {
   // hybrid) on the stage's own link; e.g. for hand-written plans.
   void fill_sync(Plan& plan) const;
 
-  // One stage candidate: ops and data-parallel degree.
+  // One stage candidate: ops, data-parallel degree and micro-batch size
+  // (0: the size the search ran at).
   struct StageChoice {
     std::vector<graph::OpId> ops;
     int replicas = 1;
+    int micro_batch = 0;
   };
   // The TPS search at one micro-batch over a decomposition (graphpipe uses
   // sp_decompose, pipedream linearize): the least bottleneck TPS found (to
   // the tolerance), and the stages of a least-depth partition at that TPS.
+  // Stages may run up to micro_batch_ratio times that micro-batch; depth
+  // counts each stage's micro-batch in units of the searched one (Note
+  // [Per-stage micro-batch sizes]).
   struct Search {
     double tps = 0;
     int depth = 0;
@@ -124,9 +135,10 @@ class Planner {
   // that could still give a shorter iteration (Note [Depth sweep]); the
   // partitioners simulate every candidate and keep the fastest. Plans whose
   // bottleneck alone would take longer than `bound_s` per iteration are not
-  // searched for (empty result when none is left).
+  // searched for (empty result when none is left). `ratio` overrides the
+  // request's micro_batch_ratio (0: the request's).
   std::vector<Search> candidates(const graph::SpDecomposition& sp, int micro_batch,
-                                 double bound_s = std::numeric_limits<double>::infinity()) const;
+                                 double bound_s = std::numeric_limits<double>::infinity(), int ratio = 0) const;
 
   // A plan from stage choices: orders stages, places devices, finds edges and
   // sync methods, builds the schedule and predicts. Throws PlanError if a

@@ -65,6 +65,7 @@ struct ParallelConfig {
   std::string recompute = "auto";  // auto | never | always (Note [Recomputation] in stage_executor.h)
   std::string cluster = "auto";  // what the planner plans for: "auto" (this machine), a preset or a cluster file
   std::int64_t max_replicas = 0;   // planner: most replicas per stage (0: no limit)
+  std::int64_t micro_batch_ratio = 0;  // planner: PlanRequest::micro_batch_ratio (0: its default)
   std::string grad_sync = "allreduce";  // allreduce | ps | sfb | hybrid
   std::int64_t staleness = 0;
   double timeout_s = 60;          // a collective waiting longer than this fails, naming it
