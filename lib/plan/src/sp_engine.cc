@@ -174,10 +174,18 @@ int Engine::room(std::initializer_list<Span> spans, int k, int delta) const {
   double estimate = tallest(t.stat, t.act * rows);
   if (recompute_ != Recompute::kNever)
     estimate = std::max(estimate, tallest(t.stat + t.act * rows, inputs(spans) * rows));
-  int height = static_cast<int>(estimate);
-  height = std::max(height, delta + own);
-  while (height + 1 < m_ && fits(spans, k, height + 1)) ++height;
-  while (height > delta + own && !fits(spans, k, height)) --height;
+  // fits is monotone in the height: check the estimate's step, else bisect
+  // on the side it points to (a recomputing estimate can be far above the
+  // answer where recomputing misses the target).
+  const int lo = delta + own, hi = m_ - 1;
+  const int guess = std::clamp(static_cast<int>(estimate), lo, hi);
+  int height;
+  if (fits(spans, k, guess)) {
+    height = guess + 1 > hi || !fits(spans, k, guess + 1) ? guess
+                                                           : last_true(guess + 1, hi, [&](int x) { return fits(spans, k, x); });
+  } else {
+    height = last_true(lo, guess - 1, [&](int x) { return fits(spans, k, x); });
+  }
   return height - delta - own;
 }
 

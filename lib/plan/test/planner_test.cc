@@ -335,12 +335,16 @@ constexpr double kSanitizerSlowdown = 1;
 
 // Issue 11: the search scales (Note [Devices for a depth]). A paper-size
 // branchy model on 256 devices at 16 samples each plans in seconds (0.65 s
-// on the development machine; 18 s before the table was indexed by depth),
-// and uses them: its pick is no slower than data parallelism on all 256.
+// on the development machine with one micro-batch size per plan, 18 s
+// before the table was indexed by depth; 1.4-1.6 s one size and 2.2-2.8 s
+// with per-stage sizes on the 2026-12-03 machine, 5.5 s under make test's
+// load), and uses them: its pick is no slower than data parallelism on all
+// 256. The bound guards against a search that blows up, not a speed target
+// (bench/run_search_time.sh measures that).
 TEST(Planner, PlansTwoHundredFiftySixDevicesInSeconds) {
   const auto& g = model("mmt", "paper");
   const auto plan = planner(g, "summit-v100", 256, 16 * 256, "graphpipe").plan();
-  EXPECT_LT(plan.search_seconds, 5.0 * kSanitizerSlowdown);
+  EXPECT_LT(plan.search_seconds, 15.0 * kSanitizerSlowdown);
   const auto dp = planner(g, "summit-v100", 256, 16 * 256, "dp").plan();
   EXPECT_GE(plan.predicted.samples_per_s, dp.predicted.samples_per_s * (1 - 1e-9));
   int used = 0;
