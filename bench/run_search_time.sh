@@ -5,7 +5,8 @@
 # (bench/clusters/summit-v100-1024.yaml: the same device and links, 256
 # nodes). Prints a Markdown table of the `search` seconds `trident plan`
 # reports (the search alone, not the program's start-up).
-# RECOMPUTE=auto|never|always sets `--recompute` (default: the planner's, auto).
+# RECOMPUTE=auto|never|always sets `--recompute` (default: the planner's, auto);
+# RATIO=K sets `--micro-batch-ratio` (default 0: the planner's, 2 for graphpipe).
 #   bash bench/run_search_time.sh [DEVICES...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ for model in mmt dlrm candle_uno transformer; do
   row="| $model |"
   for d in "${sizes[@]}"; do
     out=$("${pin[@]}" "$bin" plan --model "$model" --preset paper --cluster "$cluster" --devices "$d" \
-          --mini-batch $((16 * d)) --sync-rows 0 --recompute "${RECOMPUTE:-auto}" 2>&1) || { row+=" failed |"; continue; }
+          --mini-batch $((16 * d)) --sync-rows 0 --recompute "${RECOMPUTE:-auto}" --micro-batch-ratio "${RATIO:-0}" 2>&1) || { row+=" failed |"; continue; }
     row+=" $(grep -o 'search [0-9.]* s' <<< "$out" | head -1 | cut -d' ' -f2) s |"
   done
   echo "$row"

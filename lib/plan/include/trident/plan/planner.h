@@ -159,6 +159,7 @@ class Planner {
   cost::ClusterSpec cluster_;
   cost::CostModel cost_;
   PlanRequest request_;
+  bool ratio_given_ = false;  // micro_batch_ratio was set, not defaulted
 };
 
 }  // namespace trident::plan
