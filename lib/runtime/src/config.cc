@@ -406,6 +406,9 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
   if (c.parallel.micro_batch && c.train.mini_batch % c.parallel.micro_batch)
     r.fail("parallel.micro_batch", root["parallel"]["micro_batch"],
            "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));
+  if (const auto k = c.parallel.micro_batch_ratio; k & (k - 1))
+    r.fail("parallel.micro_batch_ratio", root["parallel"]["micro_batch_ratio"],
+           "allowed: a power of two (1: one micro-batch size for every stage; 0: the planner's default)");
   if (c.parallel.devices > 1 && c.parallel.partitioner == "dp" && c.train.mini_batch % c.parallel.devices)
     r.fail("parallel.devices", root["parallel"]["devices"],
            "must divide train.mini_batch = " + std::to_string(c.train.mini_batch) +

@@ -305,6 +305,10 @@ if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "micro-batches of 16, 32, 64,
   echo "FAIL pipeline-stage-sizes: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 check plan-ratio 2 "stage 1 has micro_batch 48 and feeds on stage 0 of micro_batch 32" -- train --config "$icfg" \
   --set parallel.partitioner=$work/ratio.plan.json --set train.mini_batch=96
+check bad-size-ratio 2 "micro-batch ratio 3 must be a power of two" -- plan --model mmt --preset tiny \
+  --cluster cpu-local --devices 4 --mini-batch 64 --micro-batch-ratio 3
+check bad-size-ratio-config 2 "parallel.micro_batch_ratio" -- train --config "$icfg" \
+  --set parallel.partitioner=graphpipe --set parallel.micro_batch_ratio=6
 check plan-devices 2 "is for 5 devices" -- train --config "$icfg" --set parallel.devices=4
 check plan-missing 2 "parallel.partitioner = $work/none.json" -- train --config "$icfg" --set parallel.partitioner=$work/none.json
 check bad-schedule 2 "parallel.schedule = 'zigzag'" -- train --config "$icfg" --set parallel.schedule=zigzag
