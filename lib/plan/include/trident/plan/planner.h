@@ -11,8 +11,10 @@
 //
 // Every partitioner tries each power-of-two micro-batch that divides the
 // mini-batch (or the one requested), simulates each candidate plan, and keeps
-// the one with the most samples per second. Stage data-parallel degrees are
-// powers of two that divide the micro-batch. Each parameter of a stage with
+// the one with the most samples per second; graphpipe's stages may run up to
+// micro_batch_ratio times that micro-batch (Note [Per-stage micro-batch
+// sizes] in src/sp_engine.h). Stage data-parallel degrees are powers of two
+// that divide the stage's micro-batch. Each parameter of a stage with
 // several replicas gets a sync method (HybComm by default). See Note [Stage
 // memory] for what must fit on a device.
 #pragma once
