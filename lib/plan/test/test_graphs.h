@@ -1,11 +1,19 @@
-// Random small models for the planner's exhaustive checks: a DAG of linear,
-// activation and concat ops of random widths on one input, joined into a
-// classifier. Deterministic for a seed.
+// Helpers of the planner's tests: random small models for the exhaustive
+// checks (a DAG of linear, activation and concat ops of random widths on one
+// input, joined into a classifier; deterministic for a seed), zoo graphs,
+// and planners on a cluster preset's analytic model.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <random>
+#include <string>
 
+#include "trident/cost/cluster.h"
+#include "trident/cost/cost_model.h"
+#include "trident/plan/planner.h"
 #include "trident/zoo/builder.h"
+#include "trident/zoo/zoo.h"
 
 namespace trident::plan::testing {
 
@@ -76,6 +84,24 @@ inline graph::OpGraph random_sp_model(std::mt19937& rng, int max_ops) {
   auto label = b.input("label", {{}, graph::DType::kInt64}, 8);
   b.cross_entropy("loss", b.linear("head", x, 8), label);
   return b.finish();
+}
+
+// A zoo model's graph, built once per (name, preset).
+inline const graph::OpGraph& model(const std::string& name, const std::string& preset) {
+  static std::map<std::string, graph::OpGraph> graphs;
+  auto& g = graphs[name + "/" + preset];
+  if (g.size() == 0) g = zoo::build_graph({name, preset});
+  return g;
+}
+
+// A planner for the analytic model of a cluster preset.
+inline Planner planner(const graph::OpGraph& g, const std::string& cluster, int devices, int mini,
+                       const std::string& partitioner, std::optional<int> micro = std::nullopt) {
+  auto c = cost::load_cluster(cluster);
+  PlanRequest r;
+  r.model = g.name(), r.preset = "?", r.devices = devices, r.mini_batch = mini, r.partitioner = partitioner;
+  r.micro_batch = micro;
+  return Planner(g, c, cost::analytic_cost_model(c.device), r);
 }
 
 }  // namespace trident::plan::testing

@@ -1,0 +1,211 @@
+// Plans as data: JSON round trips, the side-by-side report, hand-written
+// plans and their validation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "test_graphs.h"
+#include "trident/plan/planner.h"
+#include "trident/plan/report.h"
+
+namespace trident::plan {
+namespace {
+
+using testing::model;
+using testing::planner;
+
+TEST(Plan, JsonRoundTripAndResimulationAgree) {
+  const auto& g = model("mmt", "tiny");
+  auto p = planner(g, "cpu-local", 4, 32, "graphpipe");
+  auto plan = p.plan();
+  auto back = Plan::from_json(nlohmann::json::parse(plan.to_json().dump()), "mem");
+  validate_plan(back, g);
+  p.predict(back);
+  EXPECT_NEAR(back.predicted.iteration_s, plan.predicted.iteration_s, 1e-12);
+  EXPECT_EQ(back.stages.size(), plan.stages.size());
+  EXPECT_EQ(back.edges.size(), plan.edges.size());
+  // A plan read back, unvalidated (as `trident report` reads a run's), keeps
+  // its edges: the stage graph draws them with their tensors and bytes.
+  const auto read = Plan::from_json(nlohmann::json::parse(plan.to_json().dump()), "mem");
+  ASSERT_EQ(read.edges.size(), plan.edges.size());
+  ASSERT_FALSE(read.edges.empty());
+  EXPECT_EQ(read.edges[0].tensors.size(), plan.edges[0].tensors.size());
+  const auto dot = to_dot(read);
+  EXPECT_NE(dot.find("s" + std::to_string(plan.edges[0].from) + " -> s" + std::to_string(plan.edges[0].to)),
+            std::string::npos) << dot;
+  EXPECT_NE(dot.find(plan.edges[0].tensors[0].op + " ["), std::string::npos) << dot;
+  EXPECT_NE(dot.find("per micro-batch"), std::string::npos) << dot;
+  const auto table = stage_table(p, plan);
+  EXPECT_NE(table.find("samples/s"), std::string::npos);
+}
+
+// Elastic re-planning prints the checkpoint's plan beside the new one: each
+// row holds one stage of each, with its devices and micro-batch.
+TEST(Plan, SideBySideShowsBothPlansRowByRow) {
+  const auto& g = model("mmt", "tiny");
+  const auto before = planner(g, "cpu-local", 4, 32, "pipedream").plan();
+  const auto after = planner(g, "cpu-local", 2, 32, "pipedream").plan();
+  const auto text = side_by_side(before, "checkpoint", after, "now");
+  std::vector<std::string> lines;
+  for (std::istringstream in(text); lines.emplace_back(), std::getline(in, lines.back());) {
+  }
+  lines.pop_back();
+  ASSERT_EQ(lines.size(), 3 + std::max(before.stages.size(), after.stages.size()));
+  const auto bar = lines[0].find(" |");
+  ASSERT_NE(bar, std::string::npos);
+  EXPECT_EQ(lines[0].substr(bar + 3), "now");
+  EXPECT_NE(lines[1].find(std::to_string(before.devices) + " devices"), std::string::npos) << text;
+  EXPECT_NE(lines[1].find(std::to_string(after.devices) + " devices"), std::string::npos) << text;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].find(" |"), bar) << "line " << i << " of\n" << text;  // the columns line up
+    if (i < 3) continue;
+    const auto left = lines[i].substr(0, bar), right = lines[i].substr(std::min(bar + 3, lines[i].size()));
+    const std::size_t s = i - 3;
+    if (s < before.stages.size()) {
+      EXPECT_EQ(left.rfind(std::to_string(s) + " ", 0), 0u) << left;
+      EXPECT_NE(left.find(before.stages[s].ops.front()), std::string::npos) << left;
+    }
+    if (s < after.stages.size()) {
+      EXPECT_EQ(right.rfind(std::to_string(s) + " ", 0), 0u) << right;
+      EXPECT_NE(right.find(std::to_string(after.stages[s].micro_batch)), std::string::npos) << right;
+    } else {
+      EXPECT_TRUE(right.empty()) << right;
+    }
+  }
+}
+
+// Hand-written plans on mmt/tiny: 2 branches feeding a head.
+class HandPlan : public ::testing::Test {
+ protected:
+  const graph::OpGraph& g = model("mmt", "tiny");
+  std::vector<std::string> branch(int b, bool early, bool late) {
+    std::vector<std::string> out;
+    const std::string p = "branch" + std::to_string(b) + ".";
+    bool after = false;
+    for (const auto& op : g.ops()) {
+      const bool mine = op.name.rfind(p, 0) == 0 || op.name == "modality" + std::to_string(b);
+      if (!mine) continue;
+      if (op.name.find("layer1") != std::string::npos) after = true;
+      if ((after && late) || (!after && early)) out.push_back(op.name);
+    }
+    return out;
+  }
+  std::vector<std::string> head() {
+    std::vector<std::string> out;
+    for (const auto& op : g.ops())
+      if (op.name.rfind("branch", 0) != 0 && op.name.rfind("modality", 0) != 0) out.push_back(op.name);
+    return out;
+  }
+  Plan make(std::vector<std::vector<std::string>> stages, std::vector<std::vector<int>> devices) {
+    Plan p;
+    p.model = "mmt", p.preset = "tiny", p.devices = 4, p.mini_batch = 8;
+    for (std::size_t i = 0; i < stages.size(); ++i) p.stages.push_back({static_cast<int>(i), stages[i], devices[i], 4});
+    return p;
+  }
+  void expect_error(Plan p, const std::string& needle) {
+    try {
+      validate_plan(p, g);
+      FAIL() << "expected PlanError with " << needle;
+    } catch (const PlanError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+};
+
+TEST_F(HandPlan, FanOutAndFanInPlanIsValid) {
+  auto p = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});
+  ASSERT_NO_THROW(validate_plan(p, g));
+  ASSERT_EQ(p.edges.size(), 2u);
+  EXPECT_EQ(p.edges[0].to, 2);
+  auto pl = planner(g, "cpu-local", 4, 8, "graphpipe");
+  pl.predict(p);
+  EXPECT_EQ(p.predicted.depth, 2);
+  EXPECT_EQ(p.stages[0].in_flight, 2);
+}
+
+TEST_F(HandPlan, ValidationNamesTheProblem) {
+  expect_error(make({branch(0, true, true), head()}, {{0}, {1}}), "is in no stage");
+  auto dup = head();
+  dup.push_back(branch(0, true, false)[0]);
+  expect_error(make({branch(0, true, true), branch(1, true, true), dup}, {{0}, {1}, {2}}), "is in stage 0 and stage 2");
+  expect_error(make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {0}, {2}}),
+               "device 0 is used by stage 0 and stage 1");
+  expect_error(make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {7}}), "device 7 is outside 0..3");
+  // Early branch 0 with the head, late branch 0 apart: a path leaves and re-enters.
+  auto with_head = branch(0, true, false);
+  for (auto& h : head()) with_head.push_back(h);
+  expect_error(make({with_head, branch(0, false, true), branch(1, true, true)}, {{0}, {1}, {2}}), "is not convex");
+  // Each stage holds one branch's early and the other's late half: a cycle.
+  auto a = branch(0, true, false), b = branch(1, true, false);
+  for (auto& n : branch(1, false, true)) a.push_back(n);
+  for (auto& n : branch(0, false, true)) b.push_back(n);
+  expect_error(make({a, b, head()}, {{0}, {1}, {2}}), "form a cycle");
+  auto bad_mb = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});
+  bad_mb.stages[1].micro_batch = 3;
+  bad_mb.stages[0].micro_batch = 3, bad_mb.stages[2].micro_batch = 3;
+  expect_error(bad_mb, "micro_batch 3 must divide mini_batch 8");
+  auto sfb = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});
+  sfb.grad_sync["branch1.proj.bias"] = "sfb";
+  expect_error(sfb, "applies only to Linear weights");
+  auto sched = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});
+  sched.stages[0].actions = "F0 B0 F1 B1";
+  sched.stages[1].actions = "F0 F1 B0 B1";
+  sched.stages[2].actions = "F1 F0 B0 B1";
+  expect_error(sched, "deadlocks");
+  auto unknown = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {2}});
+  unknown.stages[2].ops.push_back("nope");
+  expect_error(unknown, "op 'nope' is not in model mmt");
+  // Note [Micro-batch ratios]: neighbours' micro-batches must nest; stages
+  // that are not neighbours need not.
+  auto sizes = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {2}});
+  sizes.mini_batch = 12;
+  sizes.stages[0].micro_batch = 4, sizes.stages[1].micro_batch = 6, sizes.stages[2].micro_batch = 12;
+  validate_plan(sizes, g);
+  sizes.stages[2].micro_batch = 6;
+  expect_error(sizes, "stage 2 has micro_batch 6 and feeds on stage 0 of micro_batch 4; neighbouring stages'");
+  // Note [Recomputation]: a stage of dataset inputs alone has no forward to run again.
+  auto rest = branch(0, true, true);
+  rest.erase(std::find(rest.begin(), rest.end(), "modality0"));
+  auto fields = make({{"modality0"}, rest, branch(1, true, true), head()}, {{0}, {1}, {2}, {3}});
+  fields.stages[1].recompute = fields.stages[2].recompute = true;
+  validate_plan(fields, g);  // stages that compute may recompute
+  fields.stages[0].recompute = true;
+  expect_error(fields, "stage 0: recompute is set, but the stage only reads dataset fields");
+}
+
+}  // namespace
+}  // namespace trident::plan
+
+namespace trident::plan {
+namespace {
+
+TEST(Plan, SfbNeedsBackwardsInTheOrderOfForwards) {
+  const auto& g = model("mlp", "tiny");
+  auto p = planner(g, "cpu-local", 2, 8, "dp").plan();
+  ASSERT_EQ(p.stages.size(), 1u);
+  ASSERT_EQ(p.stages[0].devices.size(), 2u);
+  std::string linear_weight;
+  for (const auto& op : g.ops())
+    if (op.kind == "linear") linear_weight = op.params.at(0).name;
+  for (auto& [name, method] : p.grad_sync) method = "allreduce";
+  p.grad_sync[linear_weight] = "sfb";
+  p.stages[0].actions = "F0 F1 B0 B1";
+  EXPECT_NO_THROW(check_sfb_order(p, g));
+  p.stages[0].actions = "F0 F1 B1 B0";
+  try {
+    check_sfb_order(p, g);
+    FAIL() << "no error";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("stage 0: sfb gradient sync needs the backwards in the order of the forwards"),
+              std::string::npos)
+        << e.what();
+  }
+  // The same order is fine with all-reduce.
+  p.grad_sync[linear_weight] = "allreduce";
+  EXPECT_NO_THROW(check_sfb_order(p, g));
+}
+
+}  // namespace
+}  // namespace trident::plan
