@@ -150,6 +150,12 @@ void collect(const SpNode& node, std::vector<OpId>& out) {
 
 }  // namespace
 
+bool SpNode::is_chain() const {
+  return kind == Kind::kLeaf ||
+         (kind == Kind::kSeries &&
+          std::all_of(children.begin(), children.end(), [](const SpNode& c) { return c.kind == Kind::kLeaf; }));
+}
+
 SpNode SpNode::leaf(OpId op) {
   SpNode n;
   n.op = op;

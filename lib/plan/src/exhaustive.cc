@@ -140,7 +140,14 @@ void assign(const Planner& planner, const Partition& stages, const std::vector<s
   std::vector<int> sizes;  // the units any config has
   for (const auto& c : configs)
     if (std::find(sizes.begin(), sizes.end(), c.units) == sizes.end()) sizes.push_back(c.units);
-  // Per stage and config: TPS, or infinity when it does not fit (or has other units).
+  // Per stage and config: its estimate (the same whatever the other stages'
+  // units), and its TPS at the current heights, or infinity when it does not
+  // fit (or has other units).
+  std::vector<std::vector<detail::StageEstimate>> estimate(stages.size());
+  for (std::size_t i = 0; i < stages.size(); ++i)
+    for (const auto& c : configs)
+      estimate[i].push_back(detail::estimate_stage(planner, stages[i], c.replicas, micro_batch * c.units,
+                                                   planner.cluster().packed_link(c.replicas)));
   std::vector<std::vector<double>> tps(stages.size(), std::vector<double>(configs.size()));
   std::vector<int> units(stages.size(), 1), pick(stages.size());
   std::function<void(std::size_t, int, double)> go = [&](std::size_t s, int left, double worst) {
@@ -172,7 +179,7 @@ void assign(const Planner& planner, const Partition& stages, const std::vector<s
         tps[i][k] = std::numeric_limits<double>::infinity();
         if (c.units != units[i]) continue;
         const int size = micro_batch * c.units;
-        auto e = detail::estimate_stage(planner, stages[i], c.replicas, size, planner.cluster().packed_link(c.replicas));
+        const auto& e = estimate[i][k];
         const auto recompute = e.recompute_at(req.recompute, detail::in_flight_at(h[i], c.units, m), planner.memory_cap());
         if (recompute) tps[i][k] = *recompute ? e.recomputing().tps(size, req.mini_batch) : e.tps(size, req.mini_batch);
       }

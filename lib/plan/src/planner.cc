@@ -356,12 +356,7 @@ std::vector<Space> search_spaces(const graph::OpGraph& g, const std::string& par
   std::vector<Space> spaces;
   if (partitioner == "graphpipe") {
     spaces.push_back({graph::sp_decompose(g, /*skip_inputs=*/true), "series-parallel", 1});
-    const auto& root = spaces.back().sp.root;
-    const bool chain = root.kind == graph::SpNode::Kind::kLeaf ||
-                       (root.kind == graph::SpNode::Kind::kSeries &&
-                        std::all_of(root.children.begin(), root.children.end(),
-                                    [](const graph::SpNode& c) { return c.kind == graph::SpNode::Kind::kLeaf; }));
-    if (ratio > 1 && (ratio_given || !chain)) {
+    if (ratio > 1 && (ratio_given || !spaces.back().sp.root.is_chain())) {
       Space mixed{spaces.back().sp, "series-parallel", ratio};
       spaces.push_back(std::move(mixed));
     }

@@ -7,9 +7,7 @@ namespace trident::plan::detail {
 Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b, int ratio) : p_(p), b_(b) {
   // A linearised graph is one series holding every op: give it the cut
   // points that a tree's several series would have together.
-  const bool chain = sp.root.kind == SpNode::Kind::kSeries &&
-                     std::all_of(sp.root.children.begin(), sp.root.children.end(),
-                                 [](const SpNode& c) { return c.kind == SpNode::Kind::kLeaf; });
+  const bool chain = sp.root.is_chain();
   max_pieces_ = chain ? 2 * p.request().max_pieces : p.request().max_pieces;
   const auto& req = p.request();
   recompute_ = req.recompute == "never" ? Recompute::kNever : req.recompute == "always" ? Recompute::kAlways

@@ -32,6 +32,7 @@ struct SpNode {
   std::vector<SpNode> children;  // kSeries: upstream first; kParallel: by smallest op id
 
   std::vector<OpId> ops() const;  // every op under this node, ascending
+  bool is_chain() const;          // a leaf, or a series of leaves: no parallel node
   static SpNode leaf(OpId op);
 };
 
