@@ -64,6 +64,7 @@ class HybridSync final : public GradSync {
       stats_.events.insert(stats_.events.end(), s.events.begin(), s.events.end());
       stats_.backward_end_s = std::max(stats_.backward_end_s, s.backward_end_s);
       stats_.exposed_s = std::max(stats_.exposed_s, s.exposed_s);
+      stats_.read_staleness = std::max(stats_.read_staleness, s.read_staleness);  // only the PS part reads stale
     }
   }
   std::vector<std::unique_ptr<GradSync>> parts_;

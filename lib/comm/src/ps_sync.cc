@@ -53,11 +53,15 @@ class PsSync final : public detail::OrderedSync {
   PsSync(Group group, NamedParams params, std::vector<std::vector<int>> buckets, const PsOptions& options)
       : OrderedSync(std::move(group), std::move(params), std::move(buckets), true),
         staleness_(options.staleness),
+        copy_(options.staleness > 0),
         pull_group_(group_.size() > 1 ? group_.subgroup(members(group_.size()), "ps-pull") : group_) {
     lay_out();
     if (options.graph) map_ops(*options.graph);
     read_.assign(items_.size(), 0);
     free_.resize(items_.size());
+    server_.resize(items_.size());
+    server_fresh_.assign(items_.size(), 0);
+    newest_.assign(items_.size(), -1);
     install_grad_hooks();
   }
 
@@ -84,10 +88,13 @@ class PsSync final : public detail::OrderedSync {
       throw CommError(group_.member(group_.rank()) + ": ps: apply() without a backward since the last one");
     rounds_.back().update = update;
     ++clock_;
+    report_staleness();
     std::fill(read_.begin(), read_.end(), 0);
     const auto bound = clock_ - 1 - staleness_;
     serve({bound, true});
     receive({gated_ ? -1 : bound, true}, nullptr);
+    if (!gated_)  // the next forward reads what is here now
+      for (std::size_t b = 0; b < items_.size(); ++b) count_read(b);
     reported_ = stats_.events.size();
     double last = stats_.backward_end_s;
     for (const auto& e : stats_.events) last = std::max(last, e.end_s);
@@ -103,12 +110,14 @@ class PsSync final : public detail::OrderedSync {
       // What the bound requires, and newer pulls that have arrived for a
       // bucket no op has read since apply(): once one has (and saved it for
       // backward), an arrival must not overwrite it in place until the next
-      // apply(). Server updates (in place too) happen only in apply().
+      // apply(). Without a server copy (s = 0) server updates write the
+      // parameters too, so they wait for apply() (Note [Server copy]).
       const auto bound = clock_ - 1 - staleness_;
-      serve({bound, false});
+      serve({bound, copy_});
       for (int b : it->second) {
         const std::vector<int> one{b};
         receive({bound, !read_[b]}, &one);
+        if (!read_[b]) count_read(b);
         read_[b] = 1;
       }
     };
@@ -118,6 +127,9 @@ class PsSync final : public detail::OrderedSync {
     serve({kNoBound, false});
     receive({kNoBound, false}, nullptr);
     reported_ = stats_.events.size();
+    // Everything landed: the parameters hold the server copies, and may be
+    // changed (a checkpoint loaded) before the next update reads them again.
+    std::fill(server_fresh_.begin(), server_fresh_.end(), 0);
   }
 
   std::optional<Span> shard(const std::string& name) const override {
@@ -225,8 +237,10 @@ class PsSync final : public detail::OrderedSync {
     // (their gradients are complete, so no autograd node still reads their
     // parameters), so what has arrived for them — pushes to serve, pulls to
     // land — is taken now, while the layers below are still in backward.
+    // With a server copy (s > 0) serving touches no parameter, so every
+    // bucket that has arrived is served (Note [Server copy]).
     const Scope now{-1, true, b, true};
-    serve(now);
+    serve(copy_ ? Scope{-1, true, std::numeric_limits<std::size_t>::max(), true} : now);
     receive(now, nullptr);
   }
 
@@ -279,20 +293,28 @@ class PsSync final : public detail::OrderedSync {
       recycle(b, f.sent);
       f.pull_in = buffer(b);
     }
+    if (copy_) fill_server(b);
     auto mine = size() > 1 ? f.pull_in.narrow(0, 0, l.block) : torch::Tensor();
     for (std::size_t k = 0; k < l.params.size(); ++k) {
       const int i = l.params[k];
       const auto& s = span_[i];
       if (s.size() <= 0) continue;
-      auto values = flat(i).narrow(0, s.begin, s.size());
       const auto at = l.offset[k] + s.begin - begin;
+      auto values = copy_ ? server_[b].narrow(0, at, s.size()) : flat(i).narrow(0, s.begin, s.size());
       round.update(params_[i].first, values, sum.narrow(0, at, s.size()));
       if (mine.defined()) mine.narrow(0, at, s.size()).copy_(values);
     }
     event("ps update bucket " + std::to_string(b), t0);
     if (size() == 1) {
       f.sent = f.received = torch::Tensor();
-      f.state = Flight::State::kLanded;
+      if (!copy_) {
+        f.state = Flight::State::kLanded;
+        newest_[b] = round.clock;
+        return;
+      }
+      f.pulled = buffer(b);  // a pull from itself: lands as the gates allow
+      f.pulled.copy_(server_[b]);
+      f.state = Flight::State::kPulling;
       return;
     }
     recycle(b, f.received);
@@ -321,7 +343,7 @@ class PsSync final : public detail::OrderedSync {
         auto& f = round.flights[b];
         if (f.state == Flight::State::kLanded) continue;
         if (f.state == Flight::State::kPushing) return;
-        if (round.clock > scope.bound && (!scope.take_arrived || !f.pull->isCompleted())) return;
+        if (round.clock > scope.bound && (!scope.take_arrived || (f.pull && !f.pull->isCompleted()))) return;
         land(round, b);
       }
     };
@@ -342,10 +364,10 @@ class PsSync final : public detail::OrderedSync {
   void land(Round& round, int b) {
     const auto& l = layouts_[b];
     auto& f = round.flights[b];
-    wait(*f.pull, "pull", round, b);
+    if (f.pull) wait(*f.pull, "pull", round, b);
     torch::NoGradGuard no_grad;
     for (int j = 0; j < size(); ++j) {
-      if (j == me()) continue;
+      if (j == me() && !copy_) continue;  // the server updated it in place
       const auto begin = l.begin(j), end = l.end(j);
       for (std::size_t k = 0; k < l.params.size(); ++k) {
         const auto n = params_[l.params[k]].second.numel();
@@ -358,9 +380,48 @@ class PsSync final : public detail::OrderedSync {
     f.pull.reset();
     recycle(b, f.pull_in), recycle(b, f.pulled);
     f.state = Flight::State::kLanded;
+    newest_[b] = round.clock;
+  }
+
+  // Note [Server copy]: under staleness s > 0 a server keeps its block in a
+  // tensor of its own — the optimizer updates that, and the worker's
+  // parameters change only when the pull lands (its own block too). So a
+  // server can update a block the moment its last push arrives (at any
+  // call-in: an op's gate, a bucket's launch in backward, apply()) even
+  // while this worker's forward holds the parameters for backward: reads
+  // are as fresh as the arrivals allow, as with Bösen's server threads.
+  // Under BSP the server updates the parameters in place (no copy): every
+  // pull lands before the next forward reads it anyway. The copy costs 1/P
+  // of the bucket's elements per member; it is taken from the parameters at
+  // the first update after construction or flush().
+  void fill_server(std::size_t b) {
+    if (server_fresh_[b]) return;
+    const auto& l = layouts_[b];
+    const auto begin = l.begin(me());
+    if (!server_[b].defined())
+      server_[b] = torch::empty({l.end(me()) - begin}, params_[l.params.front()].second.options().requires_grad(false));
+    torch::NoGradGuard no_grad;
+    for (std::size_t k = 0; k < l.params.size(); ++k) {
+      const int i = l.params[k];
+      const auto& s = span_[i];
+      if (s.size() > 0) server_[b].narrow(0, l.offset[k] + s.begin - begin, s.size()).copy_(flat(i).narrow(0, s.begin, s.size()));
+    }
+    server_fresh_[b] = 1;
+  }
+
+  // How many iterations' updates a read of bucket b misses against BSP's
+  // (which reads every update up to the last iteration).
+  void count_read(std::size_t b) {
+    stale_sum_ += static_cast<double>(clock_ - 1 - newest_[b]);
+    ++stale_reads_;
+  }
+  void report_staleness() {
+    stats_.read_staleness = stale_reads_ ? stale_sum_ / static_cast<double>(stale_reads_) : 0;
+    stale_sum_ = 0, stale_reads_ = 0;
   }
 
   std::int64_t staleness_ = 0;
+  bool copy_ = false;  // Note [Server copy]
   Group pull_group_;
   std::vector<Layout> layouts_;               // by bucket
   std::vector<std::vector<torch::Tensor>> free_;  // by bucket: Note [PS buffers]
@@ -372,6 +433,11 @@ class PsSync final : public detail::OrderedSync {
   bool gated_ = false;
   Update next_update_;                        // set_update(): for the next arm()
   std::vector<char> read_;                    // by bucket: read by an op since the last apply()
+  std::vector<torch::Tensor> server_;         // by bucket: this server's block (Note [Server copy])
+  std::vector<char> server_fresh_;            // by bucket: server_ holds the block's current values
+  std::vector<std::int64_t> newest_;          // by bucket: the newest iteration landed here (-1: none)
+  double stale_sum_ = 0;                      // read staleness since the last apply()
+  std::int64_t stale_reads_ = 0;
   std::size_t reported_ = 0;                  // events the caller has seen
 };
 

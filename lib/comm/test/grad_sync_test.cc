@@ -37,6 +37,7 @@ struct Run {
   Weights single;
   std::vector<Weights> ranks;
   std::vector<SyncStats> stats;
+  std::vector<double> worst_read_staleness;  // by rank, over its steps
 };
 
 // A model with one large fully connected layer (1024 x 1024).
@@ -177,6 +178,7 @@ Run train(const std::string& model, int ranks, int steps, std::int64_t batch, co
   run.single = weights(*modules[ranks]);
   run.ranks.resize(ranks);
   run.stats.resize(ranks);
+  run.worst_read_staleness.assign(ranks, 0);
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::string> errors(ranks);
   std::vector<std::thread> threads;
@@ -194,6 +196,7 @@ Run train(const std::string& model, int ranks, int steps, std::int64_t batch, co
           nn::Batch mine;
           for (const auto& [field, t] : b) mine[field] = t.narrow(0, r * rows, rows);
           step(*modules[r], mine, sync.get());
+          run.worst_read_staleness[r] = std::max(run.worst_read_staleness[r], sync->stats().read_staleness);
         }
         sync->flush();  // as the trainer does before checkpoints and at the end
         run.ranks[r] = weights(*modules[r]);
@@ -396,6 +399,10 @@ TEST(PsSync, StaleSynchronousMembersRunAheadBySClocksAtMost) {
                      });
     EXPECT_EQ(broken, "") << "staleness " << s;
     EXPECT_EQ(lead, s) << "staleness " << s << ": the fast members should reach the bound";
+    // What the reads missed (SyncStats::read_staleness): never more than s,
+    // and s itself for the members that ran ahead of the slow one.
+    const double worst = *std::max_element(run.worst_read_staleness.begin(), run.worst_read_staleness.end());
+    EXPECT_EQ(worst, s) << "staleness " << s;
     for (const auto& [name, w] : run.single)
       for (int r = 1; r < 3; ++r)
         EXPECT_TRUE(torch::equal(run.ranks[r].at(name), run.ranks[0].at(name))) << name << " rank " << r;  // flushed

@@ -46,7 +46,7 @@ std::int64_t kill_after_step_of(int rank) {
 }  // namespace
 
 void Trainer::Window::add(const StepTotals& t) {
-  loss += t.loss, correct += t.correct, exposed += t.exposed_s, ++steps;
+  loss += t.loss, correct += t.correct, exposed += t.exposed_s, staleness += t.read_staleness, ++steps;
   summed += t.steps;
 }
 double Trainer::Window::mean_loss() const { return loss / static_cast<double>(std::max<std::int64_t>(1, summed)); }

@@ -260,6 +260,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   const auto r = stage_->run(source, batch, [this, lr] { arm_sync(lr); }, &trace);
   StepTotals t;
   t.exposed_s = sync_and_step(lr, trace);
+  if (sync_) t.read_staleness = sync_->stats().read_staleness;
   const auto global = sum_step({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0});
   trace.add("step " + std::to_string(step_), "step", kCommLane, start, now_us());
   trace.resolve();
@@ -334,6 +335,7 @@ void Trainer::log_window(const Window& w, double lr, double steps_per_s, double 
     for (const auto& [name, v] : sync_->stats().sent) bytes += v;
     line["comm_bytes_sent"] = bytes;
     line["exposed_comm_s"] = w.exposed / w.steps;
+    if (config_.parallel.staleness > 0) line["read_staleness"] = w.staleness / w.steps;  // Note [Server copy]
   }
   append_metrics(line.dump());
 }

@@ -54,6 +54,9 @@ struct SyncStats {
   std::vector<SyncEvent> events;
   double backward_end_s = 0;   // finish() was called (backward done)
   double exposed_s = 0;        // from the end of backward to the end of the last sync
+  // PS: of the parameter reads in the last iteration, the mean number of
+  // iterations' updates each missed against BSP (0 under BSP; at most s).
+  double read_staleness = 0;
 };
 
 class GradSync {

@@ -197,6 +197,7 @@ class Trainer {
   // staleness s those whose sums have arrived (Note [Lagged step totals]).
   struct StepTotals {
     double loss = 0, correct = 0, exposed_s = 0;
+    double read_staleness = 0;  // this rank's (comm::SyncStats::read_staleness)
     bool stop = false;
     std::int64_t steps = 1;
   };
@@ -212,6 +213,7 @@ class Trainer {
   // Sums over the steps since the last metrics line.
   struct Window {
     double loss = 0, correct = 0, exposed = 0;  // loss and correct: of the `summed` steps
+    double staleness = 0;                       // read staleness, summed over `steps`
     std::int64_t steps = 0, summed = 0;         // steps run; steps whose sums arrived
     void add(const StepTotals& t);
     double mean_loss() const;
