@@ -14,8 +14,8 @@
 // Send + receive together are twice these, i.e. the table of docs/algorithms.md §1:
 // 4MN(P−1)/P, 2MN(P1+P2−2)/P2 and 2K(P1−1)(M+N) floats.
 // Time, by Gloo's algorithms (or measured, Note [Measured links]): a ring
-// all-reduce has 2(P−1) steps of S/P bytes; the PS's push (alltoall) and
-// pull (ring all-gather) are P−1 such steps each, so it is priced as the
+// all-reduce has 2(P−1) steps of S/P bytes; the PS's push and pull (an
+// alltoall each) are P−1 such messages each, so it is priced as the
 // all-reduce; SFB is two all-gathers of P−1 messages each.
 #pragma once
 
