@@ -167,7 +167,7 @@ if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 5" || [ ! -s
 # (3 epochs of 96-sample steps, Adam with a cosine lr) to within 1.5 points of BSP's test accuracy, and
 # every metrics line's read_staleness is within [0, 2]. Measured on an idle machine: 0.22-0.37 points
 # below BSP (issue 29's target is 0.5; docs/benchmarks.md, "Bounded staleness and accuracy"); the bound
-# is looser because under make test's load reads can miss up to 2 updates, which costs about a point
+# is looser because under make test's load reads can miss up to 2 updates, which costs 1.2 points
 # (bench/ssp_delay.py). A config asking staleness of a pipeline is refused.
 scommon=(--config "$cfg" --set train.steps=1875 --set train.epochs=null --set train.threads=1 --set data.test_size=0
          --set train.mini_batch=96 --set parallel.grad_sync=ps --set optimizer.schedule=cosine --set checkpoint.every=0
