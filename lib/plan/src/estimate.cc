@@ -155,11 +155,13 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   flush(0);
   flush(1);
   // Note [Sharded parameter server]: a PS-synced parameter's optimizer state
-  // lives on its servers, 1/replicas of it on each.
+  // lives on its servers, 1/replicas of it on each; under staleness each
+  // server also keeps a copy of its share of the weights (Note [Server copy]).
   double ps_params = 0;
   for (const auto& [name, method] : e.methods)
     if (method == cost::SyncMethod::kPs) ps_params += static_cast<double>(bytes_of(g, ops, name));
   e.static_bytes -= ps_params * req.optimizer_states * (1.0 - 1.0 / replicas);
+  if (req.staleness > 0 && replicas > 1) e.static_bytes += ps_params / replicas;
   return e;
 }
 

@@ -123,6 +123,22 @@ TEST(Planner, ParameterServerShardsOptimizerStateInTheMemoryModel) {
   EXPECT_EQ(with("ps", cap).stages[0].devices.size(), 4u);
 }
 
+// Note [Server copy]: under staleness every server also holds a copy of its
+// 1/r of the PS-synced weights; the memory model counts it.
+TEST(Planner, StalenessCountsTheServersCopyOfTheirBlocks) {
+  const auto& g = model("mlp", "paper");
+  double params = 0;
+  for (const auto& op : g.ops()) params += static_cast<double>(op.param_bytes());
+  auto with = [&](const std::string& sync, int staleness) {
+    auto c = cost::load_cluster("cpu-local");
+    PlanRequest r;
+    r.devices = 4, r.mini_batch = 64, r.partitioner = "dp", r.grad_sync = sync, r.staleness = staleness;
+    return Planner(g, c, cost::analytic_cost_model(c.device), r).plan().stages.at(0).memory_bytes;
+  };
+  EXPECT_NEAR(with("ps", 2) - with("ps", 0), params / 4, 1e-6 * params);
+  EXPECT_DOUBLE_EQ(with("allreduce", 2), with("allreduce", 0));
+}
+
 TEST(Planner, NoFeasiblePlanNamesWhatDoesNotFit) {
   const auto& g = model("mmt", "paper");
   auto c = cost::load_cluster("summit-v100");

@@ -84,6 +84,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   r.schedule = par.schedule == "auto" ? "" : par.schedule;
   r.grad_sync = par.grad_sync;
   r.optimizer_states = plan::optimizer_states_for(config.optimizer.name, config.optimizer.momentum);
+  r.staleness = static_cast<int>(par.staleness);
   r.max_replicas = dp ? 0 : static_cast<int>(par.max_replicas);
   r.threads = static_cast<int>(config.train.threads);
   r.bucket_bytes = par.bucket_mb * 1024 * 1024;

@@ -43,6 +43,10 @@ struct PlanRequest {
   std::string schedule;            // default: graph-1f1b for graphpipe, else 1f1b
   std::string grad_sync = "hybrid";  // hybrid | allreduce | ps | sfb (sfb where it applies, else allreduce)
   int optimizer_states = 2;
+  // The PS's staleness bound (parallel.staleness): under s > 0 every server
+  // keeps a copy of its 1/r of the PS-synced weights (Note [Server copy] in
+  // comm/src/ps_sync.cc), which the memory model counts.
+  int staleness = 0;
   std::optional<double> device_memory_bytes;  // default: the cluster's device memory
   double tolerance = 1e-3;  // relative, of the binary search on TPS
   int max_pieces = 64;      // coarsening: at most this many cut points per series
