@@ -214,7 +214,7 @@ LinkSpec::Table read_table(const nlohmann::json& doc, const std::string& where) 
 }
 
 const std::vector<std::string>& measured_operations() {
-  static const std::vector<std::string> ops{"p2p", "allreduce", "reduce", "broadcast", "allgather"};
+  static const std::vector<std::string> ops{"p2p", "allreduce", "alltoall", "allgather"};
   return ops;
 }
 
@@ -227,8 +227,8 @@ LinkSpec read_link(const Reader& r, const YAML::Node& node, const std::string& w
   for (const auto& [op, by_ranks] : doc.items()) {
     const auto& ops = measured_operations();
     if (std::find(ops.begin(), ops.end(), op) == ops.end())
-      throw ClusterError(where + ".measured: unknown operation '" + op + "'; allowed: p2p, allreduce, reduce, "
-                         "broadcast, allgather");
+      throw ClusterError(where + ".measured: unknown operation '" + op + "'; allowed: p2p, allreduce, alltoall, "
+                         "allgather");
     if (!by_ranks.is_object()) throw ClusterError(where + ".measured." + op + " must map process counts to tables");
     for (const auto& [ranks, table] : by_ranks.items()) {
       const int p = std::atoi(ranks.c_str());
@@ -276,7 +276,7 @@ std::string calibration_path() {
   // differently, so that a cache an older trident wrote counts as missing
   // and is measured again (2: op backwards without the input gradients a
   // training pass never computes; 3: each model's core throughput).
-  constexpr int kFormat = 3;
+  constexpr int kFormat = 4;  // 4: alltoall measured, reduce/broadcast no longer
   return dir + "/calibration-" + std::string(host[0] ? host : "localhost") + "-v" + std::to_string(kFormat) + ".json";
 }
 

@@ -54,6 +54,7 @@ double formula_s(const std::string& op, const LinkSpec& link, double bytes, int 
   const double a = link.latency_s, b = link.bandwidth;
   if (op == "p2p") return a + bytes / b;
   if (op == "allreduce") return 2 * (ranks - 1) * a + allreduce_bytes(bytes, ranks) / b;
+  if (op == "alltoall") return (ranks - 1) * (a + bytes / ranks / b);  // `bytes` per rank, 1/P to each
   return (ranks - 1) * (a + bytes / b);                               // allgather: `bytes` from each rank
 }
 
@@ -87,9 +88,13 @@ double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks) {
   return priced_s("allreduce", link, tensor_bytes, ranks);
 }
 
-// Note [Sharded parameter server]: an alltoall push and a ring all-gather
-// pull, P−1 steps of S/P bytes each — a ring all-reduce's steps and bytes.
-double ps_s(const LinkSpec& link, double tensor_bytes, int ranks) { return allreduce_s(link, tensor_bytes, ranks); }
+// Note [Sharded parameter server]: an alltoall push and an alltoall pull,
+// P−1 messages of S/P bytes each — a ring all-reduce's steps and bytes, so
+// priced as the all-reduce unless the link's alltoall was measured.
+double ps_s(const LinkSpec& link, double tensor_bytes, int ranks) {
+  if (!link.measured.count("alltoall")) return allreduce_s(link, tensor_bytes, ranks);
+  return 2 * priced_s("alltoall", link, tensor_bytes, ranks);
+}
 
 double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_per_rank, std::int64_t m,
              std::int64_t n, std::int64_t element_bytes, int ranks) {

@@ -185,6 +185,14 @@ TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
   // 4 processes, measured on 2: scaled by the formula's ratio.
   const double ratio = (6 * link.latency_s + 1500 * 1.5 / link.bandwidth) / (2 * link.latency_s + 1500 * 1.0 / link.bandwidth);
   EXPECT_NEAR(allreduce_s(link, 1500, 4), 1.5e-3 * ratio, 1e-12);
+  // The PS (an alltoall push and pull): as the all-reduce until its alltoall
+  // is measured, then two of those.
+  EXPECT_DOUBLE_EQ(ps_s(link, 1500, 2), allreduce_s(link, 1500, 2));
+  auto with_alltoall = c;
+  with_alltoall.intra_node.measured["alltoall"][2] = {{1000, 4e-4}, {2000, 6e-4}};
+  const auto& measured = parse_cluster(with_alltoall.to_json().dump(), "cal.json").intra_node;
+  EXPECT_DOUBLE_EQ(ps_s(measured, 1500, 2), 2 * 5e-4);
+  EXPECT_DOUBLE_EQ(allreduce_s(measured, 1500, 2), 1.5e-3);
   // The profile at the thread count a run uses; the analytic model for others.
   std::string source;
   const auto& fc = g.op(g.id_of("fc0"));

@@ -102,16 +102,19 @@ double ping_pong(const comm::Group& g, std::int64_t bytes, int repeats) {
          }) / 2;
 }
 
-// One collective of `bytes` per rank (all-gather: from each rank), timed.
+// One collective of `bytes` per rank (all-gather: from each rank; alltoall:
+// 1/P of them to each, as the PS's push and pull), timed.
 double collective(const comm::Group& g, const std::string& op, std::int64_t bytes, int repeats) {
   const auto elements = std::max<std::int64_t>(1, bytes / 4);
   std::vector<at::Tensor> v{torch::zeros({elements})};
   std::vector<std::vector<at::Tensor>> gathered(1);
   for (int r = 0; r < g.size(); ++r) gathered[0].push_back(torch::zeros({elements}));
+  const auto even = (elements + g.size() - 1) / g.size() * g.size();
+  auto in = torch::zeros({even}), out = torch::zeros({even});
+  std::vector<std::int64_t> splits;  // empty: equal
   return timed_after_work(repeats, [&] {
     if (op == "allreduce") wait(g.pg().allreduce(v), g);
-    else if (op == "reduce") wait(g.pg().reduce(v), g);  // to rank 0
-    else if (op == "broadcast") wait(g.pg().broadcast(v), g);  // from rank 0
+    else if (op == "alltoall") wait(g.pg().alltoall_base(out, in, splits, splits), g);
     else wait(g.pg().allgather(gathered, v), g);
   });
 }
@@ -162,7 +165,7 @@ double sharing_window(int repeats) { return 0.5 * repeats; }
 
 const std::vector<std::int64_t> kMessageBytes{8, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20};
 
-const std::vector<std::string> kCollectives{"allreduce", "reduce", "broadcast", "allgather"};
+const std::vector<std::string> kCollectives{"allreduce", "alltoall", "allgather"};
 
 nlohmann::json measure_links(const comm::Group& g, int repeats) {
   nlohmann::json out{{"processes", g.size()}};

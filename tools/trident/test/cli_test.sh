@@ -112,6 +112,7 @@ import json, sys
 c = json.load(open(sys.argv[1]))
 assert "mlp/tiny/1" in c["profiles"], "no mlp profile"
 assert c["intra_node"]["measured"]["allreduce"]["2"], "no all-reduce table"
+assert c["intra_node"]["measured"]["alltoall"]["2"], "no alltoall table (the PS is priced by it)"
 assert c["cores_per_node"] >= 1
 t = c["core_throughput"]
 assert len(t) == 2 and t[0] == 1 and 0 < t[1] <= 2, t

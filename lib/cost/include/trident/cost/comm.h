@@ -39,13 +39,15 @@ const std::vector<std::string>& sync_method_names();
 const std::vector<std::string>& grad_sync_names();
 
 // Note [Measured links]
-// A calibrated link prices point-to-point transfers and all-reduces from its
-// measured tables: on the 2-core machine Gloo's all-reduce of 256 KiB
-// between two processes took 3.8 ms where two transfers of α + S/β predict
-// 0.3 ms (docs/benchmarks.md). Between measured sizes times are linear;
-// beyond the largest the rest goes at the link's bandwidth; a process count
-// not measured scales the nearest measured one by the formula's ratio. PS
-// and SFB (reduce/broadcast, all-gather) keep the α-β formulas.
+// A calibrated link prices every collective the runtime runs from its
+// measured tables (`trident calibrate`: point-to-point, all-reduce,
+// alltoall — the PS's push and pull — and all-gather — SFB's): on the
+// 2-core machine Gloo's all-reduce of 256 KiB between two processes took
+// 3.8 ms where two transfers of α + S/β predict 0.3 ms (docs/benchmarks.md).
+// Between measured sizes times are linear; beyond the largest the rest goes
+// at the link's bandwidth; a process count not measured scales the nearest
+// measured one by the formula's ratio; an operation not measured keeps the
+// α-β formula (the PS: the all-reduce's).
 double p2p_s(const LinkSpec& link, double bytes);
 
 double allreduce_bytes(double tensor_bytes, int ranks);
