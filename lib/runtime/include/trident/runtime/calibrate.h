@@ -9,9 +9,9 @@
 //   (1 and the cores), kept as profiles "model/preset/threads";
 // - Gloo between local processes, as training meets it (each call after
 //   1 ms of computing; the mean, stalls included; smoothed to grow with
-//   size): one-way point-to-point times and all-reduce times on 2..N
-//   processes at several message sizes, kept as tables (Note [Measured
-//   links] in cost/comm.h), with α and β fitted for the formulas;
+//   size): one-way point-to-point, all-reduce, alltoall and all-gather
+//   times on 2..N processes at several message sizes, kept as tables (Note
+//   [Measured links] in cost/comm.h), with α and β fitted for the formulas;
 // - the cores, and the work k single-threaded processes running a model's
 //   training passes at once get done together, per model (Note [Core
 //   throughput] in cost/cluster.h), kept in its profiles;
