@@ -22,10 +22,21 @@ class AllReduceSync final : public detail::OrderedSync {
   std::string name() const override { return wfbp_ ? "allreduce" : "allreduce (no WFBP)"; }
 
  private:
+  // A bucket's flat buffer is kept across iterations: a fresh large one is
+  // a fresh mapping whose pages all fault on first touch (Note [PS buffers]
+  // in ps_sync.cc).
   void launch(std::size_t i) override {
-    std::vector<torch::Tensor> parts;
-    for (int p : items_[i]) parts.push_back(grad_or_zeros(p).reshape(-1));
-    buffers_[i] = torch::cat(parts);
+    if (!buffers_[i].defined()) {
+      std::int64_t total = 0;
+      for (int p : items_[i]) total += params_[p].second.numel();
+      buffers_[i] = torch::empty({total}, params_[items_[i].front()].second.options().requires_grad(false));
+    }
+    std::int64_t offset = 0;
+    for (int p : items_[i]) {
+      const auto n = params_[p].second.numel();
+      buffers_[i].narrow(0, offset, n).copy_(grad_or_zeros(p).reshape(-1));
+      offset += n;
+    }
     starts_[i] = seconds();
     std::vector<at::Tensor> tensors{buffers_[i]};
     works_[i] = group_.pg().allreduce(tensors);
@@ -45,11 +56,10 @@ class AllReduceSync final : public detail::OrderedSync {
       offset += n;
     }
     works_[i].reset();
-    buffers_[i] = torch::Tensor();
   }
 
   bool wfbp_;
-  std::vector<torch::Tensor> buffers_;
+  std::vector<torch::Tensor> buffers_;  // by bucket, reused
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
   std::vector<double> starts_;
 };
