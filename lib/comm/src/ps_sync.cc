@@ -239,9 +239,8 @@ class PsSync final : public detail::OrderedSync {
     // land — is taken now, while the layers below are still in backward.
     // With a server copy (s > 0) serving touches no parameter, so every
     // bucket that has arrived is served (Note [Server copy]).
-    const Scope now{-1, true, b, true};
-    serve(copy_ ? Scope{-1, true, std::numeric_limits<std::size_t>::max(), true} : now);
-    receive(now, nullptr);
+    serve({-1, true, copy_ ? std::numeric_limits<std::size_t>::max() : b, true});
+    receive({-1, true, b, true}, nullptr);
   }
 
   // Nothing to wait for at the end of backward: pushes complete when their
@@ -293,7 +292,8 @@ class PsSync final : public detail::OrderedSync {
       recycle(b, f.sent);
       f.pull_in = buffer(b);
     }
-    if (copy_) fill_server(b);
+    if (copy_ && !server_[b].defined())
+      server_[b] = torch::empty({len}, params_[l.params.front()].second.options().requires_grad(false));
     auto mine = size() > 1 ? f.pull_in.narrow(0, 0, l.block) : torch::Tensor();
     for (std::size_t k = 0; k < l.params.size(); ++k) {
       const int i = l.params[k];
@@ -301,9 +301,11 @@ class PsSync final : public detail::OrderedSync {
       if (s.size() <= 0) continue;
       const auto at = l.offset[k] + s.begin - begin;
       auto values = copy_ ? server_[b].narrow(0, at, s.size()) : flat(i).narrow(0, s.begin, s.size());
+      if (copy_ && !server_fresh_[b]) values.copy_(flat(i).narrow(0, s.begin, s.size()));
       round.update(params_[i].first, values, sum.narrow(0, at, s.size()));
       if (mine.defined()) mine.narrow(0, at, s.size()).copy_(values);
     }
+    server_fresh_[b] = 1;
     event("ps update bucket " + std::to_string(b), t0);
     if (size() == 1) {
       f.sent = f.received = torch::Tensor();
@@ -395,23 +397,8 @@ class PsSync final : public detail::OrderedSync {
   // tried on top and measured no fresher on 2 cores; not kept. Under BSP the
   // server updates the parameters in place (no copy): every pull lands
   // before the next forward reads it anyway. The copy costs 1/P of the
-  // bucket's elements per member; it is taken from the parameters at the
-  // first update after construction or flush().
-  void fill_server(std::size_t b) {
-    if (server_fresh_[b]) return;
-    const auto& l = layouts_[b];
-    const auto begin = l.begin(me());
-    if (!server_[b].defined())
-      server_[b] = torch::empty({l.end(me()) - begin}, params_[l.params.front()].second.options().requires_grad(false));
-    torch::NoGradGuard no_grad;
-    for (std::size_t k = 0; k < l.params.size(); ++k) {
-      const int i = l.params[k];
-      const auto& s = span_[i];
-      if (s.size() > 0) server_[b].narrow(0, l.offset[k] + s.begin - begin, s.size()).copy_(flat(i).narrow(0, s.begin, s.size()));
-    }
-    server_fresh_[b] = 1;
-  }
-
+  // bucket's elements per member; update() takes it from the parameters at
+  // the first update after construction or flush().
   // How many iterations' updates a read of bucket b misses against BSP's
   // (which reads every update up to the last iteration).
   void count_read(std::size_t b) {
