@@ -8,7 +8,7 @@ JOBS ?= 2
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build install test test-models demo bench bench-plan fuzz build-cuda check-cuda-build gpu-check clean
+.PHONY: deps configure build install test test-quick test-models demo bench-build bench bench-plan fuzz build-cuda check-cuda-build gpu-check clean
 CUDA_BUILD ?= build-cuda
 
 deps:
@@ -24,8 +24,13 @@ build: configure
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 
+# Every test: unit tests (GoogleTest, fuzz replays) and integration tests, overlapped -j$(JOBS).
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
+
+# The inner loop: unit tests and the integration tests labelled quick (seconds each).
+test-quick: build
+	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900 -L 'unit|quick'
 
 # Every torchvision classifier exports, and the smallest of each family trains
 # like PyTorch (docs/own-model.md, "Coverage"); about 20 minutes.
@@ -38,14 +43,19 @@ demo: build
 	@$(BUILD)/tools/trident/trident train --config examples/fmnist-inception.yaml
 	@$(BUILD)/tools/trident/trident report runs/fmnist-inception
 
-bench: build
+# The benchmark programs (left out of `build`; bench/run_*.sh build what they use).
+bench-build: build
+	@cmake --build $(BUILD) -j$(JOBS) --target bench_programs
+
+bench: bench-build
 	@bash bench/run.sh
 
-bench-plan: build
+bench-plan: bench-build
 	@$(BUILD)/bench/plan_bench summit-v100 16
 	@$(BUILD)/bench/plan_optimality 200 1
 
-# Each libFuzzer target for 5 minutes (make test runs them for 20 s each).
+# Each libFuzzer target for 5 minutes in a clang build with sanitizers (make test
+# replays the corpus and regressions only); run it before a change to a parser lands.
 fuzz: deps
 	@FUZZ_BUILD=$(BUILD)/fuzz bash scripts/fuzz.sh 300
 

@@ -13,8 +13,8 @@
 #include "trident/cost/cluster.h"
 #include "trident/cost/comm.h"
 #include "trident/nn/executor.h"
-#include "trident/runtime/optimizer.h"
-#include "trident/runtime/process.h"
+#include "trident/optim/optimizer.h"
+#include "trident/host/process.h"
 #include "trident/zoo/builder.h"
 #include "trident/zoo/zoo.h"
 

@@ -13,9 +13,9 @@
 #include <optional>
 
 #include "trident/nn/executor.h"
-#include "trident/runtime/optimizer.h"
-#include "trident/runtime/placement.h"
-#include "trident/runtime/process.h"
+#include "trident/optim/optimizer.h"
+#include "trident/executor/placement.h"
+#include "trident/host/process.h"
 #include "trident/zoo/zoo.h"
 
 using namespace trident;

@@ -2,7 +2,7 @@
 # The BLAS a Debian 12 user can put under LibTorch 1.13, timed with trident's
 # training step (bench_step) beside PyTorch 2.x (its own MKL/oneDNN), in one
 # run, medians of ROUNDS alternating rounds (Note [BLAS kernel] in
-# lib/runtime/include/trident/runtime/blas.h; docs/benchmarks.md):
+# lib/host/include/trident/host/blas.h; docs/benchmarks.md):
 # - Debian's OpenBLAS 0.3.21 with the kernel it detects, and with each x86-64
 #   kernel family forced (OPENBLAS_CORETYPE; Prescott is the fallback of a CPU
 #   it does not know);
@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-1}; rounds=${2:-3}
 build=${BUILD:-build}
+cmake --build "$build" --target bench_step blas_prefix_shim >/dev/null  # the shim is left out of the default build
 bin=$build/bench/bench_step
 alt=$build/blas-alternatives
 peer=$(bash scripts/install-peers.sh | tail -1)

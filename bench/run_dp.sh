@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-1}; rounds=${2:-3}
 bin=${BUILD:-build}/bench/bench_dp
+cmake --build "${BUILD:-build}" --target bench_dp >/dev/null  # left out of the default build
 same="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 port=29700
 peer=$(bash scripts/install-peers.sh | tail -1)

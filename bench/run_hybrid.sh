@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-2}
 bin=${BUILD:-build}/bench/bench_dp
+cmake --build "${BUILD:-build}" --target bench_dp >/dev/null  # left out of the default build
 port=29800
 runn() {  # runn N CMD...: CMD as ranks 0..N-1; prints rank 0's JSON line
   local n=$1; shift

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory per process: does the run keep the plan? (docs/design.md, contract 8)
+# Memory per process: does the run keep the plan? (docs/design.md, contract "The run keeps the plan")
 #   bash bench/run_memory.sh [STEPS] [LIMIT_GB]
 # Trains mlp/paper (8 x 4096, 135 M parameters, Adam, mini-batch 64, 1 thread
 # per process) on Fashion-MNIST as one process and as a 4-stage pipedream

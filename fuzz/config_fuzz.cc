@@ -2,7 +2,7 @@
 // is one `--set key=value` (empty: none), the rest the YAML file; parsed and
 // checked as `trident train` does before anything starts.
 #include "fuzz.h"
-#include "trident/runtime/config.h"
+#include "trident/config/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto text = trident::fuzz::text_of(data, size);

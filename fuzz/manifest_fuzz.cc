@@ -3,7 +3,7 @@
 // any tensor is allocated or read.
 #include "fuzz.h"
 #include "trident/base/files.h"
-#include "trident/runtime/manifest.h"
+#include "trident/checkpoint/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto path = trident::fuzz::input_file(data, size, ".manifest.json");

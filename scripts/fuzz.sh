@@ -7,6 +7,8 @@
 # line per target: executions, seconds, crashes. Exit 1 on a crash (the
 # input is kept and named), 2 on bad arguments.
 #   bash scripts/fuzz.sh [SECONDS=20] [TARGET...]      (make fuzz: 300 s each)
+# (make test does not run this: it replays the corpus and regressions through
+# the normal build, ctest fuzz_replay_TARGET.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}

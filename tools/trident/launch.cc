@@ -14,6 +14,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "trident/base/files.h"
 #include "trident/base/error.h"
 #include "trident/comm/world.h"
 
@@ -176,7 +177,7 @@ void relay_output(std::vector<Worker>& workers) {
   const std::size_t outputs = fds.size();
   for (auto& w : workers)
     if (w.ready >= 0) fds.push_back({w.ready, POLLIN, 0});
-  if (!fds.empty()) poll(fds.data(), fds.size(), 200);
+  if (!fds.empty()) poll_retrying(fds.data(), fds.size(), 200);
   else usleep(200 * 1000);
   for (std::size_t i = outputs, r = 0; i < fds.size(); ++i) {
     while (workers[r].ready != fds[i].fd) ++r;

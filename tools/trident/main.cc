@@ -18,19 +18,20 @@
 #include "launch.h"
 #include "plan_commands.h"
 #include "report_command.h"
+#include "trident/base/test_hooks.h"
 #include "trident/base/error.h"
 #include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/comm/group.h"
 #include "trident/comm/world.h"
-#include "trident/runtime/blas.h"
-#include "trident/runtime/calibrate.h"
-#include "trident/runtime/checkpoint_diff.h"
+#include "trident/host/blas.h"
+#include "trident/measure/calibrate.h"
+#include "trident/checkpoint/checkpoint_diff.h"
 #include "trident/runtime/emulate.h"
-#include "trident/runtime/placement.h"
-#include "trident/runtime/process.h"
-#include "trident/runtime/profiler.h"
-#include "trident/runtime/sharded_checkpoint.h"
+#include "trident/executor/placement.h"
+#include "trident/host/process.h"
+#include "trident/measure/profiler.h"
+#include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/runtime/trainer.h"
 #include "trident/zoo/zoo.h"
 
@@ -87,11 +88,9 @@ std::string restart_resume_dir(const runtime::TrainConfig& config) {
 // the worker on slot S (LOCAL_RANK) fail before it starts from the
 // launcher's K-th restart on, as if its device were gone.
 void fail_if_slot_down(const comm::WorldInfo& world) {
-  const char* v = std::getenv("TRIDENT_TEST_SLOT_DOWN");
-  int slot = -1, from = 0;
-  if (!v || std::sscanf(v, "%d:%d", &slot, &from) != 2) return;
-  if (world.local_rank == slot && world.restart_count >= from)
-    throw Failure("slot " + std::to_string(slot) + " cannot start a worker (TRIDENT_TEST_SLOT_DOWN)");
+  const auto hook = test_hooks::slot_down();  // See Note [Test hooks]
+  if (hook && world.local_rank == hook->rank && world.restart_count >= hook->value)
+    throw Failure("slot " + std::to_string(hook->rank) + " cannot start a worker (TRIDENT_TEST_SLOT_DOWN)");
 }
 
 // The config as given (path and --set overrides), re-planned for `devices`

@@ -4,7 +4,7 @@
 
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
-#include "trident/plan/report.h"
+#include "trident/plan/tables.h"
 #include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/schedule/simulator.h"

@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 namespace trident {
@@ -67,6 +68,35 @@ std::string better_kernel(const std::string& detected, const CpuFeatures& cpu) {
   const auto fp32 = [](SimdLevel l) { return std::min(l, SimdLevel::kAvx512); };
   if (fp32(*has) >= fp32(best)) return "";
   return kernel_for(best);
+}
+
+namespace {
+constexpr const char* kVerdicts[] = {"kept", "user", "chose", "refused"};
+}  // namespace
+
+// Fields joined by tabs, the reason last (it may hold anything but a NUL).
+std::string encode_blas_choice(const BlasChoice& choice) {
+  return std::string(kVerdicts[static_cast<int>(choice.verdict)]) + "\t" + choice.kernel + "\t" + choice.detected +
+         "\t" + choice.why;
+}
+
+std::optional<BlasChoice> decode_blas_choice(const std::string& text) {
+  std::string fields[3];
+  std::size_t at = 0;
+  for (auto& field : fields) {
+    const auto tab = text.find('\t', at);
+    if (tab == std::string::npos) return std::nullopt;
+    field = text.substr(at, tab - at);
+    at = tab + 1;
+  }
+  BlasChoice choice;
+  const auto* verdict = std::find(std::begin(kVerdicts), std::end(kVerdicts), fields[0]);
+  if (verdict == std::end(kVerdicts)) return std::nullopt;
+  choice.verdict = static_cast<BlasChoice::Verdict>(verdict - std::begin(kVerdicts));
+  choice.kernel = fields[1];
+  choice.detected = fields[2];
+  choice.why = text.substr(at);
+  return choice;
 }
 
 }  // namespace trident

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -68,5 +70,16 @@ nlohmann::json parse_json(const std::string& text, const std::string& path, cons
 }
 
 }  // namespace detail
+
+int poll_retrying(pollfd* fds, std::size_t count, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const int rc = ::poll(fds, static_cast<nfds_t>(count), timeout_ms);
+    if (rc >= 0 || errno != EINTR) return rc;
+    if (timeout_ms < 0) continue;  // no deadline
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    timeout_ms = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+  }
+}
 
 }  // namespace trident

@@ -5,6 +5,7 @@
 
 #include "trident/base/error.h"
 #include "trident/base/files.h"
+#include "trident/base/test_hooks.h"
 #include "trident/base/text.h"
 
 namespace trident {
@@ -110,6 +111,26 @@ TEST_F(Files, MalformedOrMissingJsonIsBadInputNamingThePath) {
 }
 
 }  // namespace
+// Note [Test hooks]: "R:N" and "R:N:every" for steps, "R:X" for values; anything else is no hook.
+TEST(TestHooks, ParseTheirFormsAndNothingElse) {
+  const auto a = test_hooks::parse_rank_step("1:10");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->rank, 1);
+  EXPECT_EQ(a->step, 10);
+  EXPECT_FALSE(a->every_start);
+  const auto b = test_hooks::parse_rank_step("2:7:every");
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(b->every_start);
+  EXPECT_EQ(b->step, 7);
+  for (const char* bad : {"", "1", "x:2", "1:2:sometimes", "1:2x"}) EXPECT_FALSE(test_hooks::parse_rank_step(bad)) << bad;
+  EXPECT_FALSE(test_hooks::parse_rank_step(nullptr));
+  const auto c = test_hooks::parse_rank_value("2:4000");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->rank, 2);
+  EXPECT_EQ(c->value, 4000);
+  for (const char* bad : {"2", "2:", "2:40x", "a:1"}) EXPECT_FALSE(test_hooks::parse_rank_value(bad)) << bad;
+}
+
 }  // namespace trident
 
 TEST(Text, Base64DecodesWhatPythonWrites) {

@@ -60,5 +60,25 @@ TEST(BlasKernel, AKernelAsGoodForFloat32OrAnUnknownOneIsKept) {
   EXPECT_EQ(better_kernel("SkylakeX", avx2_cpu()), "");  // never a kernel the CPU cannot run
 }
 
+// The choice travels to the re-executed process as text: every verdict comes
+// back as written, a reason may hold spaces, colons and tabs, and text the
+// encoder did not write is refused.
+TEST(BlasKernel, AChoiceDecodesAsItWasEncoded) {
+  using Verdict = BlasChoice::Verdict;
+  for (const auto& c : {BlasChoice{Verdict::kKept, "SkylakeX", "", ""}, BlasChoice{Verdict::kUser, "Haswell", "", ""},
+                        BlasChoice{Verdict::kChose, "Cooperlake", "Prescott", ""},
+                        BlasChoice{Verdict::kRefused, "SkylakeX", "Prescott", "wrong products: addmm: off\tby 3x"}}) {
+    const auto back = decode_blas_choice(encode_blas_choice(c));
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->verdict, c.verdict);
+    EXPECT_EQ(back->kernel, c.kernel);
+    EXPECT_EQ(back->detected, c.detected);
+    EXPECT_EQ(back->why, c.why);
+  }
+  EXPECT_FALSE(decode_blas_choice(""));
+  EXPECT_FALSE(decode_blas_choice("chose Cooperlake over Prescott"));  // the old free text
+  EXPECT_FALSE(decode_blas_choice("picked\tA\tB\t"));
+}
+
 }  // namespace
 }  // namespace trident

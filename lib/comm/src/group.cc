@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "backends.h"
+#include "trident/base/test_hooks.h"
 #include "trident/base/text.h"
 
 namespace trident::comm {
@@ -164,10 +165,8 @@ class Heartbeat {
   // Fault injection for the late-diagnosis test: TRIDENT_TEST_DIAGNOSE_DELAY=R:MS
   // makes rank R wait MS milliseconds before it diagnoses.
   void delay_for_test() const {
-    const char* v = std::getenv("TRIDENT_TEST_DIAGNOSE_DELAY");
-    const std::string prefix = std::to_string(rank_) + ":";
-    if (v && std::string(v).rfind(prefix, 0) == 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(std::string(v).substr(prefix.size()))));
+    const auto hook = test_hooks::diagnose_delay_ms();  // See Note [Test hooks]
+    if (hook && hook->rank == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(hook->value));
   }
 
   // Rank 0: until every rank that was alive at its diagnosis has diagnosed

@@ -66,6 +66,8 @@ class PsSync final : public detail::OrderedSync {
   }
 
   void arm() override {
+    if (!rounds_.empty() && rounds_.back().clock == clock_)  // a round per clock: apply() closes it
+      throw CommError(group_.member(group_.rank()) + ": ps: arm() twice without apply() between");
     // Spans that ended after the last report (pulls landing in this
     // forward) are kept, timed from the new arm().
     const auto before = start_;

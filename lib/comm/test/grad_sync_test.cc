@@ -543,5 +543,23 @@ TEST(PsSync, CountersFollowTheFormula) {
   EXPECT_TRUE(names.count("ps push bucket 0") && names.count("ps update bucket 0") && names.count("ps pull bucket 0"));
 }
 
+// arm() opens the iteration that apply() closes: a second arm() before it
+// is a bug of the caller's loop, named, not a read past the rounds kept.
+TEST(PsSync, ArmTwiceWithoutApplyIsRefused) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto group = Group::over_store(store, 0, 1, std::chrono::seconds(20));
+  auto w = torch::zeros({4, 3}).requires_grad_();
+  w.mutable_grad() = torch::ones({4, 3});
+  auto sync = make_ps_sync(group, {{"w", w}});
+  sync->arm();
+  sync->finish();
+  try {
+    sync->arm();
+    FAIL() << "a second arm() was accepted";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("arm() twice without apply()"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace trident::comm

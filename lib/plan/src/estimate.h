@@ -11,7 +11,7 @@
 // server] in comm/grad_sync.h).
 //
 // Note [Recomputation costs]
-// A stage that recomputes (Note [Recomputation] in runtime/stage_executor.h)
+// A stage that recomputes (Note [Recomputation] in executor/stage_executor.h)
 // keeps per in-flight micro-batch only its inputs — the tensors other stages
 // send it and the dataset fields it reads — and holds one micro-batch's
 // activations while it runs a forward; each backward first runs the forward

@@ -8,7 +8,7 @@
 
 #include "test_graphs.h"
 #include "trident/plan/planner.h"
-#include "trident/plan/report.h"
+#include "trident/plan/tables.h"
 
 namespace trident::plan {
 namespace {

@@ -70,7 +70,7 @@ void Trainer::join(std::optional<comm::Group> world) {
                           std::to_string(size_));
 }
 
-// docs/design.md, contract 8: the plan is made once. Rank 0 plans; every rank sends
+// docs/design.md, contract "The run keeps the plan": the plan is made once. Rank 0 plans; every rank sends
 // its resolved config (and the plan it read, for a plan file) and all check
 // that they agree with rank 0, so every rank fails alike, naming the rank
 // and the first difference.

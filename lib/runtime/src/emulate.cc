@@ -6,8 +6,8 @@
 #include <ostream>
 
 #include "trident/base/files.h"
-#include "trident/runtime/process.h"
-#include "trident/runtime/stage_executor.h"
+#include "trident/host/process.h"
+#include "trident/executor/stage_executor.h"
 #include "trident/runtime/trainer.h"
 #include "trident/zoo/zoo.h"
 

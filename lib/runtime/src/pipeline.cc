@@ -6,7 +6,7 @@
 #include "trident/cost/cluster.h"
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
-#include "trident/plan/report.h"
+#include "trident/plan/tables.h"
 #include "trident/base/files.h"
 #include "trident/runtime/trainer.h"
 

@@ -15,9 +15,10 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "trident/base/test_hooks.h"
 #include "trident/base/text.h"
-#include "trident/runtime/progress.h"
-#include "trident/runtime/sharded_checkpoint.h"
+#include "trident/base/progress.h"
+#include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/runtime/trainer.h"
 
 namespace trident::runtime {
@@ -32,13 +33,10 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // The variable is read once; -1 when unset or not for this start.
 std::int64_t kill_after_step_of(int rank) {
   static const std::int64_t step = [&]() -> std::int64_t {
-    const char* v = std::getenv("TRIDENT_TEST_KILL_AT");
-    int r = -1;
-    long long n = -1;
-    char every[8] = "";
-    if (!v || std::sscanf(v, "%d:%lld:%7s", &r, &n, every) < 2 || r != rank) return -1;
+    const auto hook = test_hooks::kill_at();  // See Note [Test hooks]
+    if (!hook || hook->rank != rank) return -1;
     const bool first_start = comm::world_from_env().restart_count == 0;
-    return std::string(every) == "every" || first_start ? n : -1;
+    return hook->every_start || first_start ? hook->step : -1;
   }();
   return step;
 }
@@ -194,13 +192,15 @@ class Trainer::RunRecords final : public Observer {
 
 TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   TrainResult result;
-  FaultInjection faults(*this);
+  std::optional<FaultInjection> faults;  // only when a test asks for it (Note [Test hooks])
   ProgressReport progress(*this);
   MetricsLog metrics(*this, result);
   Checkpoints checkpoints(*this);
   Evaluations evaluations(*this, progress.progress(), result);
   RunRecords records(*this);
-  const std::vector<Observer*> observers{&faults, &progress, &metrics, &checkpoints, &evaluations, &records};
+  std::vector<Observer*> observers;
+  if (kill_after_step_of(rank_) >= 0) observers.push_back(&faults.emplace(*this));
+  observers.insert(observers.end(), {&progress, &metrics, &checkpoints, &evaluations, &records});
   progress.progress().line(banner());
   run_start_ = Clock::now();
   Window window;

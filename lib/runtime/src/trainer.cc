@@ -15,16 +15,17 @@
 #include <sstream>
 #include <thread>
 
+#include "trident/base/test_hooks.h"
 #include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/comm/grad_sync.h"
-#include "trident/plan/report.h"
-#include "trident/runtime/blas.h"
-#include "trident/runtime/process.h"
+#include "trident/plan/tables.h"
+#include "trident/host/blas.h"
+#include "trident/host/process.h"
 #include "trident/data/npy.h"
-#include "trident/runtime/sharded_checkpoint.h"
+#include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/zoo/zoo.h"
-#include "trident/runtime/progress.h"
+#include "trident/base/progress.h"
 
 namespace trident::runtime {
 
@@ -42,7 +43,7 @@ std::string fixed(double v, int digits) {
 
 
 // The dataset fields in `fields` (plus the labels, which give every rank the
-// dataset's size): a stage keeps only what it reads (docs/design.md, contract 8).
+// dataset's size): a stage keeps only what it reads (docs/design.md, contract "The run keeps the plan").
 data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<std::string> fields) {
   fields.insert("label");
   if (c.data.name == "fashion-mnist") return data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields);
@@ -59,10 +60,7 @@ data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<s
 // modulo the world size sleep MS milliseconds in that step, so each step
 // has one straggler and each rank is the straggler every P-th step.
 std::int64_t slow_step_ms() {
-  static const std::int64_t ms = [] {
-    const char* v = std::getenv("TRIDENT_TEST_SLOW_STEP_MS");
-    return v ? std::max<std::int64_t>(0, std::atoll(v)) : std::int64_t{0};
-  }();
+  static const std::int64_t ms = test_hooks::slow_step_ms();  // See Note [Test hooks]
   return ms;
 }
 
@@ -122,7 +120,7 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   if (leader()) write_file_atomic(run_dir_ + "/config.yaml", config_.to_yaml());
 }
 
-// This rank's stage and nothing else (docs/design.md, contract 8): its modules, with
+// This rank's stage and nothing else (docs/design.md, contract "The run keeps the plan"): its modules, with
 // weights from (seed, name), its executor and its replicas' gradient sync.
 void Trainer::build_stage(const graph::OpGraph& graph) {
   std::set<graph::OpId> ops;
@@ -317,11 +315,11 @@ void Trainer::log_window(const Window& w, double lr, double steps_per_s, double 
   const auto batch = config_.train.mini_batch;
   nlohmann::json line{{"step", step_},
                       {"epoch", sampler_->epoch_of(step_ - 1)},
-                      {"loss", w.loss / static_cast<double>(std::max<std::int64_t>(1, w.summed))},
+                      {"loss", w.mean_loss()},
                       {"lr", lr},
                       {"samples_per_s", steps_per_s * batch},
                       {"wall_s", wall_s}};
-  if (classifies_) line["accuracy"] = w.correct / static_cast<double>(std::max<std::int64_t>(1, w.summed) * batch);
+  if (classifies_) line["accuracy"] = w.accuracy(batch);
   if (w.summed != w.steps) line["summed_steps"] = w.summed;  // Note [Lagged step totals]
   if (sync_) {
     if (!comm_bytes_logged_) {

@@ -10,8 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "trident/plan/report.h"
-#include "trident/runtime/sharded_checkpoint.h"
+#include "trident/base/test_hooks.h"
+#include "trident/plan/tables.h"
+#include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/runtime/trainer.h"
 
 namespace trident::runtime {
@@ -113,8 +114,8 @@ namespace {
 // makes rank R kill itself (SIGKILL) in the middle of writing its shard of
 // the checkpoint at step N, after its first tensor.
 bool kill_requested(int rank, std::int64_t step) {
-  const char* v = std::getenv("TRIDENT_TEST_KILL_IN_SHARD");
-  return v && std::string(v) == std::to_string(rank) + ":" + std::to_string(step);
+  const auto hook = test_hooks::kill_in_shard();  // See Note [Test hooks]
+  return hook && hook->rank == rank && hook->step == step;
 }
 
 }  // namespace
@@ -219,7 +220,7 @@ void Trainer::load(const std::string& run_dir) {
 }
 
 // Every rank's peak resident memory beside its stage's planned memory
-// (docs/design.md, contract 8: the run keeps the plan), one metrics line.
+// (docs/design.md, contract "The run keeps the plan"), one metrics line.
 void Trainer::record_memory() {
   const int stage = stage_->stage();
   nlohmann::json mine{{"rank", rank_},

@@ -1,4 +1,4 @@
-// Graph pipelines equal single-process training (docs/design.md, contract 1):
+// Graph pipelines equal single-process training (docs/design.md, contract "Synchronous semantics"):
 // every rank a thread, one Gloo group over a HashStore, the plan's stages
 // run by StageExecutor with their replicas synced by the plan's methods.
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include "trident/cost/cluster.h"
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
-#include "trident/runtime/stage_executor.h"
-#include "trident/runtime/trace.h"
+#include "trident/executor/stage_executor.h"
+#include "trident/executor/trace.h"
 #include "trident/schedule/schedule.h"
 #include "trident/schedule/simulator.h"
 #include "trident/zoo/zoo.h"
@@ -90,7 +90,7 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
              comm::Matching matching = comm::Matching::kByTag, bool per_direction = false) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
-  // Stage-local state (docs/design.md, contract 8): rank r builds only its stage's
+  // Stage-local state (docs/design.md, contract "The run keeps the plan"): rank r builds only its stage's
   // ops; weights follow from (seed, name), so they start equal to the
   // single process's (modules[n], every op).
   std::vector<std::shared_ptr<nn::GraphModule>> modules;

@@ -48,7 +48,7 @@ SAMPLES = 64
 STEPS = 20
 NUDGE = 1e-7            # the perturbation `stability` gives the initial weights
 MAX_AMPLIFICATION = 1000  # measured at LR over STEPS: 4-302 (residual_cnn); at lr 0.5 up to 1.5e6
-# Two presets under which graphpipe plans differently (contract 14: a check of the plans, not of this machine's).
+# Two presets under which graphpipe plans differently (contract "Tests are stable on any machine": a check of the plans, not of this machine's).
 PRESETS = ("cpu-local", "summit-v100")
 
 # name -> (build the module, inputs {name: (per-sample shape, dtype)}, classes (cross_entropy) or the

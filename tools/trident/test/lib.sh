@@ -17,7 +17,7 @@ check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...
   if ! printf '%s' "$err" | grep -qF -- "$needle"; then echo "FAIL $name: '$needle' not in: $err"; fails=$((fails+1)); return; fi
   passes=$((passes+1))
 }
-# Note [Stable trajectories] (docs/design.md, contract 14)
+# Note [Stable trajectories] (docs/design.md, contract "Tests are stable on any machine")
 # A run on several processes sums in another order than one process (another
 # replica split, another micro-batch), so the two differ by rounding. A weight
 # comparison means something only where training does not amplify that
@@ -38,4 +38,36 @@ same_weights() {
   if [ $rc -ne 0 ]; then echo "FAIL $name: weights differ (exit $rc): $out"; fails=$((fails+1)); return; fi
   echo "ok $name: $(printf '%s' "$out" | grep -o 'largest |a - b| = [^ ]*' | head -1)"  # the measured rounding, for the log
   passes=$((passes+1))
+}
+
+# kill_rank NAME RANKS STEP MIN -- TRAIN ARGS: starts a run on RANKS processes and kills rank 1 once
+# step STEP is logged; the launcher must exit within 20 s naming it, and at least MIN of the other
+# ranks must say that rank 1 stopped responding (possibly among others: the launcher stops the
+# rest once rank 1 is gone, so a late diagnosis may find, say, "ranks 1, 2 stopped responding").
+kill_rank() {
+  local name=$1 n=$2 step=$3 min=$4; shift 5
+  "$bin" train "$@" > "$work/$name.out" 2> "$work/$name.err" &
+  local launcher=$! pid="" rc took start
+  for _ in $(seq 300); do  # at most 60 s
+    pid=$(grep -o "rank 1/$n on .* (pid [0-9]*" "$work/$name.out" | grep -o "[0-9]*$")
+    [ -n "$pid" ] && grep -q "step $step/" "$work/$name.out" && break; sleep 0.2
+  done
+  if [ -z "$pid" ] || ! grep -q "step $step/" "$work/$name.out"; then
+    kill -9 $launcher 2>/dev/null; pkill -9 -P $launcher 2>/dev/null; wait $launcher 2>/dev/null
+    echo "FAIL $name: rank 1 or step $step never appeared: $(tail -3 "$work/$name.out" "$work/$name.err")"
+    fails=$((fails+1)); return
+  fi
+  start=$SECONDS; kill -9 "$pid"
+  # The launcher must exit within 20 s; after 30 it is killed and the check fails.
+  for _ in $(seq 150); do kill -0 $launcher 2>/dev/null || break; sleep 0.2; done
+  kill -9 $launcher 2>/dev/null; wait $launcher; rc=$?; took=$((SECONDS - start))
+  if [ $rc -eq 0 ] || [ $took -gt 20 ] || ! grep -q "launch: rank 1 was killed by signal 9" "$work/$name.err" ||
+     [ "$(grep -cE "ranks? ([0-9]+, )*1(, [0-9]+)* stopped responding" "$work/$name.err")" -lt "$min" ]; then
+    echo "FAIL $name: exit $rc after ${took}s: $(cat "$work/$name.err")"; fails=$((fails+1)); else passes=$((passes+1)); fi
+}
+# finish: the closing line ctest reads, and the exit status.
+finish() {
+  echo "$passes passed, $fails failed"
+  [ "$fails" -eq 0 ]
+  exit
 }

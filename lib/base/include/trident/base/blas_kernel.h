@@ -1,5 +1,5 @@
 // Which OpenBLAS kernel family this CPU should run (Note [BLAS kernel] in
-// runtime/blas.h). Torch-free and pure but for `this_cpu`: the process start
+// host/blas.h). Torch-free and pure but for `this_cpu`: the process start
 // (runtime::prepare_process) asks `better_kernel` whether the kernel OpenBLAS
 // detected is a generic fallback on a CPU that can do better, and which
 // kernel to try instead; the runtime then checks that kernel before it keeps
@@ -40,5 +40,19 @@ std::string kernel_for(SimdLevel level);
 // (BF16 adds nothing there, so SkylakeX on a BF16 CPU is kept); the kernel
 // tried is the best family the CPU supports. An unknown name is kept.
 std::string better_kernel(const std::string& detected, const CpuFeatures& cpu);
+
+// What the process start decided about the kernel, handed to the process it
+// re-executes (and its children) in one environment variable; written and
+// read only by this pair of functions.
+struct BlasChoice {
+  enum class Verdict { kKept, kUser, kChose, kRefused };
+  Verdict verdict = Verdict::kKept;
+  std::string kernel;    // kept: the detected one; user: OPENBLAS_CORETYPE; chose, refused: the candidate
+  std::string detected;  // chose: the kernel it replaced
+  std::string why;       // refused: why the candidate failed its check
+};
+std::string encode_blas_choice(const BlasChoice& choice);
+// nullopt for text encode_blas_choice did not write.
+std::optional<BlasChoice> decode_blas_choice(const std::string& text);
 
 }  // namespace trident

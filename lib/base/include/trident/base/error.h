@@ -10,8 +10,9 @@
 //                         did not declare, a non-finite loss.
 //
 // Each component names its errors by what they are about (ConfigError,
-// PlanError, CommError, ...), deriving from Error with the kind they usually
-// have; a throw site that knows better passes the other kind.
+// PlanError, CommError, ...): one ComponentError template, instantiated with
+// a tag and the kind the component's errors usually have, so catch sites can
+// tell components apart; a throw site that knows better passes the other kind.
 //
 // Context: where an error happened — world rank, stage, replica,
 // micro-batch, schedule action, edge, config field — is added by whoever
@@ -63,6 +64,15 @@ class Error : public std::exception {
   std::string message_;
   ErrorContext context_;
   std::string what_;
+};
+
+// A component's error type: `using PlanError = ComponentError<struct
+// PlanErrorTag, ErrorKind::kBadInput>;`. Only the tag and the default differ.
+template <class Tag, ErrorKind kDefaultKind>
+class ComponentError : public Error {
+ public:
+  explicit ComponentError(std::string message, ErrorKind kind = kDefaultKind, ErrorContext context = {})
+      : Error(kind, std::move(message), std::move(context)) {}
 };
 
 // Bad input that belongs to no component's error (a flag of the command line).

@@ -2,6 +2,9 @@
 // can act on.
 #pragma once
 
+#include <poll.h>
+
+#include <cstddef>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -46,5 +49,9 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what) 
   if (!problem.empty()) throw E(problem);
   return doc;
 }
+
+// poll(2) on `count` descriptors, retried with the time left when a signal
+// interrupts it (EINTR); returns what poll returns otherwise (0 on timeout).
+int poll_retrying(pollfd* fds, std::size_t count, int timeout_ms);
 
 }  // namespace trident

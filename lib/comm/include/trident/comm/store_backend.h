@@ -66,7 +66,7 @@ using BackendBase = c10d::ProcessGroup;
 
 // How receives find their sends (tests use the last two to hold
 // StageExecutor to what NCCL needs, Note [Pipeline transfers on GPUs] in
-// runtime/placement.h):
+// executor/placement.h):
 //   kByTag          by tag, as Gloo (the default);
 //   kInOrder        in order per ordered pair of ranks, ignoring tags;
 //   kStreamPerPair  in order, and each pair of ranks is one queue on each

@@ -22,11 +22,7 @@ namespace trident::comm {
 
 // A bad environment, a failed rendezvous, a lost peer or a timed-out
 // collective; the message names the rank, the variable or the operation.
-class CommError : public Error {
- public:
-  explicit CommError(std::string message, ErrorKind kind = ErrorKind::kFailure, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
+using CommError = ComponentError<struct CommErrorTag, ErrorKind::kFailure>;
 
 struct WorldInfo {
   int rank = 0, world_size = 1, local_rank = 0;

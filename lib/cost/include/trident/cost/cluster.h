@@ -20,11 +20,7 @@
 namespace trident::cost {
 
 // A bad cluster name or file; the message names the field, value and fix.
-class ClusterError : public Error {
- public:
-  explicit ClusterError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
+using ClusterError = ComponentError<struct ClusterErrorTag, ErrorKind::kBadInput>;
 
 using DeviceId = int;
 

@@ -16,7 +16,7 @@
 #include <torch/torch.h>
 
 #include "trident/base/error.h"
-#include "trident/data/sources.h"
+#include "trident/config/sources.h"
 #include "trident/data/file_headers.h"  // DataError
 #include "trident/graph/op_graph.h"
 
@@ -49,7 +49,7 @@ struct Splits {
 Splits load_fashion_mnist(const std::string& dir = kFashionMnistDir, std::int64_t limit = 0);
 // The same with a limit per split (0: all) and only the named fields
 // ("image", "label"; empty: both): a pipeline stage that reads no images
-// loads none (docs/design.md, contract 8).
+// loads none (docs/design.md, contract "The run keeps the plan").
 Splits load_fashion_mnist(const std::string& dir, std::int64_t train_limit, std::int64_t test_limit,
                           const std::set<std::string>& fields);
 

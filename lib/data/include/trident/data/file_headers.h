@@ -15,11 +15,7 @@ namespace trident::data {
 
 // A missing, unreadable or corrupt data file, or a dataset that does not fit
 // the model. The message names the path or field and how to fix it.
-class DataError : public Error {
- public:
-  explicit DataError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
+using DataError = ComponentError<struct DataErrorTag, ErrorKind::kBadInput>;
 
 // What a .npy file's header says, checked against the file's length.
 struct NpyHeader {

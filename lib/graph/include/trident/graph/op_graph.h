@@ -30,11 +30,7 @@ namespace trident::graph {
 
 // Every graph error: a bad op, a shape that disagrees across an edge, a
 // cycle, an unreadable JSON document. The message names the op.
-class GraphError : public Error {
- public:
-  explicit GraphError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
+using GraphError = ComponentError<struct GraphErrorTag, ErrorKind::kBadInput>;
 
 using OpId = std::int32_t;
 

@@ -9,7 +9,7 @@
 // The loss op returns the sum of per-sample losses of the rows it saw. The
 // caller divides by the *global* batch size, so gradients summed across
 // micro-batches, replicas and stages equal those of one process computing the
-// mean over the global batch (docs/design.md, contract 1).
+// mean over the global batch (docs/design.md, contract "Synchronous semantics").
 #pragma once
 
 #include <functional>

@@ -9,7 +9,7 @@
 // distribution). Without a scope (tests, the profiler), the process's
 // generator draws.
 //
-// Recomputation (Note [Recomputation] in runtime/stage_executor.h) runs a
+// Recomputation (Note [Recomputation] in executor/stage_executor.h) runs a
 // micro-batch's forward twice under the same key — once without autograd,
 // once right before its backward — so both draw the same masks, and built-in
 // dropout is active under a scope whether or not gradients are recorded.

@@ -21,11 +21,7 @@ namespace trident::plan {
 
 // A bad plan, a bad planning request, or no feasible plan. The message names
 // the field or stage, the value, and what is allowed.
-class PlanError : public Error {
- public:
-  explicit PlanError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
+using PlanError = ComponentError<struct PlanErrorTag, ErrorKind::kBadInput>;
 
 struct PlanStage {
   int id = 0;

@@ -31,11 +31,7 @@ namespace trident::report {
 
 // A run directory that lacks a file or holds a malformed one; the message
 // names the path and what is wrong.
-class ReportError : public Error {
- public:
-  explicit ReportError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
+using ReportError = ComponentError<struct ReportErrorTag, ErrorKind::kBadInput>;
 
 struct StageMemory {
   int stage = -1;               // -1: ranks the plan leaves idle

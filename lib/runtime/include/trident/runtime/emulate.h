@@ -11,7 +11,7 @@
 #include <iosfwd>
 #include <string>
 
-#include "trident/runtime/config.h"
+#include "trident/config/config.h"
 
 namespace trident::runtime {
 

@@ -1,13 +1,13 @@
 // Trainer: training of a zoo model from a TrainConfig, on one process or
 // on parallel.devices processes (started by `trident launch`, torchrun,
 // mpirun or srun; see comm/world.h). Every run is a plan (docs/design.md,
-// contract 9): one process is a plan of one stage on one device; data parallelism
+// contract "One loop"): one process is a plan of one stage on one device; data parallelism
 // (partitioner dp) one stage of N replicas; graphpipe | pipedream | a
 // plan.json a graph pipeline. One loop runs them all through StageExecutor,
 // and each replicated stage syncs its gradients by the plan's methods, so
 // the weights equal single-process training on the same global batch.
 //
-// The run keeps the plan (contract 9): rank 0 makes the plan and every rank
+// The run keeps the plan (docs/design.md): rank 0 makes the plan and every rank
 // receives it; a rank builds only its stage's modules, parameters and
 // optimizer state (initial weights from (train.seed, name), Note [Initial
 // weights] in nn/graph_module.h); evaluation runs through the pipeline;
@@ -51,13 +51,13 @@
 #include "trident/data/sampler.h"
 #include "trident/nn/executor.h"
 #include "trident/nn/op_profile.h"
-#include "trident/runtime/config.h"
-#include "trident/runtime/optimizer.h"
-#include "trident/runtime/placement.h"
-#include "trident/runtime/process.h"
-#include "trident/runtime/stage_executor.h"
-#include "trident/runtime/tied_params.h"
-#include "trident/runtime/trace.h"
+#include "trident/config/config.h"
+#include "trident/optim/optimizer.h"
+#include "trident/executor/placement.h"
+#include "trident/host/process.h"
+#include "trident/executor/stage_executor.h"
+#include "trident/executor/tied_params.h"
+#include "trident/executor/trace.h"
 
 namespace trident::runtime {
 
@@ -65,11 +65,7 @@ class CheckpointReader;  // sharded_checkpoint.h
 
 // A failure while training (non-finite loss, unreadable checkpoint); the CLI
 // exits 1 with its message.
-class TrainingError : public Error {
- public:
-  explicit TrainingError(std::string message, ErrorKind kind = ErrorKind::kFailure, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
+using TrainingError = ComponentError<struct TrainingErrorTag, ErrorKind::kFailure>;
 
 struct TrainResult {
   std::int64_t steps = 0;  // optimizer steps completed in total

@@ -14,11 +14,7 @@ namespace trident::schedule {
 
 // A schedule that breaks a dependency or deadlocks, or a malformed stage
 // graph; the message names the stage and the action.
-class ScheduleError : public Error {
- public:
-  explicit ScheduleError(std::string message, ErrorKind kind = ErrorKind::kBadInput, ErrorContext context = {})
-      : Error(kind, std::move(message), std::move(context)) {}
-};
+using ScheduleError = ComponentError<struct ScheduleErrorTag, ErrorKind::kBadInput>;
 
 using StageId = int;
 

@@ -1,0 +1,101 @@
+// TrainConfig: one YAML file (docs/config.md), every key overridable
+// with `--set dotted.key=value`. parse_config() checks every field before any
+// work starts: an unknown key, a wrong type, an out-of-range value, a missing
+// dataset — each is a ConfigError whose message is one line naming the field,
+// the value given and what is allowed. The CLI maps it to exit code 2.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trident/base/error.h"
+#include "trident/zoo/zoo.h"
+
+namespace trident::runtime {
+
+using ConfigError = ComponentError<struct ConfigErrorTag, ErrorKind::kBadInput>;
+
+struct DataConfig {
+  std::string name;  // fashion-mnist | synthetic | npy (default: the model's)
+  std::string path;  // fashion-mnist directory
+  std::string train, test;  // npy: directories of FIELD.npy
+  std::int64_t train_size = 0;  // synthetic: samples; fashion-mnist: limit (0 = all)
+  std::int64_t test_size = 0;
+};
+
+struct TrainLoopConfig {
+  std::int64_t epochs = 0;  // exactly one of epochs and steps is > 0
+  std::int64_t steps = 0;
+  std::int64_t mini_batch = 128;
+  std::int64_t seed = 0;
+  std::int64_t threads = 0;     // 0: all cores
+  std::string device = "cpu";   // cpu | cuda (Note [Placement] in placement.h)
+  std::int64_t log_every = 50;  // steps between metrics lines
+  bool eval = true;             // test accuracy each epoch and at the end
+  bool profile_ops = false;     // ops.json: each rank's op self times (Note [Op self time])
+};
+
+struct OptimizerConfig {
+  std::string name = "sgd";  // sgd | adam
+  double lr = 0.05;
+  double momentum = 0.9;     // sgd
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
+  std::string schedule = "constant";  // constant | cosine
+  std::int64_t warmup_steps = 0;
+  double min_lr = 0.0;  // cosine floor
+};
+
+// Training on `devices` processes (one per device, see `trident launch`):
+// partitioner dp replicates the model (data parallel); graphpipe and
+// pipedream plan a graph pipeline for `cluster` (stages of at most
+// `max_replicas` replicas), and a .json path runs that plan.
+struct ParallelConfig {
+  std::int64_t devices = 1;
+  std::string partitioner = "dp";  // graphpipe | pipedream | dp | a plan .json path
+  std::int64_t micro_batch = 0;    // 0: the mini-batch
+  std::string schedule = "auto";   // auto | gpipe | 1f1b | graph-1f1b (auto: graph-1f1b for graphpipe, else 1f1b)
+  std::string recompute = "auto";  // auto | never | always (Note [Recomputation] in stage_executor.h)
+  std::string cluster = "auto";  // what the planner plans for: "auto" (this machine), a preset or a cluster file
+  std::int64_t max_replicas = 0;   // planner: most replicas per stage (0: no limit)
+  std::int64_t micro_batch_ratio = 0;  // planner: PlanRequest::micro_batch_ratio (0: its default)
+  std::string grad_sync = "allreduce";  // allreduce | ps | sfb | hybrid
+  std::int64_t staleness = 0;
+  double timeout_s = 60;          // a collective waiting longer than this fails, naming it
+  double bucket_mb = 25;  // all-reduce bucket size in MiB (= comm::kDefaultBucketBytes, asserted in trainer.cc)
+  std::map<std::string, std::string> sync;  // hybrid overrides: parameter -> allreduce | ps | sfb
+};
+
+struct CheckpointConfig {
+  std::int64_t every = 0;  // steps between checkpoints; 0 = only at the end
+  std::int64_t keep = 2;   // complete checkpoints kept (the newest)
+};
+
+struct TrainConfig {
+  std::string name;
+  zoo::ModelSpec model;
+  DataConfig data;
+  TrainLoopConfig train;
+  OptimizerConfig optimizer;
+  ParallelConfig parallel;
+  CheckpointConfig checkpoint;
+  std::string runs_dir = "runs";
+
+  // The resolved config as YAML (every field, defaults filled in).
+  std::string to_yaml() const;
+};
+
+// Reads `path`, applies `overrides` ("dotted.key=value", in order) and
+// validates. `source` names the file in messages.
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
+                         const std::string& source = "config");
+
+// Every key as a Markdown table (key, default, allowed), from the one table
+// the parser reads (Note [Config keys] in config.cc); docs/config.md holds it.
+std::string config_key_table();
+
+}  // namespace trident::runtime

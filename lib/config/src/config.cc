@@ -1,0 +1,509 @@
+#include "trident/config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "trident/base/files.h"
+#include "trident/base/text.h"
+#include "trident/cost/comm.h"
+#include "trident/config/sources.h"
+#include "trident/plan/planner.h"
+#include "config_keys.h"
+
+namespace trident::runtime {
+namespace {
+
+using namespace config_keys;
+
+// parallel.sync: parameter name -> method.
+Key sync_key() {
+  Key k{"parallel.sync", "—",
+        "per-parameter overrides of the sync method, e.g. `{fc0.weight: sfb, head.bias: ps}`; on the command line "
+        "`--set parallel.sync.fc0.weight=sfb`"};
+  k.map = true;
+  k.read = [](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    const auto& node = sec["sync"];
+    if (!node || node.IsNull()) return;
+    const auto& methods = cost::sync_method_names();
+    if (!node.IsMap()) r.fail("parallel.sync", node, "must map parameter names to " + join(methods));
+    for (const auto& kv : node) {
+      const auto method = kv.second.IsScalar() ? kv.second.Scalar() : std::string();
+      if (std::find(methods.begin(), methods.end(), method) == methods.end())
+        r.fail("parallel.sync." + kv.first.Scalar(), kv.second, "allowed: " + join(methods));
+      c.parallel.sync[kv.first.Scalar()] = method;
+    }
+  };
+  k.write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (c.parallel.sync.empty()) return;
+    e << YAML::BeginMap;
+    for (const auto& [name, method] : c.parallel.sync) e << YAML::Key << name << YAML::Value << method;
+    e << YAML::EndMap;
+  };
+  return k;
+}
+
+constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::int64_t kFashionMnistTrain = 60000, kFashionMnistTest = 10000;
+constexpr std::int64_t kSyntheticTrain = 8192, kSyntheticTest = 1024, kMostSyntheticSamples = 100000000;
+constexpr std::int64_t kMostDevices = 4096, kMostThreads = 1024, kMostStaleness = 1000;
+
+bool fashion(const TrainConfig& c) { return c.data.name == "fashion-mnist"; }
+
+// A zoo model's own dataset; for a model file, Fashion-MNIST when it reads
+// just its fields, else synthetic data.
+std::string default_dataset(const TrainConfig& c) {
+  if (c.model.file.empty()) return zoo::default_dataset(c.model.name);
+  const auto g = zoo::read_model_file(c.model.file);
+  for (const auto& op : g.ops()) {
+    if (!op.is_input()) continue;
+    const auto field = op.attrs.value("field", op.name);
+    if (!(field == "label" || (field == "image" && op.output == graph::TensorSpec{{1, 28, 28}, graph::DType::kFloat32})))
+      return "synthetic";
+  }
+  return "fashion-mnist";
+}
+
+// model.file: a user's model (docs/own-model.md). Reading it names the
+// model, so every later default (the run's name, the dataset's checks) sees
+// the graph's own name.
+Key model_file_key() {
+  auto k = text_key("model.file", [](TrainConfig& c) -> auto& { return c.model.file; }, {},
+                    "a model.json written by `tools/export` (instead of `model.name`)", {nullptr, "none"});
+  k.read = [read = k.read](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    read(r, sec, c);
+    if (c.model.file.empty()) return;
+    try {
+      c.model.name = zoo::read_model_file(c.model.file).name();
+    } catch (const std::exception& e) {
+      r.fail("model.file", sec["file"], first_line(e));
+    }
+  };
+  k.write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (!c.model.file.empty()) e << c.model.file;
+  };
+  return k;
+}
+
+std::vector<Key> model_and_data_keys() {
+  std::vector<Key> k;
+  k.push_back(text_key("model.name", [](TrainConfig& c) -> auto& { return c.model.name; }, zoo::model_names(),
+                       shown(join(zoo::model_names(), "`, `")) + ", or give `model.file`", {nullptr, "(required)"}));
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (c.model.file.empty()) e << c.model.name;  // a model file names the model itself
+  };
+  k.push_back(text_key("model.preset", [](TrainConfig& c) -> auto& { return c.model.preset; }, zoo::preset_names(),
+                       shown(join(zoo::preset_names(), "`, `"))));
+  k.push_back(model_file_key());
+  k.push_back(text_key("model.weights", [](TrainConfig& c) -> auto& { return c.model.weights; }, {},
+                       "with `model.file`: the initial weights `tools/export` wrote (a torch.save file)",
+                       {nullptr, "none: seeded from `train.seed`"}));
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (!c.model.weights.empty()) e << c.model.weights;
+  };
+  k.push_back(text_key("name", [](TrainConfig& c) -> auto& { return c.name; }, {},
+                       "letters, digits, `.`, `_`, `-`; names `runs/<name>/`",
+                       {[](const TrainConfig& c) { return c.model.file.empty() ? c.model.name + "-" + c.model.preset : c.model.name; },
+                        "`<model>-<preset>`, or a model file's name"}));
+  k.push_back(text_key("runs_dir", [](TrainConfig& c) -> auto& { return c.runs_dir; }, {}, "a directory"));
+  k.push_back(text_key("data.name", [](TrainConfig& c) -> auto& { return c.data.name; },
+                       {"fashion-mnist", "synthetic", "npy"}, "`fashion-mnist`, `synthetic`, `npy` (your arrays)",
+                       {default_dataset, "`fashion-mnist` for mlp/cnn/inception/transformer and model files that "
+                                         "read only `image` [1,28,28] and `label`, else `synthetic`"}));
+  k.push_back(text_key("data.train", [](TrainConfig& c) -> auto& { return c.data.train; }, {},
+                       "npy: a directory with FIELD.npy for every input field and label.npy", {nullptr, "—"}));
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (!c.data.train.empty()) e << c.data.train;
+  };
+  k.push_back(text_key("data.test", [](TrainConfig& c) -> auto& { return c.data.test; }, {},
+                       "npy: the same for the test split", {nullptr, "—"}));
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (!c.data.test.empty()) e << c.data.test;
+  };
+  k.push_back(text_key("data.path", [](TrainConfig& c) -> auto& { return c.data.path; }, {},
+                       "directory with the four IDX `.gz` files",
+                       {[](const TrainConfig&) { return std::string(data::kFashionMnistDir); },
+                        shown(std::string(data::kFashionMnistDir))}));
+  const auto size_key = [](const char* path, Ref<std::int64_t> ref, std::int64_t fm, std::int64_t synthetic) {
+    return int_key(path, ref, [](const TrainConfig& c) -> std::int64_t { return fashion(c) ? 0 : 1; },
+                   [fm](const TrainConfig& c) { return fashion(c) ? fm : kMostSyntheticSamples; },
+                   "fashion-mnist: 0 (all) to " + std::to_string(fm) + "; synthetic: ≥ 1, at most 4 GiB of data",
+                   {[synthetic](const TrainConfig& c) { return fashion(c) ? std::int64_t{0} : synthetic; },
+                    "all " + std::to_string(fm) + " (fashion-mnist), " + std::to_string(synthetic) + " (synthetic)"});
+  };
+  k.push_back(size_key("data.train_size", [](TrainConfig& c) -> auto& { return c.data.train_size; },
+                       kFashionMnistTrain, kSyntheticTrain));
+  k.push_back(size_key("data.test_size", [](TrainConfig& c) -> auto& { return c.data.test_size; }, kFashionMnistTest,
+                       kSyntheticTest));
+  return k;
+}
+
+std::vector<Key> train_keys() {
+  std::vector<Key> k;
+  k.push_back(int_key("train.epochs", [](TrainConfig& c) -> auto& { return c.train.epochs; }, bound(1),
+                      bound(kNoLimit), "≥ 1; not together with `steps`", {nullptr, "1 (when `steps` is not given)"},
+                      true));
+  k.push_back(int_key("train.steps", [](TrainConfig& c) -> auto& { return c.train.steps; }, bound(1), bound(kNoLimit),
+                      "≥ 1", {nullptr, "—"}, true));
+  k.push_back(int_key("train.mini_batch", [](TrainConfig& c) -> auto& { return c.train.mini_batch; }, bound(1),
+                      [](const TrainConfig& c) {
+                        if (c.data.name == "npy") return kNoLimit;  // the arrays' length, checked when loaded
+                        return fashion(c) ? (c.data.train_size ? c.data.train_size : kFashionMnistTrain)
+                                          : c.data.train_size;
+                      },
+                      "1 to the training-set size"));
+  k.push_back(int_key("train.seed", [](TrainConfig& c) -> auto& { return c.train.seed; }, bound(0), bound(kNoLimit),
+                      "≥ 0; seeds weights, data order and synthetic data"));
+  k.push_back(int_key("train.threads", [](TrainConfig& c) -> auto& { return c.train.threads; }, bound(0),
+                      bound(kMostThreads),
+                      "0 (this host's cores divided among the job's processes on it, at least 1) to 1024"));
+  k.push_back(text_key("train.device", [](TrainConfig& c) -> auto& { return c.train.device; }, {"cpu", "cuda"},
+                       "`cpu`, or `cuda` (trident's CUDA build: one GPU per process, by LOCAL_RANK)"));
+  k.push_back(int_key("train.log_every", [](TrainConfig& c) -> auto& { return c.train.log_every; }, bound(1),
+                      bound(kNoLimit), "≥ 1 steps between metrics lines"));
+  k.push_back(bool_key("train.eval", [](TrainConfig& c) -> auto& { return c.train.eval; },
+                       "evaluate on the test split each epoch and at the end"));
+  k.push_back(bool_key("train.profile_ops", [](TrainConfig& c) -> auto& { return c.train.profile_ops; },
+                       "write `ops.json`: each rank's time per op, after the first step"));
+  return k;
+}
+
+std::vector<Key> optimizer_keys() {
+  std::vector<Key> k;
+  k.push_back(text_key("optimizer.name", [](TrainConfig& c) -> auto& { return c.optimizer.name; }, {"sgd", "adam"},
+                       "`sgd`, `adam`"));
+  k.push_back(real_key("optimizer.lr", [](TrainConfig& c) -> auto& { return c.optimizer.lr; },
+                       within({0, kInf, true, false}), "> 0",
+                       {[](const TrainConfig& c) { return c.optimizer.name == "adam" ? 1e-3 : 0.05; },
+                        "0.05 (sgd), 0.001 (adam)"}));
+  k.push_back(real_key("optimizer.momentum", [](TrainConfig& c) -> auto& { return c.optimizer.momentum; },
+                       within({0, 1, false, true}), "[0, 1) (sgd)"));
+  k.push_back(real_key("optimizer.weight_decay", [](TrainConfig& c) -> auto& { return c.optimizer.weight_decay; },
+                       within({0, kInf}), "≥ 0"));
+  k.push_back(real_key("optimizer.beta1", [](TrainConfig& c) -> auto& { return c.optimizer.beta1; },
+                       within({0, 1, false, true}), "[0, 1) (adam)"));
+  k.push_back(real_key("optimizer.beta2", [](TrainConfig& c) -> auto& { return c.optimizer.beta2; },
+                       within({0, 1, false, true}), "[0, 1) (adam)"));
+  k.push_back(real_key("optimizer.eps", [](TrainConfig& c) -> auto& { return c.optimizer.eps; },
+                       within({0, kInf, true, false}), "> 0 (adam)"));
+  k.push_back(text_key("optimizer.schedule", [](TrainConfig& c) -> auto& { return c.optimizer.schedule; },
+                       {"constant", "cosine"}, "`constant`, `cosine` (to `min_lr` at the last step)"));
+  k.push_back(int_key("optimizer.warmup_steps", [](TrainConfig& c) -> auto& { return c.optimizer.warmup_steps; },
+                      bound(0), bound(kNoLimit), "≥ 0, linear warm-up"));
+  k.push_back(real_key("optimizer.min_lr", [](TrainConfig& c) -> auto& { return c.optimizer.min_lr; },
+                       [](const TrainConfig& c) { return Interval{0, c.optimizer.lr}; }, "[0, lr]"));
+  return k;
+}
+
+std::vector<Key> parallel_keys() {
+  std::vector<Key> k;
+  k.push_back(int_key("parallel.devices", [](TrainConfig& c) -> auto& { return c.parallel.devices; }, bound(1),
+                      bound(kMostDevices),
+                      "1 to 4096 processes (one per device); with `dp` must divide `train.mini_batch`; `trident "
+                      "train --nproc N` sets it"));
+  k.push_back(text_key("parallel.partitioner", [](TrainConfig& c) -> auto& { return c.parallel.partitioner; }, {},
+                       "`dp` (data parallel), `graphpipe` or `pipedream` (plan a graph pipeline now), or a plan "
+                       "`.json` path (run that plan; a relative path is looked up beside the config file first)"));
+  k.push_back(text_key("parallel.cluster", [](TrainConfig& c) -> auto& { return c.parallel.cluster; }, {},
+                       "what the planner plans and predicts for: `auto` (this machine as `trident calibrate` "
+                       "measured it), a preset (`cpu-local`, `summit-v100`, `dgx-a100`, `h200`, "
+                       "`poseidon-40gbe`, `poseidon-10gbe`) or a cluster file"));
+  k.push_back(int_key("parallel.max_replicas", [](TrainConfig& c) -> auto& { return c.parallel.max_replicas; },
+                      bound(0), bound(kMostDevices),
+                      "graphpipe / pipedream: at most this many data-parallel replicas per stage (0: no limit)"));
+  k.push_back(int_key("parallel.micro_batch", [](TrainConfig& c) -> auto& { return c.parallel.micro_batch; }, bound(0),
+                      [](const TrainConfig& c) { return c.train.mini_batch; },
+                      "divides `train.mini_batch` (0: searched by the planner)"));
+  k.push_back(int_key("parallel.micro_batch_ratio", [](TrainConfig& c) -> auto& { return c.parallel.micro_batch_ratio; },
+                      bound(0), bound(64),
+                      "graphpipe: a stage's micro-batch may be up to this many times the plan's smallest, a power of "
+                      "two (1: one size for every stage; 0: 2 when `parallel.micro_batch` is 0, else 1)"));
+  k.push_back(text_key("parallel.recompute", [](TrainConfig& c) -> auto& { return c.parallel.recompute; },
+                       plan::recompute_names(),
+                       "`auto` (the planner recomputes a stage's forward in its backward where the stage would not "
+                       "fit otherwise), `never`, `always`; a plan file sets it per stage"));
+  k.push_back(text_key("parallel.schedule", [](TrainConfig& c) -> auto& { return c.parallel.schedule; },
+                       {"auto", "gpipe", "1f1b", "graph-1f1b"},
+                       "`auto` (graph-1f1b for graphpipe, 1f1b otherwise), `gpipe`, `1f1b`, `graph-1f1b`"));
+  k.push_back(text_key("parallel.grad_sync", [](TrainConfig& c) -> auto& { return c.parallel.grad_sync; },
+                       cost::grad_sync_names(),
+                       "`allreduce`, `ps`, `sfb` (Linear weights; the rest all-reduce), `hybrid` (per parameter by the "
+                       "cost model); in a pipeline, for the replicas of each stage (a plan's own `grad_sync` entries "
+                       "win)"));
+  k.push_back(sync_key());
+  k.push_back(int_key("parallel.staleness", [](TrainConfig& c) -> auto& { return c.parallel.staleness; }, bound(0),
+                      bound(kMostStaleness),
+                      "0 (BSP) to 1000; > 0 only with `ps` or `hybrid` and `partitioner: dp`: stale-synchronous parallel, no rank "
+                      "more than s clocks ahead of the slowest (docs/distributed.md)"));
+  k.push_back(real_key("parallel.timeout_s", [](TrainConfig& c) -> auto& { return c.parallel.timeout_s; },
+                       within({1, 86400}),
+                       "1 to 86400; a collective waiting longer fails, naming the rank that stopped responding"));
+  k.push_back(real_key("parallel.bucket_mb", [](TrainConfig& c) -> auto& { return c.parallel.bucket_mb; },
+                       within({0, 4096, true, false}), "(0, 4096]; all-reduce bucket size in MiB"));
+  return k;
+}
+
+std::vector<Key> checkpoint_keys() {
+  std::vector<Key> k;
+  k.push_back(int_key("checkpoint.every", [](TrainConfig& c) -> auto& { return c.checkpoint.every; }, bound(0),
+                      bound(kNoLimit), "≥ 0 steps between checkpoints (0: only at the end and on Ctrl-C)"));
+  k.push_back(int_key("checkpoint.keep", [](TrainConfig& c) -> auto& { return c.checkpoint.keep; }, bound(1),
+                      bound(kNoLimit),
+                      "≥ 1 complete checkpoints kept (the newest; older ones are deleted once a newer one is "
+                      "complete)"));
+  return k;
+}
+
+// In dependency order: a key's default and range may use keys above it.
+
+const std::vector<Key>& keys() {
+  static const std::vector<Key> table = [] {
+    std::vector<Key> all;
+    for (auto part : {model_and_data_keys(), train_keys(), optimizer_keys(), parallel_keys(), checkpoint_keys()})
+      all.insert(all.end(), part.begin(), part.end());
+    return all;
+  }();
+  return table;
+}
+
+// Sections in the order of the table: "" (top level), "model", "data", ...
+std::vector<std::string> sections() {
+  std::vector<std::string> out = {""};
+  for (const auto& k : keys()) {
+    const auto s = section_of(k.path);
+    if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  return out;
+}
+
+// The keys allowed directly in `section` (top level: its keys and the sections).
+std::vector<std::string> allowed_in(const std::string& section) {
+  std::vector<std::string> out;
+  for (const auto& k : keys())
+    if (section_of(k.path) == section) out.push_back(section.empty() ? k.path : k.path.substr(section.size() + 1));
+  if (section.empty())
+    for (const auto& s : sections())
+      if (!s.empty()) out.push_back(s);
+  return out;
+}
+
+// --set dotted.key=value. Below a map key (parallel.sync) the rest of the
+// path is one name, dots and all: --set parallel.sync.fc0.weight=sfb.
+void apply_override(YAML::Node& root, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("--set '" + assignment + "': expected dotted.key=value, e.g. --set train.epochs=2");
+  }
+  const std::string key = assignment.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("--set " + key + ": the value is not valid YAML (" + e.msg + ")");
+  }
+  std::vector<std::string> parts;
+  for (const auto& k : keys()) {
+    if (k.map && key.rfind(k.path + ".", 0) == 0) {
+      parts = {section_of(k.path), k.path.substr(section_of(k.path).size() + 1), key.substr(k.path.size() + 1)};
+      break;
+    }
+  }
+  if (parts.empty()) {
+    std::size_t start = 0;
+    for (std::size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1)
+      parts.push_back(key.substr(start, dot - start));
+    parts.push_back(key.substr(start));
+  }
+  YAML::Node node;
+  node.reset(root);
+  std::string walked;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    walked += (walked.empty() ? "" : ".") + parts[i];
+    if (node[parts[i]] && !node[parts[i]].IsMap()) throw ConfigError("--set " + key + ": '" + walked + "' is not a section");
+    YAML::Node child = node[parts[i]];
+    node.reset(child);
+  }
+  if (value.IsNull()) {
+    node.remove(parts.back());  // --set key=null removes the key (docs/config.md)
+    return;
+  }
+  node[parts.back()] = value;
+}
+
+void check_fashion_mnist_files(const Reader& r, const std::string& dir) {
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz"}) {
+    if (!std::filesystem::exists(std::filesystem::path(dir) / f)) {
+      r.fail("data.path", YAML::Node(dir),
+             std::string("missing ") + f + " (install Debian package dataset-fashion-mnist: make deps)");
+    }
+  }
+}
+
+// data.train and data.test hold FIELD.npy for every input field of the
+// model (and label.npy); their contents are checked when loaded.
+void check_npy_files(const Reader& r, const YAML::Node& root, const TrainConfig& c, const graph::OpGraph& graph) {
+  for (const auto& [key, dir] : {std::pair{"train", c.data.train}, std::pair{"test", c.data.test}}) {
+    const auto node = root["data"][key];
+    if (dir.empty()) r.fail(std::string("data.name = npy needs data.") + key + ": a directory of FIELD.npy files");
+    if (!std::filesystem::is_directory(dir)) r.fail(std::string("data.") + key, node, "no such directory");
+    for (const auto& op : graph.ops()) {
+      if (!op.is_input()) continue;
+      const auto file = std::filesystem::path(dir) / (op.attrs.value("field", op.name) + ".npy");
+      if (!std::filesystem::exists(file))
+        r.fail(std::string("data.") + key, node,
+               "missing " + file.filename().string() + " for the model's input '" + op.name + "' (" +
+                   graph::to_string(op.output) + " per sample; numpy.save writes one)");
+    }
+  }
+}
+
+// The dataset exists, has the fields the model reads, and fits in memory.
+void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
+  const auto graph = zoo::build_graph(c.model);
+  if (fashion(c)) {
+    for (const auto& op : graph.ops()) {
+      const std::string field = op.attrs.value("field", "");
+      if (op.is_input() && field != "image" && field != "label")
+        r.fail("data.name", root["data"]["name"] ? root["data"]["name"] : YAML::Node(c.data.name),
+               "model '" + c.model.name + "' reads field '" + field + "', which fashion-mnist lacks; use synthetic");
+    }
+    check_fashion_mnist_files(r, c.data.path);
+    return;
+  }
+  if (c.data.name == "npy") return check_npy_files(r, root, c, graph);
+  constexpr std::int64_t kMaxBytes = std::int64_t{4} << 30;
+  const auto per_sample = graph.input_bytes(), samples = c.data.train_size + c.data.test_size;
+  if (per_sample > 0 && samples > kMaxBytes / per_sample)  // no product that could overflow
+    r.fail("data.train_size", YAML::Node(c.data.train_size),
+           "synthetic data for " + c.model.name + "/" + c.model.preset + " would take " +
+               std::to_string(std::llround(static_cast<double>(per_sample) * static_cast<double>(samples) / (1 << 20))) +
+               " MiB; lower data.train_size/test_size to fit " + std::to_string(kMaxBytes >> 20) + " MiB");
+}
+
+// Checks that relate several keys, after every key is read.
+void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
+  if (!std::regex_match(c.name, std::regex("[A-Za-z0-9._-]+")))
+    r.fail("name", root["name"], "must be letters, digits, '.', '_' or '-' (it names the run directory)");
+  check_data(r, root, c);
+  if (c.train.epochs && c.train.steps)
+    r.fail("train.steps", root["train"]["steps"], "give either train.epochs or train.steps, not both");
+  if (!c.train.epochs && !c.train.steps) c.train.epochs = 1;
+  const auto& p = c.parallel.partitioner;
+  const auto& names = plan::partitioner_names();
+  if (std::find(names.begin(), names.end(), p) == names.end() && (p.size() < 5 || p.substr(p.size() - 5) != ".json"))
+    r.fail("parallel.partitioner", root["parallel"]["partitioner"],
+           "allowed: " + join(names) + ", or a plan .json path");
+  if (c.parallel.micro_batch && c.train.mini_batch % c.parallel.micro_batch)
+    r.fail("parallel.micro_batch", root["parallel"]["micro_batch"],
+           "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));
+  if (const auto k = c.parallel.micro_batch_ratio; k & (k - 1))
+    r.fail("parallel.micro_batch_ratio", root["parallel"]["micro_batch_ratio"],
+           "allowed: a power of two (1: one micro-batch size for every stage; 0: the planner's default)");
+  if (c.parallel.devices > 1 && c.parallel.partitioner == "dp" && c.train.mini_batch % c.parallel.devices)
+    r.fail("parallel.devices", root["parallel"]["devices"],
+           "must divide train.mini_batch = " + std::to_string(c.train.mini_batch) +
+               " (each process takes an equal slice of every batch)");
+  else if (c.parallel.devices > 1 && c.parallel.partitioner == "dp" && c.parallel.micro_batch &&
+           c.parallel.micro_batch % c.parallel.devices)
+    r.fail("parallel.micro_batch", root["parallel"]["micro_batch"],
+           "must split evenly among parallel.devices = " + std::to_string(c.parallel.devices) +
+               " under dp (each process takes an equal slice of every micro-batch)");
+  if (c.parallel.devices > 1 && c.parallel.staleness > 0 && c.parallel.grad_sync != "ps" &&
+      c.parallel.grad_sync != "hybrid")
+    r.fail("parallel.staleness", root["parallel"]["staleness"],
+           "applies to the parameter server; use parallel.grad_sync=ps (or hybrid), or staleness 0");
+  // Note [Staleness]: members run ahead of each other only as data-parallel
+  // replicas; a pipeline's stages exchange every micro-batch in lock-step.
+  if (c.parallel.devices > 1 && c.parallel.staleness > 0 && c.parallel.partitioner != "dp" &&
+      (p.size() < 5 || p.substr(p.size() - 5) != ".json"))
+    r.fail("parallel.staleness", root["parallel"]["staleness"],
+           "applies to data-parallel replicas; use parallel.partitioner=dp (now " + p + "), or staleness 0");
+}
+
+// The sections and keys of `root` after `overrides`, every value and relation checked.
+TrainConfig read_config(YAML::Node& root, const std::vector<std::string>& overrides, const std::string& source) {
+  for (const auto& o : overrides) apply_override(root, o);
+  Reader r(source, root);
+  std::map<std::string, YAML::Node> section;
+  for (const auto& s : sections()) section[s] = r.section(s, allowed_in(s));
+  const auto& m = section["model"];
+  if (!m["name"] && !m["file"])
+    r.fail("missing key 'model.name' (" + join(zoo::model_names()) + ") or 'model.file' (your own model, see "
+           "docs/own-model.md)");
+  if (m["name"] && m["file"]) r.fail("model.file", m["file"], "give model.name or model.file, not both");
+  if (m["weights"] && !m["file"]) r.fail("model.weights", m["weights"], "needs model.file (zoo models are seeded)");
+  TrainConfig c;
+  for (const auto& k : keys()) k.read(r, section[section_of(k.path)], c);
+  check_relations(r, root, c);
+  return c;
+}
+
+}  // namespace
+
+TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                         const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(source + ": not valid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap())  // found by fuzz_config: --set then indexed a scalar
+    throw ConfigError(source + ": must be a mapping of sections (model:, data:, train:, ...), not " +
+                      (root.IsSequence() ? "a list" : "'" + root.Scalar() + "'"));
+  try {
+    return read_config(root, overrides, source);
+  } catch (const YAML::Exception& e) {  // a value of a kind no check foresaw: still one line naming the place
+    throw ConfigError(source + ": line " + std::to_string(e.mark.line + 1) + ", column " +
+                      std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+}
+
+std::string config_key_table() {
+  std::string s = "| key | default | allowed |\n|---|---|---|\n";
+  for (const auto& k : keys()) s += "| `" + k.path + "` | " + k.fallback + " | " + k.allowed + " |\n";
+  return s;
+}
+
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  auto c = parse_config(read_text_file<ConfigError>(path, "--config"), overrides, path);
+  // A relative plan path is looked up beside the config file first.
+  auto& plan = c.parallel.partitioner;
+  if (plan.size() > 5 && plan.substr(plan.size() - 5) == ".json" && std::filesystem::path(plan).is_relative()) {
+    const auto beside = std::filesystem::path(path).parent_path() / plan;
+    if (!std::filesystem::exists(plan) && std::filesystem::exists(beside)) plan = beside.string();
+  }
+  return c;
+}
+
+std::string TrainConfig::to_yaml() const {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  for (const auto& section : sections()) {
+    if (!section.empty()) e << YAML::Key << section << YAML::Value << YAML::BeginMap;
+    for (const auto& k : keys()) {
+      if (section_of(k.path) != section) continue;
+      YAML::Emitter value;
+      k.write(value, *this);
+      if (value.size() == 0) continue;  // omitted (e.g. train.steps when epochs are given)
+      e << YAML::Key << (section.empty() ? k.path : k.path.substr(section.size() + 1)) << YAML::Value;
+      k.write(e, *this);
+    }
+    if (!section.empty()) e << YAML::EndMap;
+  }
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace trident::runtime

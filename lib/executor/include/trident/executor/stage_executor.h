@@ -1,0 +1,239 @@
+// StageExecutor: one rank's part of a graph pipeline (GraphPipe's runtime,
+// docs/algorithms.md §2). From a validated plan each rank finds its stage and
+// replica, builds the executor of that stage's ops, and per iteration runs
+// the stage's schedule actions — whatever they are (gpipe, 1f1b, graph-1f1b
+// or hand-written: there is no schedule-specific code):
+//
+//   F m  wait for the inputs of micro-batch m from every predecessor stage,
+//        forward, send the outputs to every successor stage;
+//   B m  wait for the output gradients from every successor (summed at a
+//        fan-out), backward, send the input gradients to every predecessor.
+//
+// Gradients accumulate in the parameters over the micro-batches; the caller
+// syncs them among the stage's replicas and steps the optimizer.
+//
+// Note [Rows and pieces] (docs/design.md, contract "A stage's replicas split each micro-batch"): micro-batch m is rows
+// [m·b, (m+1)·b) of the global batch; replica j of a stage with d devices
+// holds rows shard_range(b, j, d) of it. An edge between stages of
+// different d is split into pieces: one p2p message per (producer replica,
+// consumer replica) whose row ranges overlap, carrying exactly the overlap.
+// Consumers concatenate pieces in row order; gradients travel back the same
+// pieces.
+//
+// Note [Micro-batch ratios in pieces] (Note [Micro-batch ratios] in
+// schedule/schedule.h): stages may have different micro-batch sizes, one
+// dividing the other along each edge. Rows are matched in the global batch:
+// over a period of the larger size, each micro-batch of this stage (its
+// phase in the period) meets the other stage's micro-batches there, and
+// each overlap of two replicas' rows is a piece. So a stage of micro-batch
+// 2b concatenates the pieces of two micro-batches of a predecessor of b, and
+// sends its gradients back split in two. A message is numbered by the finer
+// side's micro-batch, which lies in exactly one of the coarser side's.
+//
+// Note [Tags] (docs/design.md, contract "Deterministic communication"): the tensors crossing edges are
+// numbered k in plan order (edges, then each edge's tensors); a message
+// carries tag (k·M + m)·2 + direction (0 forward, 1 backward), m its
+// micro-batch of the finer side and M the most micro-batches any stage has.
+// Between two ranks there is at most one piece per (k, m, direction), so
+// tags never collide. Sends are asynchronous and waited for only at the end of the
+// iteration. Receives are posted ahead, in the order the stage's actions
+// consume them, at most `window` micro-batches per direction, where window
+// is the stage's in-flight count (the most forwards its schedule runs
+// before their backwards): communication overlaps compute while receive
+// buffers stay bounded by the plan's in-flight memory, not by the number
+// of micro-batches.
+//
+// Note [Pipelined evaluation]: evaluate() runs the test rows forward only
+// through the same stages, pieces and tags, in chunks of the plan's
+// mini-batch split into its micro-batches (a last, shorter chunk as one
+// micro-batch); each replica forwards its slice. The loss stage's sums over
+// all ranks equal one process's, and no rank ever holds another stage's
+// parameters.
+//
+// Note [Recomputation] (activation checkpointing): a stage the plan marks
+// `recompute` runs each training forward without recording autograd and
+// keeps, per in-flight micro-batch, only the tensors it received and the
+// dataset fields it read; right before that micro-batch's backward it runs
+// the forward again, recording, and backpropagates through it. Random ops
+// replay their draws (Note [Random ops] in nn/random.h), so the gradients
+// equal those of the same plan without recomputation bit for bit. Memory:
+// in-flight × inputs plus one micro-batch's activations instead of
+// in-flight × activations; time: one more forward per micro-batch.
+//
+// Edge contracts (contract "Edge contracts"): every piece is checked against its edge's
+// declared shape and dtype before it is sent; a mismatch throws
+// PipelineError at the sender naming the edge, both stages and the
+// micro-batch. A receive that waits longer than the group's timeout throws
+// comm::CommError naming the peer rank, its stage, this stage, the
+// micro-batch and the action that was waiting.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trident/base/error.h"
+#include "trident/comm/grad_sync.h"
+#include "trident/comm/group.h"
+#include "trident/nn/executor.h"
+#include "trident/plan/plan.h"
+#include "trident/executor/placement.h"
+#include "trident/executor/trace.h"
+#include "trident/schedule/stage_graph.h"
+
+namespace trident::runtime {
+
+// A stage produced something its edge does not declare, or a plan cannot be
+// run by these processes; the message names the edge, stages and micro-batch.
+using PipelineError = ComponentError<struct PipelineErrorTag, ErrorKind::kFailure>;
+
+// Rows [begin, end) of the global batch, with the dataset fields a stage reads.
+using FieldSource = std::function<nn::Batch(std::int64_t begin, std::int64_t end, const std::set<std::string>& fields)>;
+
+// Note [Emulation] (`trident train --emulate CLUSTER`): the processes,
+// schedule actions, pieces, tags, timeouts and replica synchronisation are
+// the real ones; only durations are modelled, from the same stage graph the
+// simulator runs (Planner::stage_graph for the emulated cluster). A forward
+// or backward is a wait of the stage's modelled time per micro-batch.
+// Messages shrink to float64 [rows, 1] whose first element is the system-
+// clock µs at which the modelled transfer completes: the sender takes the
+// edge's channel (one per stage pair and direction, as in the simulator)
+// from max(now, channel free) for the edge's modelled time, and the receiver
+// waits until then. After the last backward the stage's modelled gradient-
+// sync tasks run one after another, each from its ready point in that
+// backward; the replicas wait until the last ends, then meet in a
+// one-element all-reduce. No model weights exist, so paper-size models run
+// on a laptop. `dilation` stretches every modelled duration (time dilation):
+// with many processes on few cores, each message costs this machine a
+// fraction of a millisecond of scheduling that a real cluster would not
+// pay; dilating makes that small against the modelled times, and the
+// measured iteration is divided by it again.
+struct Emulation {
+  schedule::StageGraph costs;
+  double dilation = 1;
+};
+
+struct StageResult {
+  double loss_sum = 0;  // sum of per-sample losses over this rank's rows (loss stage only)
+  double correct = 0;   // rows whose logits' argmax is the label (loss stage only)
+};
+
+class StageExecutor {
+ public:
+  // `plan` must have passed plan::validate_plan against module.graph();
+  // `world` holds every device of the plan (its rank is the device id).
+  // Throws PipelineError when the world size differs from plan.devices.
+  // A rank that the plan gives no stage is idle: run() returns at once.
+  // `placement` says where the module lives and where messages travel
+  // (Note [Placement]); the fields a stage is given must be on its device.
+  StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world, Placement placement = {});
+  // Emulated (Note [Emulation]): no modules; params() is empty.
+  StageExecutor(const graph::OpGraph& graph, const plan::Plan& plan, comm::Group world, Emulation emulation);
+  ~StageExecutor();
+
+  int stage() const { return stage_; }  // -1 when idle
+  int replica() const { return replica_; }
+  int replicas() const;
+  bool has_loss() const { return has_loss_; }
+  // This stage's parameters by name, and the dataset fields it reads.
+  const comm::NamedParams& params() const { return params_; }
+  const std::set<std::string>& fields() const { return fields_; }
+  nn::GraphExecutor& executor() { return *executor_; }
+  const graph::OpGraph& graph() const { return graph_; }
+  const plan::Plan& plan() const { return plan_; }
+
+  // One iteration: every action of this stage's schedule. Losses are scaled
+  // by 1/divisor (the global batch; Note [Loss scale] in nn/executor.h).
+  // `before_last_backward` runs right before the stage's last backward (arm
+  // the replicas' gradient sync there, so WFBP hooks see only that one).
+  // Appends trace events (forward, backward, waits) to `trace` when given.
+  StageResult run(const FieldSource& fields, double divisor, const std::function<void()>& before_last_backward,
+                  TraceLog* trace = nullptr);
+  // The key of the next run()'s random operators (Note [Random ops] in
+  // nn/random.h): the run's seed and the optimizer step.
+  void set_random_key(std::uint64_t seed, std::int64_t step) { random_seed_ = seed, random_step_ = step; }
+
+  // Forward only over rows [0, rows) of `fields` (Note [Pipelined
+  // evaluation]): the loss stage's sums of loss and correct rows over its
+  // slice; zeros elsewhere. Every rank of the plan calls it with the same rows.
+  StageResult evaluate(const FieldSource& fields, std::int64_t rows);
+
+  struct Piece;
+  struct Crossing;
+  struct Layout;
+  struct Exchange;
+
+ private:
+  // Note [Action backends] (stage_executor.cc): pass() interprets actions;
+  // a backend computes them — on tensors, or on the emulated clock.
+  struct Pass;
+  class Backend;
+  class TensorBackend;
+  class ClockBackend;
+
+  void build();  // rank -> stage, crossings, actions; the executor when not emulated
+  // One group per direction, each pair of ranks met once (Note [Pipeline
+  // transfers on GPUs] in placement.h); nothing when the world carries both.
+  void open_links();
+  // The group that carries direction d (0 activations, 1 gradients).
+  const comm::Group& link(int d) const { return links_.empty() ? world_ : links_[static_cast<std::size_t>(d)]; }
+  // Where this rank's rows and pieces lie under the plan's micro-batch
+  // sizes (uniform 0), or with `uniform` rows in every stage's micro-batch.
+  const Layout& layout(std::int64_t uniform);
+  // One pass of `actions` over the micro-batches of `layout`; an error
+  // escaping an action gets this rank's context and the action's.
+  StageResult pass(const Layout& layout, const std::vector<std::pair<bool, int>>& actions, Pass& p);
+  // p2p (Note [Tags]): post the receives of the next micro-batch of direction
+  // d, wait for one piece, gather this rank's rows of crossing k, send.
+  void post_next(Exchange& x, int d);
+  torch::Tensor take(Exchange& x, int d, std::size_t piece, int m);
+  torch::Tensor gather(Exchange& x, int d, int k, int m);
+  void send(Exchange& x, const Piece& piece, const torch::Tensor& value, int m, int d);
+  void post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d);
+  // Throws CommError "<what> rank P (stage S) (<who stopped responding,
+  // from heartbeats>): <cause>" with this rank's context; `what` ends with
+  // "from" or "to".
+  [[noreturn]] void fail(const std::string& what, int peer, const std::exception& e) const;
+  ErrorContext context() const;  // this rank, its stage and replica
+
+  const graph::OpGraph& graph_;
+  nn::GraphModule* module_ = nullptr;  // null when emulated
+  plan::Plan plan_;
+  comm::Group world_;
+  std::vector<comm::Group> links_;  // [activations, gradients]; empty: world_ carries both
+  Placement placement_;
+  int stage_ = -1, replica_ = 0, micro_batches_ = 0;  // micro_batches_: this stage's
+  std::uint64_t random_seed_ = 0;
+  std::int64_t random_step_ = 0;
+  bool has_loss_ = false;
+  bool recompute_ = false;  // Note [Recomputation]
+  graph::OpId logits_ = -1, labels_ = -1;
+  bool classifies_ = true;  // cross_entropy: accuracy is counted; mse: it is not
+  std::unique_ptr<nn::GraphExecutor> executor_;
+  comm::NamedParams params_;
+  std::set<std::string> fields_;
+  std::vector<int> stage_of_device_;
+  std::vector<Crossing> crossings_;  // indexed by k (Note [Tags])
+  std::map<std::int64_t, std::unique_ptr<Layout>> layouts_;  // by micro-batch rows
+  std::vector<std::pair<bool, int>> actions_;  // (backward?, micro-batch)
+  std::unique_ptr<Backend> backend_;  // null when idle
+};
+
+// The gradient sync among the replicas of this rank's stage, over a new
+// subgroup of them (every replica calls it): each parameter by its plan
+// method (plan.grad_sync; missing = allreduce), WFBP buckets of
+// `bucket_bytes`, PS staleness `staleness`. Attaches its observer to the
+// stage's executor (SFB). Null when the stage has one replica or the rank
+// is idle. Parameters in `leave` (tied ones, Note [Tied parameters]) are not
+// synced here.
+std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
+                                                std::int64_t bucket_bytes, int staleness,
+                                                const std::set<std::string>& leave = {});
+
+}  // namespace trident::runtime

@@ -1,0 +1,371 @@
+#include "trident/executor/stage_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <numeric>
+#include <thread>
+#include <tuple>
+
+#include "stage_parts.h"
+#include "trident/base/text.h"
+#include "trident/data/sampler.h"
+#include "trident/schedule/schedule.h"
+
+namespace trident::runtime {
+
+int StageExecutor::replicas() const {
+  return stage_ < 0 ? 0 : static_cast<int>(plan_.stages[stage_].devices.size());
+}
+
+StageExecutor::~StageExecutor() = default;
+
+StageExecutor::StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world, Placement placement)
+    : graph_(module.graph()), module_(&module), plan_(plan), world_(std::move(world)), placement_(std::move(placement)) {
+  build();
+  open_links();
+  backend_ = std::make_unique<TensorBackend>(*this);
+}
+
+StageExecutor::StageExecutor(const graph::OpGraph& graph, const plan::Plan& plan, comm::Group world,
+                             Emulation emulation)
+    : graph_(graph), plan_(plan), world_(std::move(world)) {
+  build();
+  if (stage_ >= 0) backend_ = std::make_unique<ClockBackend>(*this, std::move(emulation));
+}
+
+ErrorContext StageExecutor::context() const {
+  ErrorContext c;
+  c.rank = world_.rank();
+  if (stage_ >= 0) c.stage = stage_, c.replica = replica_;
+  return c;
+}
+
+void StageExecutor::build() {
+  const auto& g = graph_;
+  if (world_.size() != plan_.devices)
+    throw PipelineError("the plan is for " + std::to_string(plan_.devices) + " devices but " +
+                        std::to_string(world_.size()) + " processes were started",
+                        ErrorKind::kBadInput);
+  stage_of_device_ = plan::stage_of_devices(plan_);
+  stage_ = stage_of_device_.at(world_.rank());
+  if (stage_ >= 0) {
+    const auto& devices = plan_.stages[stage_].devices;
+    replica_ = static_cast<int>(std::find(devices.begin(), devices.end(), world_.rank()) - devices.begin());
+  }
+  for (const auto& e : plan_.edges) {
+    for (const auto& t : e.tensors) {
+      Crossing c;
+      c.op = g.id_of(t.op);
+      c.from = e.from, c.to = e.to;
+      c.declared = {t.shape, graph::dtype_from_string(t.dtype)};
+      c.differentiable = !g.op(c.op).is_input() && c.declared.dtype != graph::DType::kInt64;
+      c.name = "'" + t.op + "' (stage " + std::to_string(e.from) + " -> stage " + std::to_string(e.to) + ")";
+      crossings_.push_back(c);
+    }
+  }
+  if (stage_ < 0) return;
+
+  const auto& st = plan_.stages[stage_];
+  micro_batches_ = plan_.micro_batches(stage_);
+  recompute_ = st.recompute;
+  std::set<graph::OpId> ops;
+  for (const auto& name : st.ops) ops.insert(g.id_of(name));
+  auto sg = graph::make_subgraph(g, ops);
+  has_loss_ = sg.has_loss;
+  if (has_loss_) {
+    // The loss stage also reports accuracy: it needs the logits and labels,
+    // as stage inputs or as extra outputs of its own ops.
+    const auto& loss = g.op(g.loss());
+    classifies_ = loss.kind == "cross_entropy";
+    logits_ = loss.inputs.at(0).producer;
+    labels_ = loss.inputs.at(1).producer;
+    for (auto id : {logits_, labels_})
+      if (ops.count(id) && std::find(sg.outputs.begin(), sg.outputs.end(), id) == sg.outputs.end())
+        sg.outputs.push_back(id);
+  }
+  for (auto s : sg.sources) fields_.insert(g.op(s).attrs.value("field", g.op(s).name));
+  if (module_) {
+    params_ = module_->parameters_of(sg.ops);
+    executor_ = std::make_unique<nn::GraphExecutor>(*module_, sg);
+  }
+  for (const auto& a : schedule::parse_actions(st.actions))
+    actions_.emplace_back(a.kind == schedule::Action::Kind::kBackward, a.micro_batch);
+  layout(0);
+}
+
+void StageExecutor::open_links() {
+  if (!placement_.link_per_direction() || crossings_.empty()) return;  // the same on every rank
+  std::vector<int> everyone(static_cast<std::size_t>(world_.size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const int me = world_.rank();
+  for (int d = 0; d < 2; ++d) {
+    links_.push_back(world_.subgroup(everyone, d ? "gradients" : "activations"));
+    std::set<std::tuple<int, int, int, int>> pairs;  // (lower rank, higher rank, sender, receiver)
+    for (const auto& c : crossings_) {
+      if (d == 1 && !c.differentiable) continue;
+      for (int a : plan_.stages[c.from].devices)
+        for (int b : plan_.stages[c.to].devices) {
+          const int sender = d ? b : a, receiver = d ? a : b;
+          pairs.insert({std::min(a, b), std::max(a, b), sender, receiver});
+        }
+    }
+    for (const auto& [lower, higher, sender, receiver] : pairs) {
+      if (me != sender && me != receiver) continue;
+      std::vector<at::Tensor> one{torch::zeros({1}, torch::TensorOptions().device(placement_.device()))};
+      const int peer = me == sender ? receiver : sender;
+      try {
+        auto& pg = links_.back().pg();
+        (me == sender ? pg.send(one, receiver, 0) : pg.recv(one, sender, 0))->wait(world_.timeout());
+      } catch (const std::exception& e) {
+        fail(std::string("could not open the link for ") + (d ? "gradients" : "activations") +
+                 (me == sender ? " to" : " from"),
+             peer, e);
+      }
+    }
+  }
+}
+
+const StageExecutor::Layout& StageExecutor::layout(std::int64_t uniform) {
+  auto& slot = layouts_[uniform];
+  if (slot) return *slot;
+  slot = std::make_unique<Layout>();
+  auto& l = *slot;
+  auto size_of = [&](int s) -> std::int64_t { return uniform ? uniform : plan_.stages[s].micro_batch; };
+  auto rows_of = [&](int s, int j) {
+    return data::shard_range(size_of(s), j, static_cast<std::int64_t>(plan_.stages[s].devices.size()));
+  };
+  l.micro_batch = size_of(stage_);
+  std::tie(l.row_begin, l.row_end) = rows_of(stage_, replica_);
+  l.tag_micro_batches = 1;
+  if (!uniform)
+    for (int s = 0; s < static_cast<int>(plan_.stages.size()); ++s)
+      l.tag_micro_batches = std::max(l.tag_micro_batches, plan_.micro_batches(s));
+  // Note [Micro-batch ratios in pieces]: over a period of the larger size.
+  for (int k = 0; k < static_cast<int>(crossings_.size()); ++k) {
+    const auto& c = crossings_[k];
+    auto overlaps = [&](int other, bool receiving) {
+      const std::int64_t mine = l.micro_batch, theirs = size_of(other), period = std::max(mine, theirs);
+      const auto& devs = plan_.stages[other].devices;
+      for (std::int64_t phase = 0; phase < period / mine; ++phase)
+        for (std::int64_t at = 0; at < period / theirs; ++at)
+          for (int j = 0; j < static_cast<int>(devs.size()); ++j) {
+            const auto [lo, hi] = rows_of(other, j);
+            const auto a = std::max(at * theirs + lo, phase * mine + l.row_begin);
+            const auto b = std::min(at * theirs + hi, phase * mine + l.row_end);
+            if (a >= b) continue;
+            Piece piece{k, devs[j], a - phase * mine, b - phase * mine, static_cast<int>(phase),
+                        static_cast<int>(period / mine)};
+            if (mine > theirs) piece.per = static_cast<int>(period / theirs), piece.sub = static_cast<int>(at);
+            (receiving ? l.in : l.out).push_back(piece);
+          }
+    };
+    if (c.to == stage_) overlaps(c.from, true);
+    if (c.from == stage_) overlaps(c.to, false);
+  }
+  for (const auto& p : l.in) l.input_ks.insert(p.k), l.input_k_of[crossings_[p.k].op] = p.k;
+  for (const auto& p : l.out) l.output_ks.insert(p.k);
+  return l;
+}
+
+namespace {
+
+// The most micro-batches between their forward and backward at any point of
+// `actions`: the stage's in-flight count (at least 1).
+int in_flight(const std::vector<std::pair<bool, int>>& actions) {
+  int live = 0, most = 1;
+  for (const auto& [backward, m] : actions) most = std::max(most, live += backward ? -1 : 1);
+  return most;
+}
+
+}  // namespace
+
+StageResult StageExecutor::run(const FieldSource& source, double divisor,
+                               const std::function<void()>& before_last_backward, TraceLog* trace) {
+  if (stage_ < 0) return {};
+  Pass p;
+  p.source = &source, p.divisor = divisor, p.before_last_backward = before_last_backward, p.trace = trace;
+  return pass(*layouts_.at(0), actions_, p);
+}
+
+StageResult StageExecutor::evaluate(const FieldSource& source, std::int64_t rows) {
+  StageResult total;
+  if (stage_ < 0 || !module_) return total;
+  torch::NoGradGuard no_grad;
+  const std::int64_t chunk = plan_.mini_batch;
+  std::vector<std::pair<bool, int>> forwards;
+  for (int m = 0; m < micro_batches_; ++m) forwards.emplace_back(false, m);
+  for (std::int64_t begin = 0; begin < rows; begin += chunk) {
+    const bool full = begin + chunk <= rows;
+    Pass p;
+    p.source = &source, p.first_row = begin;
+    const auto r = pass(layout(full ? 0 : rows - begin),
+                        full ? forwards : std::vector<std::pair<bool, int>>{{false, 0}}, p);
+    total.loss_sum += r.loss_sum;
+    total.correct += r.correct;
+  }
+  return total;
+}
+
+StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<bool, int>>& actions, Pass& p) {
+  Exchange x;
+  x.layout = &l;
+  int last_backward = -1;
+  for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+    const auto [backward, m] = actions[i];
+    x.dir[backward ? 1 : 0].order.push_back(m);
+    if (backward) last_backward = i;
+  }
+  // Activations arrive on the in-pieces, gradients (of differentiable tensors only) on the out-pieces.
+  x.dir[0].pieces = &l.in, x.dir[1].pieces = &l.out;
+  const int window = in_flight(actions);
+  for (int d = 0; d < 2; ++d) {
+    x.dir[d].posted.resize(x.dir[d].pieces->size());
+    for (int w = 0; w < window; ++w) post_next(x, d);
+  }
+  for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+    const auto [backward, m] = actions[i];
+    const std::string action = std::string(backward ? "B" : "F") + std::to_string(m);
+    try {
+      if (backward)
+        backend_->backward(x, p, m, i == last_backward, action);
+      else
+        backend_->forward(x, p, m, action);
+    } catch (Error& e) {
+      ErrorContext where = context();
+      where.micro_batch = m, where.action = action;
+      throw e.add_context(where);
+    } catch (const c10::Error& e) {
+      // An allocation LibTorch could not make: one line with where, and the plan's figure for this stage.
+      if (std::string(e.what()).find("allocate") == std::string::npos) throw;
+      ErrorContext where = context();
+      where.micro_batch = m, where.action = action;
+      const auto& st = plan_.stages[stage_];
+      throw PipelineError("out of memory while running " + action + " (the plan predicts " +
+                              human_bytes(st.memory_bytes) + " per device for this stage" +
+                              (st.recompute ? ", recomputing" : "") +
+                              "; more processes, a smaller micro-batch or parallel.recompute may fit): " +
+                              first_line(e),
+                          ErrorKind::kFailure, where);
+    }
+    post_next(x, backward ? 1 : 0);
+  }
+  for (auto& sent : x.sends) {
+    try {
+      sent.work->wait(world_.timeout());
+    } catch (const std::exception& e) {
+      fail("a send of the last iteration did not complete, to", sent.peer, e);
+    }
+  }
+  backend_->finish(p);
+  return p.result;
+}
+
+void StageExecutor::post_next(Exchange& x, int d) {
+  auto& dir = x.dir[d];
+  if (dir.next >= dir.order.size()) return;
+  const int m = dir.order[dir.next++];
+  const auto& pieces = *dir.pieces;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto& c = crossings_[pieces[i].k];
+    if ((d == 1 && !c.differentiable) || !pieces[i].in(m)) continue;
+    const auto rows = pieces[i].hi - pieces[i].lo;
+    auto buffer = backend_->buffer(c, rows);
+    std::vector<at::Tensor> v{buffer};
+    c10::intrusive_ptr<c10d::Work> work;
+    const auto t = tag(pieces[i].k, pieces[i].message(m), x.layout->tag_micro_batches, d);
+    try {
+      work = link(d).pg().recv(v, pieces[i].peer, static_cast<int>(t));
+    } catch (const std::exception& e) {
+      fail("could not post the receive of " + std::string(d ? "gradients of " : "activations of ") + c.name +
+               " for micro-batch " + std::to_string(m) + " from",
+           pieces[i].peer, e);
+    }
+    dir.posted[i][m] = Posted{buffer, std::move(work), pieces[i].peer};
+  }
+}
+
+torch::Tensor StageExecutor::take(Exchange& x, int d, std::size_t i, int m) {
+  auto& dir = x.dir[d];
+  auto it = dir.posted[i].find(m);
+  const auto& piece = (*dir.pieces)[i];
+  const auto& c = crossings_[piece.k];
+  const std::string what = (d ? "gradients of " : "activations of ") + c.name;
+  if (it == dir.posted[i].end())
+    throw PipelineError("needs " + what + " that were never posted (schedule out of order)", ErrorKind::kFailure);
+  try {
+    it->second.work->wait(world_.timeout());
+  } catch (const std::exception& e) {
+    fail("waited for " + what + " from", piece.peer, e);
+  }
+  auto buffer = std::move(it->second.buffer);
+  dir.posted[i].erase(it);
+  return buffer;
+}
+
+// This rank's rows of crossing k for micro-batch m, from its pieces in row order.
+torch::Tensor StageExecutor::gather(Exchange& x, int d, int k, int m) {
+  const auto& pieces = *x.dir[d].pieces;
+  std::vector<std::pair<std::int64_t, torch::Tensor>> parts;
+  for (std::size_t i = 0; i < pieces.size(); ++i)
+    if (pieces[i].k == k && pieces[i].in(m)) parts.emplace_back(pieces[i].lo, take(x, d, i, m));
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<torch::Tensor> ts;
+  for (auto& [lo, t] : parts) ts.push_back(t);
+  return ts.size() == 1 ? ts[0] : torch::cat(ts);
+}
+
+void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& value, int m, int d) {
+  const auto& c = crossings_[piece.k];
+  auto slice = value.narrow(0, piece.lo - x.layout->row_begin, piece.hi - piece.lo).detach().contiguous();
+  if (!nn::matches(slice, c.declared) || slice.size(0) != piece.hi - piece.lo)
+    throw PipelineError("edge " + c.name + " declares [" +
+                        std::to_string(piece.hi - piece.lo) + (c.declared.shape.empty() ? "" : ",") +
+                        graph::to_string(c.declared).substr(1) + " but the stage produced " + nn::describe(slice) +
+                        (d ? " as its gradient" : ""));
+  post_send(x, piece, slice, m, d);
+}
+
+void StageExecutor::post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d) {
+  std::vector<at::Tensor> v{message};
+  try {
+    const auto t = tag(piece.k, piece.message(m), x.layout->tag_micro_batches, d);
+    x.sends.push_back({message, link(d).pg().send(v, piece.peer, static_cast<int>(t)), piece.peer});
+  } catch (const std::exception& e) {
+    fail("could not send " + std::string(d ? "gradients of " : "activations of ") + crossings_[piece.k].name +
+             " for micro-batch " + std::to_string(m) + " to",
+         piece.peer, e);
+  }
+}
+
+void StageExecutor::fail(const std::string& what, int peer, const std::exception& e) const {
+  const auto lost = world_.diagnose();
+  throw comm::CommError(what + " rank " + std::to_string(peer) + " (stage " + std::to_string(stage_of_device_[peer]) +
+                            ")" + (lost.empty() ? "" : " (" + lost + ")") + ": " + first_line(e),
+                        ErrorKind::kFailure, context());
+}
+
+std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
+                                                std::int64_t bucket_bytes, int staleness,
+                                                const std::set<std::string>& leave) {
+  if (stage.replicas() < 2) return nullptr;
+  comm::NamedParams params;
+  for (const auto& p : stage.params())
+    if (!leave.count(p.first)) params.push_back(p);
+  if (params.empty()) return nullptr;
+  auto devices = plan.stages.at(stage.stage()).devices;
+  std::sort(devices.begin(), devices.end());
+  auto group = world.subgroup(devices, "stage" + std::to_string(stage.stage()));
+  std::map<std::string, std::string> methods;
+  for (const auto& [name, p] : params) {
+    auto it = plan.grad_sync.find(name);
+    methods[name] = it == plan.grad_sync.end() ? "allreduce" : it->second;
+  }
+  plan::check_sfb_order(plan, stage.graph());  // checked before start too; a plan made here is checked again
+  auto sync = comm::make_hybrid_sync(group, params, stage.graph(), methods, bucket_bytes, staleness);
+  stage.executor().set_observer(sync->observer());
+  stage.executor().set_gate(sync->gate());
+  return sync;
+}
+
+}  // namespace trident::runtime

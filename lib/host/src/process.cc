@@ -1,0 +1,46 @@
+#include "trident/host/process.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <torch/torch.h>
+
+#include "trident/host/blas.h"
+
+namespace trident::runtime {
+
+ThreadChoice choose_threads(int requested, int cores, int local_processes) {
+  if (requested > 0) return {requested, "train.threads"};
+  const int processes = std::max(1, local_processes);
+  const int threads = cores_per_process(cores, processes);
+  return {threads, std::to_string(cores) + (cores == 1 ? " core / " : " cores / ") + std::to_string(processes) +
+                       (processes == 1 ? " process" : " processes") + " on this host"};
+}
+
+void reexecute(char** argv) { ::execv("/proc/self/exe", argv); }
+
+void prepare_process(char** argv) {
+  bool changed = choose_blas_kernel(argv);
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    changed = true;
+  }
+  if (changed) reexecute(argv);
+}
+
+// See Note [CPU process settings].
+void configure_process(int threads) {
+  torch::set_num_threads(threads);
+  using SetThreads = void (*)(int);
+  if (auto fn = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(threads);
+  constexpr int kMmapThreshold = 32 << 20;  // glibc's maximum on 64-bit
+  constexpr int kTrimThreshold = 256 << 20;
+  ::mallopt(M_MMAP_THRESHOLD, kMmapThreshold);
+  ::mallopt(M_TRIM_THRESHOLD, kTrimThreshold);
+}
+
+}  // namespace trident::runtime

@@ -1,0 +1,40 @@
+#include "trident/measure/profiler.h"
+#include "trident/host/process.h"
+
+#include <gtest/gtest.h>
+
+namespace trident::runtime {
+namespace {
+
+TEST(Profiler, MeasuresEveryOpAndFeedsTheProfiledCostModel) {
+  const zoo::ModelSpec spec{"mlp", "tiny"};
+  auto p = profile_model(spec, {{1, 16}, 2, 1});
+  const auto g = zoo::build_graph(spec);
+  for (const auto& op : g.ops()) {
+    if (op.is_input()) continue;
+    ASSERT_TRUE(p.ops.count(op.name)) << op.name;
+    EXPECT_EQ(p.ops.at(op.name).forward_s.size(), 2u);
+    EXPECT_GT(p.ops.at(op.name).forward_s[0], 0) << op.name;
+  }
+  // A Linear layer does more work on 16 rows than on 1.
+  EXPECT_GT(p.ops.at("fc0").forward_s[1] + p.ops.at("fc0").backward_s[1], p.ops.at("fc0").forward_s[0]);
+  auto back = cost::Profile::from_json(p.to_json(), "mem");
+  auto model = cost::profiled_cost_model(back, g, "mem");
+  EXPECT_GT(model.forward_s(g.op(g.id_of("fc0")), 8), 0);
+  EXPECT_THROW(profile_model(spec, {{4, 2}, 1, 1}), InputError);
+  EXPECT_THROW(profile_model(spec, {{1}, 0, 1}), InputError);
+}
+
+// Note [Thread defaults]: the cores are divided among this host's processes.
+TEST(Process, DividesTheCoresAmongTheProcessesOnThisHost) {
+  EXPECT_EQ(choose_threads(0, 2, 1).threads, 2);
+  EXPECT_EQ(choose_threads(0, 2, 2).threads, 1);
+  EXPECT_EQ(choose_threads(0, 2, 5).threads, 1);  // never 0
+  EXPECT_EQ(choose_threads(0, 16, 3).threads, 5);
+  EXPECT_EQ(choose_threads(0, 16, 3).reason, "16 cores / 3 processes on this host");
+  EXPECT_EQ(choose_threads(3, 16, 4).threads, 3);  // asked for: kept
+  EXPECT_GE(usable_cores(), 1);
+}
+
+}  // namespace
+}  // namespace trident::runtime

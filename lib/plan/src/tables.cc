@@ -1,0 +1,159 @@
+#include "trident/plan/tables.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trident/base/text.h"
+#include "trident/cost/comm.h"
+
+namespace trident::plan {
+namespace {
+
+std::string fmt(const char* f, double v) { return format_number(f, v); }
+
+std::string shorten(const std::string& s, std::size_t width) {
+  return s.size() <= width ? s : s.substr(0, width - 2) + "..";
+}
+
+std::string device_list(const std::vector<int>& d) {
+  bool contiguous = true;
+  for (std::size_t i = 1; i < d.size(); ++i) contiguous &= d[i] == d[i - 1] + 1;
+  if (d.size() > 1 && contiguous) return std::to_string(d.front()) + "-" + std::to_string(d.back());
+  std::string s;
+  for (int x : d) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+// A plan as lines of the same width: title, totals, a header, one row per stage.
+std::vector<std::string> plan_lines(const Plan& plan, const std::string& title) {
+  std::vector<std::string> lines{title, "partitioner " + plan.partitioner + ", " + std::to_string(plan.devices) +
+                                            " devices, mini-batch " + std::to_string(plan.mini_batch) + " = " +
+                                            micro_batch_summary(plan)};
+  char line[256];
+  std::snprintf(line, sizeof line, "%-5s %-30s %-8s %5s", "stage", "ops", "devices", "micro");
+  lines.emplace_back(line);
+  for (const auto& st : plan.stages) {
+    std::string ops = std::to_string(st.ops.size()) + ": " + st.ops.front();
+    if (st.ops.size() > 1) ops += " .. " + st.ops.back();
+    std::snprintf(line, sizeof line, "%-5d %-30s %-8s %5d", st.id, shorten(ops, 30).c_str(),
+                  device_list(st.devices).c_str(), st.micro_batch);
+    lines.emplace_back(line);
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string side_by_side(const Plan& before, const std::string& before_title, const Plan& after,
+                         const std::string& after_title) {
+  const auto left = plan_lines(before, before_title), right = plan_lines(after, after_title);
+  std::size_t width = 0;
+  for (const auto& l : left) width = std::max(width, l.size());
+  std::ostringstream s;
+  for (std::size_t i = 0; i < std::max(left.size(), right.size()); ++i) {
+    const std::string l = i < left.size() ? left[i] : "";
+    const std::string r = i < right.size() ? right[i] : "";
+    s << l << std::string(width - l.size(), ' ') << " |" << (r.empty() ? "" : " " + r) << "\n";
+  }
+  return s.str();
+}
+
+std::string stage_table(const Planner& planner, const Plan& plan) {
+  std::ostringstream s;
+  const auto& p = plan.predicted;
+  s << "plan: " << plan.model << "/" << plan.preset << " on " << plan.devices << " x " << planner.cluster().device.name
+    << " (" << planner.cluster().name << "), partitioner " << plan.partitioner << ", schedule " << plan.schedule
+    << "\n      mini-batch " << plan.mini_batch << " = " << micro_batch_summary(plan) << "; " << plan.stages.size()
+    << " stages, depth " << p.depth
+    << "; search " << fmt("%.3f", plan.search_seconds) << " s\n"
+    << "predicted: " << fmt("%.1f", p.samples_per_s) << " samples/s, iteration " << fmt("%.2f", p.iteration_s * 1e3)
+    << " ms, bubble " << fmt("%.1f", 100 * p.bubble_fraction) << "%\n";
+  if (plan.space_best.size() > 1) {
+    s << "search spaces:";
+    for (const auto& [name, best] : plan.space_best)
+      s << " " << name << " best " << fmt("%.1f", best.samples_per_s) << " samples/s;";
+    s << " chosen from " << plan.space << "\n";
+  }
+  s << "\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-5s %-44s %-8s %5s %5s %6s %9s %10s %11s %19s %10s %10s\n", "stage", "ops",
+                "devices", "micro", "rows", "flight", "recompute", "params", "activations", "memory/device", "F+B ms",
+                "ms/sample");
+  s << line;
+  for (const auto& st : plan.stages) {
+    std::string ops = std::to_string(st.ops.size()) + ": " + st.ops.front();
+    if (st.ops.size() > 1) ops += " .. " + st.ops.back();
+    const std::string mem = human_bytes(st.memory_bytes) + " / " + human_bytes(planner.memory_cap());
+    std::snprintf(line, sizeof line, "%-5d %-44s %-8s %5d %5d %6d %9s %10s %11s %19s %10s %10s\n", st.id,
+                  shorten(ops, 44).c_str(), device_list(st.devices).c_str(), st.micro_batch,
+                  st.micro_batch / static_cast<int>(st.devices.size()), st.in_flight, st.recompute ? "yes" : "-",
+                  human_bytes(st.param_bytes).c_str(), human_bytes(st.in_flight * st.activation_bytes).c_str(),
+                  mem.c_str(), fmt("%.3f", (st.forward_s + st.backward_s) * 1e3).c_str(),
+                  fmt("%.4f", st.predicted_tps_s * 1e3).c_str());
+    s << line;
+  }
+  if (std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) { return st.recompute; }))
+    s << "recompute: the stage keeps only its inputs per micro-batch in flight (the activations column) and runs its "
+         "forward again before each backward (in F+B)\n";
+  return s.str();
+}
+
+std::string sync_table(const Planner& planner, const Plan& plan, int max_rows) {
+  struct Row {
+    std::string name, shape;
+    int stage, replicas;
+    double bytes;
+    double ms[3];
+    bool sfb;
+    std::string method;
+  };
+  std::vector<Row> rows;
+  const auto& g = planner.graph();
+  for (const auto& st : plan.stages) {
+    const int d = static_cast<int>(st.devices.size());
+    if (d < 2) continue;
+    const auto& link = planner.cluster().group_link(st.devices);
+    for (const auto& name : st.ops) {
+      const auto& op = g.op(g.id_of(name));
+      for (const auto& p : op.params) {
+        Row r{p.name, "", st.id, d, static_cast<double>(p.bytes()), {0, 0, 0}, false, "allreduce"};
+        for (std::size_t i = 0; i < p.shape.size(); ++i) r.shape += (i ? "x" : "") + std::to_string(p.shape[i]);
+        const std::int64_t samples = plan.mini_batch / d;
+        const auto& dev = planner.cluster().device;
+        r.ms[0] = cost::sync_cost(cost::SyncMethod::kAllReduce, op, p, samples, d, link, dev).seconds * 1e3;
+        r.ms[1] = cost::sync_cost(cost::SyncMethod::kPs, op, p, samples, d, link, dev).seconds * 1e3;
+        r.sfb = cost::sfb_shape(op, p).has_value();
+        if (r.sfb) r.ms[2] = cost::sync_cost(cost::SyncMethod::kSfb, op, p, samples, d, link, dev).seconds * 1e3;
+        auto it = plan.grad_sync.find(p.name);
+        if (it != plan.grad_sync.end()) r.method = it->second;
+        rows.push_back(std::move(r));
+      }
+    }
+  }
+  if (rows.empty()) return "gradient sync: no stage has more than one device\n";
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.bytes > b.bytes; });
+  std::ostringstream s;
+  std::map<std::string, int> counts;
+  for (const auto& r : rows) ++counts[r.method];
+  s << "gradient sync (" << planner.request().grad_sync << "):";
+  for (const auto& [m, c] : counts) s << " " << m << " " << c;
+  s << " parameters; largest:\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-40s %-12s %5s %10s %12s %10s %10s  %s\n", "parameter", "shape", "stage", "size",
+                "allreduce ms", "ps ms", "sfb ms", "chosen");
+  s << line;
+  for (int i = 0; i < std::min<int>(max_rows, static_cast<int>(rows.size())); ++i) {
+    const auto& r = rows[i];
+    std::snprintf(line, sizeof line, "%-40s %-12s %5d %10s %12.3f %10.3f %10s  %s\n", shorten(r.name, 40).c_str(),
+                  r.shape.c_str(), r.stage, human_bytes(r.bytes).c_str(), r.ms[0], r.ms[1],
+                  r.sfb ? fmt("%.3f", r.ms[2]).c_str() : "-", r.method.c_str());
+    s << line;
+  }
+  return s.str();
+}
+
+}  // namespace trident::plan

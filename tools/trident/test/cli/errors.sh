@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Bad input exits 2 with one line naming the field, the value and what is allowed.
+. "$(dirname "$0")/../lib.sh" "$@"  # bin, src, work, counters; check, same_weights, kill_rank, finish
+cfg=$src/examples/fmnist-mlp.yaml
+check missing-config 2 "cannot read" -- train --config "$work/nope.yaml"
+check unknown-key 2 "unknown key 'train.epoch'" -- train --config "$cfg" --set train.epoch=1
+check wrong-type 2 "train.mini_batch = 'many'" -- train --config "$cfg" --set train.mini_batch=many
+check out-of-range 2 "optimizer.lr = '0'" -- train --config "$cfg" --set optimizer.lr=0
+check bad-choice 2 "allowed: sgd, adam" -- train --config "$cfg" --set optimizer.name=lbfgs
+check missing-data 2 "dataset-fashion-mnist" -- train --config "$cfg" --set data.path=$work/none
+check bad-flag 2 "--bogus" -- train --config "$cfg" --bogus
+check bad-model 2 "allowed: mlp" -- graph --model resnet
+check resume-nothing 2 "no such run directory" -- train --config "$cfg" --set runs_dir=$work/r --resume $work/r/none
+check export-nothing 2 "not a run directory" -- export $work/r/none
+# train.device=cuda: the CPU build says how to get the CUDA build; the CUDA build on a machine without a GPU
+# names the device it did not find (Note [Placement]). Either way before any rendezvous or data is read.
+if "$bin" version | grep -q "CPU build"; then
+  check cuda-on-cpu-build 2 "train.device: 'cuda' needs trident's CUDA build" -- train --config "$cfg" --set train.device=cuda
+elif [ "$("$bin" version | sed -n 's/.*CUDA devices visible: \([0-9]*\).*/\1/p')" = 0 ]; then
+  check cuda-without-gpu 2 "train.device: 'cuda', but this process sees no CUDA device" -- train --config "$cfg" --set train.device=cuda
+fi
+check bad-device 2 "allowed: cpu, cuda" -- train --config "$cfg" --set train.device=tpu
+finish

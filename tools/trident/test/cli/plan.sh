@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The planner on the command line: plan, simulate, profile, and one-line errors for bad input.
+. "$(dirname "$0")/../lib.sh" "$@"  # bin, src, work, counters; check, same_weights, kill_rank, finish
+cfg=$src/examples/fmnist-mlp.yaml
+# Planner: plan, simulate, and one-line errors for bad input.
+check plan-bad-model 2 "allowed: mlp" -- plan --model resnet --devices 2 --mini-batch 8
+check plan-bad-cluster 2 "unknown name 'summit'" -- plan --model mmt --cluster summit --devices 2 --mini-batch 8
+check plan-zero-devices 2 "devices must be >= 1, got 0" -- plan --model mmt --devices 0 --mini-batch 8
+check plan-indivisible 2 "micro-batch 3 must divide the mini-batch 8" -- plan --model mmt --devices 2 --mini-batch 8 --micro-batch 3
+check plan-partitioner 2 "use graphpipe, pipedream, dp" -- plan --model mmt --devices 2 --mini-batch 8 --partitioner piper
+check plan-no-fit 2 "no feasible plan" -- plan --model mmt --preset paper --cluster summit-v100 --devices 1 --mini-batch 8 --device-memory-gb 0.05
+check plan-profile 2 "cannot read" -- plan --model mmt --devices 2 --mini-batch 8 --profile $work/none.json
+out=$("$bin" plan --model candle_uno --preset paper --cluster summit-v100 --devices 8 --mini-batch 128 --out "$work/p.json" --dot "$work/p.dot" 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "samples/s" || ! grep -q '"trident-plan/1"' "$work/p.json" || ! grep -q "digraph" "$work/p.dot"; then
+  echo "FAIL plan: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+out=$("$bin" simulate --plan "$work/p.json" --trace "$work/t.json" 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "utilisation" || ! grep -q '"traceEvents"' "$work/t.json"; then
+  echo "FAIL simulate: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+# A plan file that fails validation: a device used twice.
+python3 - "$work/p.json" "$work/bad.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["stages"][1]["devices"] = p["stages"][0]["devices"][:1]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+check simulate-bad-plan 2 "is used by stage 0 and stage 1" -- simulate --plan "$work/bad.json"
+check simulate-missing 2 "cannot read" -- simulate --plan "$work/none.json"
+
+# Profile this machine, then plan with the measured op times.
+out=$("$bin" profile --model mmt --micro-batches 1,4 --repeats 2 --out "$work/profile.json" 2>&1) &&
+out=$("$bin" plan --model mmt --cluster cpu-local --devices 2 --mini-batch 32 --profile "$work/profile.json" 2>&1); rc=$?
+if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "samples/s"; then
+  echo "FAIL profile-plan: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
+check profile-bad-rows 2 "must be ascending" -- profile --model mlp --micro-batches 4,2 --out "$work/p2.json"
+check plan-wrong-profile 2 "is not in it" -- plan --model mlp --devices 2 --mini-batch 8 --profile "$work/profile.json"
+finish
