@@ -1,0 +1,68 @@
+// The plan of a run: plan_for and replan_overrides (trainer.h).
+#include <algorithm>
+
+#include "trident/cost/cluster.h"
+#include "trident/cost/cost_model.h"
+#include "trident/config/plan_request.h"
+#include "trident/plan/planner.h"
+#include "trident/plan/tables.h"
+#include "trident/base/files.h"
+#include "trident/runtime/trainer.h"
+
+namespace trident::runtime {
+
+bool plan_from_file(const ParallelConfig& par) { return run_kind(par) == PartitionerKind::kPlanFile; }
+
+std::vector<std::string> replan_overrides(const TrainConfig& config, int devices) {
+  const auto& par = config.parallel;
+  std::vector<std::string> sets{"parallel.devices=" + std::to_string(devices)};
+  if (!plan_from_file(par)) return sets;
+  std::string made_by;
+  try {
+    made_by = plan::load_plan(par.partitioner).partitioner;
+  } catch (const std::exception& e) {
+    throw ConfigError("parallel.partitioner = " + par.partitioner + ": " + e.what());
+  }
+  const bool named = partitioner_kind(made_by).value_or(PartitionerKind::kPlanFile) != PartitionerKind::kPlanFile;
+  sets.push_back("parallel.partitioner=" + (named ? made_by : std::string("graphpipe")));
+  return sets;
+}
+
+// The config's request (See Note [Config to request] in config/plan_request.h)
+// made into a plan by Planner::make, for parallel.cluster; with its tables.
+PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
+  const auto& par = config.parallel;
+  cost::ClusterSpec cluster;
+  try {
+    cluster = cost::load_cluster(par.cluster);
+  } catch (const std::exception& e) {
+    throw ConfigError("parallel.cluster = '" + par.cluster + "': " + e.what());
+  }
+  const auto r = plan_request(config);
+  PipelinePlan out;
+  try {
+    std::string source;
+    auto cost = cost::cost_model_for(cluster, g, config.model.preset,
+                                     cluster.threads_per_process(r.devices, r.threads), &source);
+    plan::Planner planner(g, cluster, std::move(cost), r);
+    std::optional<plan::Plan> given;
+    if (plan_from_file(par)) {
+      try {
+        given = planner.make(plan::load_plan(par.partitioner));
+      } catch (const plan::PlanError& e) {
+        if (e.kind() == ErrorKind::kFailure) throw;
+        throw ConfigError("parallel.partitioner = " + par.partitioner + ": " + e.what());
+      }
+    }
+    out.plan = given ? std::move(*given) : planner.make();
+    out.costs = planner.stage_graph(out.plan);
+    out.table = "cluster " + cluster.name + (cluster.note.empty() ? "" : ": " + cluster.note) + "\nop times: " +
+                source + "\n" + plan::stage_table(planner, out.plan) + "\n" + plan::sync_table(planner, out.plan, 6);
+  } catch (const plan::PlanError& e) {
+    if (e.kind() == ErrorKind::kFailure) throw;  // a planner bug stays a failure
+    throw ConfigError(std::string("parallel: ") + e.what());
+  }
+  return out;
+}
+
+}  // namespace trident::runtime
