@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: bench_dp MODEL GLOBAL_BATCH THREADS STEPS allreduce|ps|sfb [WFBP 1|0]\n";
     return 2;
   }
-  runtime::prepare_process(argv);  // as `trident train` starts (Note [CPU process settings], Note [BLAS kernel])
+  runtime::prepare_process(argv);  // as `trident train` starts (see Note [CPU process settings], see Note [BLAS kernel])
   const std::string model = argv[1], method = argv[5];
   const int64_t batch = std::stoll(argv[2]), threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);
   const bool wfbp = argc < 7 || std::string(argv[6]) != "0";

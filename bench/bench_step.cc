@@ -4,7 +4,7 @@
 //   bench_step MODEL BATCH THREADS STEPS [PRESET [DEVICE]]
 // Inputs are one fixed random batch (as in bench/pytorch_step.py), so only
 // the step is timed, not data loading. PRESET is tiny (default) or paper;
-// DEVICE is cpu (default) or cuda (Note [Placement]: the model and batch
+// DEVICE is cpu (default) or cuda (see Note [Placement]: the model and batch
 // are placed as the trainer places them). BATCH "max" doubles the batch
 // from 64 up to 1024 while a step fits in the device's memory and times the
 // largest that fits.
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: bench_step MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda]]\n";
     return 2;
   }
-  runtime::prepare_process(argv);  // as `trident train` starts (Note [CPU process settings], Note [BLAS kernel])
+  runtime::prepare_process(argv);  // as `trident train` starts (see Note [CPU process settings], see Note [BLAS kernel])
   try {
     const std::string model = argv[1], preset = argc > 5 ? argv[5] : "tiny", device = argc > 6 ? argv[6] : "cpu";
     const int64_t threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);

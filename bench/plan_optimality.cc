@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     std::optional<plan::Planner::Search> results[3];
     results[0] = p.search(graph::sp_decompose(g, true), micro);
     results[1] = p.search(graph::linearize(g, true), micro);
-    results[2] = results[0];  // what `trident plan` runs: the better of both (Note [Search spaces])
+    results[2] = results[0];  // what `trident plan` runs: the better of both (see Note [Search spaces])
     if (results[1] && (!results[2] || results[1]->tps < results[2]->tps)) results[2] = results[1];
     for (int i = 0; i < 3; ++i) {
       const auto& found = results[i];

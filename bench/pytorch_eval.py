@@ -24,7 +24,7 @@ def main():
     weights, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     root = sys.argv[4] if len(sys.argv) > 4 else "/usr/share/datasets/fashion-mnist"
     net = {"mlp": Mlp, "cnn": Cnn}[model]()
-    state = torch.load(weights, weights_only=True)  # as PyTorch 2.6+ loads by default (Note [Weights PyTorch loads])
+    state = torch.load(weights, weights_only=True)  # as PyTorch 2.6+ loads by default (see Note [Weights PyTorch loads])
     net.load_state_dict(state, strict=True)  # every name must match, both ways
     images = read_idx(f"{root}/t10k-images-idx3-ubyte.gz")[:n]
     labels = read_idx(f"{root}/t10k-labels-idx1-ubyte.gz")[:n].long()

@@ -129,7 +129,7 @@ class Transformer(nn.Module):
 def timed_steps(net, opt, b, batch, steps):
     """5 warm-up steps, then `steps` timed ones: (last loss, seconds). The
     loss is the sum over the rows divided by the global batch `batch`, as in
-    trident (Note [Loss scale])."""
+    trident (see Note [Loss scale])."""
     def step():
         loss = F.cross_entropy(net(b), b["label"], reduction="sum") / batch
         loss.backward()

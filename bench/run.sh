@@ -5,7 +5,7 @@
 # with every run under each model's row.
 #   bash bench/run.sh [THREADS] [ROUNDS]     (make bench)
 #
-# trident applies its process settings itself (Note [CPU process settings]
+# trident applies its process settings itself (see Note [CPU process settings]
 # in lib/host/include/trident/host/process.h: OpenBLAS threads = THREADS,
 # glibc malloc thresholds, OpenMP's passive wait). "PyTorch 1.13" (Debian's python3-torch) gets the
 # same settings through the environment, so the ratio compares the step like
@@ -14,7 +14,7 @@
 # torch from the Python package index (scripts/install-peers.sh, installed on
 # first use), out of the box: its own kernels (oneDNN, MKL), no trident
 # settings; the script sets only its thread count.
-# BLAS (Note [BLAS kernel] in lib/host/include/trident/host/blas.h): the
+# BLAS (see Note [BLAS kernel] in lib/host/include/trident/host/blas.h): the
 # first line names the CPU and the kernel trident runs; where trident replaced
 # a fallback kernel, the PyTorch 1.13 columns run that kernel too
 # (OPENBLAS_CORETYPE), so that they time the same products.

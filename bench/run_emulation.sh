@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Emulated paper-size models (Note [Emulation] in executor/stage_executor.h):
+# Emulated paper-size models (see Note [Emulation] in executor/stage_executor.h):
 # mmt, candle_uno and dlrm on 8 and 16 emulated summit-v100 devices with
 # graphpipe and pipedream plans, 16 samples per device. Each run is the real
 # runtime on DEVICES local processes with modelled compute and transfer

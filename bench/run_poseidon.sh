@@ -42,7 +42,7 @@ for m in "${models[@]}"; do
     echo
   done
 done
-# Emulated (Note [Emulation]): `trident train --emulate` runs the real
+# Emulated (see Note [Emulation]): `trident train --emulate` runs the real
 # processes, schedule and replica synchronisation with modelled durations,
 # for `hybrid`, on 2 to EMULATE_MAX machines (speedup over one simulated machine;
 # emulation needs 2 processes or more; EMULATE_MAX defaults to 8, 16 ran on

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The throughput cost of recomputation (Note [Recomputation] in
+# The throughput cost of recomputation (see Note [Recomputation] in
 # executor/stage_executor.h) on a real 2-stage pipeline: transformer/tiny on
 # Fashion-MNIST, trident's pipedream plan on 2 processes (one layer each),
 # `parallel.recompute` never against always, the same plan otherwise; one

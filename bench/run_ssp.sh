@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What bounded staleness (SSP, Note [Staleness]) buys against stragglers:
+# What bounded staleness (SSP, see Note [Staleness]) buys against stragglers:
 # mlp on Fashion-MNIST, 3 data-parallel processes under the parameter
 # server, one thread each, 96 samples per step. With DELAY_MS > 0 every step
 # has one straggler — the rank whose number is the step modulo 3 sleeps

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What bounded staleness (SSP, Note [Staleness]) costs in accuracy: mlp on
+# What bounded staleness (SSP, see Note [Staleness]) costs in accuracy: mlp on
 # Fashion-MNIST, 3 data-parallel processes under the parameter server, one
 # thread each, 96 samples per step, Adam lr 0.001, test accuracy on the
 # whole test set (10,000 images) at the end. BSP (s = 0) is deterministic

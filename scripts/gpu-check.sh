@@ -108,7 +108,7 @@ gpus=0
 [ $cpu = 1 ] || gpus=$("$py" -c 'import torch; print(torch.cuda.device_count())')
 if [ $cpu = 1 ] || [ "$gpus" -ge 2 ]; then
   both_ways "2-process data parallel" dp
-  # Stage-to-stage messages by NCCL, on a link per direction (Note [Pipeline
+  # Stage-to-stage messages by NCCL, on a link per direction (see Note [Pipeline
   # transfers on GPUs]): a 2-stage 1F1B pipeline, one GPU a stage.
   both_ways "2-stage pipeline" pp --set parallel.partitioner=pipedream --set parallel.max_replicas=1 \
     --set parallel.micro_batch=16

@@ -11,7 +11,7 @@ packages=(
   libtorch-dev libgloo-dev
   # fast BLAS: without it LibTorch falls back to reference BLAS (~30x slower)
   libopenblas0-pthread
-  # sgemm for batches of small matrices (Note [Small batched products]); libtorch-dev pulls it in too
+  # sgemm for batches of small matrices (see Note [Small batched products]); libtorch-dev pulls it in too
   libblas-dev
   # configs, plans, CLI, checkpoint checksums
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev

@@ -1,10 +1,11 @@
-"""ATen-level capture of a PyTorch nn.Module for trident (Note [ATen capture]).
+"""ATen-level capture of a PyTorch nn.Module for trident (see Note [ATen capture]).
 
 `capture(module, inputs, label, loss, name)` returns trident's graph (a dict,
 "trident-graph/1") whose ops run ATen operators by name in trident's C++
 executor. It is what `trident_export.py --capture aten` (the default) runs.
 
 Note [ATen capture]
+~~~~~~~~~~~~~~~~~~~
 How a module becomes a graph:
 1. Trace. `make_fx` (torch.fx.experimental.proxy_tensor) runs the module in
    training mode, with its parameters and buffers passed in by name
@@ -23,8 +24,8 @@ How a module becomes a graph:
    A write through slice or select views becomes slice_scatter /
    select_scatter into the base, and later readers read the result.
    BatchNorm is called without running statistics (trident normalises each
-   micro-batch by its own, Note [Batch norm] in nn/graph_module.cc),
-   _reshape_alias becomes reshape (Note [Layout-free graphs]), and nodes
+   micro-batch by its own, see Note [Batch norm] in nn/graph_module.cc),
+   _reshape_alias becomes reshape (see Note [Layout-free graphs]), and nodes
    whose result nobody reads are dropped.
 4. Group. A node whose result is one tensor with the batch on axis 0, whose
    rows are the samples (run again on the rows rotated, its rows rotate
@@ -352,7 +353,9 @@ def _make_functional(gm):
                                    _describe(node), (later[0] if later else target).name))
         _write_through_views(g, node, functional, root, chain, order)
         order = {n: i for i, n in enumerate(g.nodes)}
-    # Note [Layout-free graphs]: _reshape_alias(x, size, stride) reads x by the strides x had when traced; a
+    # Note [Layout-free graphs]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~
+    # _reshape_alias(x, size, stride) reads x by the strides x had when traced; a
     # tensor that crossed a stage boundary arrives contiguous, and the recorded strides would read the wrong
     # elements. reshape(x, size) means the same for the traced layout and is right for any other.
     for node in g.nodes:

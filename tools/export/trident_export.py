@@ -696,7 +696,7 @@ CAPTURES = ("aten", "fx")
 def export_graph(module, inputs, label, loss="cross_entropy", name=None, capture="aten"):
     """The trident graph (a dict, "trident-graph/1") of `module`.
     inputs: {name: (per-sample shape, dtype)} in forward's argument order.
-    capture: "aten" (make_fx, Note [ATen capture] in trident_aten.py) or "fx" (torch.fx symbolic tracing onto
+    capture: "aten" (make_fx, see Note [ATen capture] in trident_aten.py) or "fx" (torch.fx symbolic tracing onto
     trident's own op kinds)."""
     if capture not in CAPTURES:
         raise ExportError("capture '%s' is not supported; allowed: %s" % (capture, ", ".join(CAPTURES)))

@@ -13,7 +13,7 @@ namespace trident::cli {
 namespace {
 
 // The module an op belongs to, cut to `depth` dotted parts: an ATen op's
-// recorded submodule path (Note [ATen capture]), else its name's prefix.
+// recorded submodule path (see Note [ATen capture]), else its name's prefix.
 std::string module_of(const graph::Op& op, int depth) {
   std::string path = op.kind == "aten" ? op.attrs.value("module", std::string())
                                        : op.name.substr(0, std::min(op.name.size(), op.name.rfind('.')));

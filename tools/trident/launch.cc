@@ -41,6 +41,7 @@ std::string fresh_job_id() {
 }
 
 // Note [Slots that fail to start]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A slot is a place a worker runs: slot s is LOCAL_RANK s (a core set, a
 // GPU, or a host through --slot-command). With --min-devices the launcher
 // tells a slot that cannot start a worker from a job that failed: each
@@ -49,7 +50,7 @@ std::string fresh_job_id() {
 // the job's first failure is a worker that exited with an error of its own
 // (not 2 = bad input, not a signal) without having written it, its slot is
 // dropped. A rank that cannot reach the store fails before the others stop
-// waiting for it (Note [Arrivals] in comm/group.cc), so a cut-off host is
+// waiting for it (see Note [Arrivals] in comm/group.cc), so a cut-off host is
 // the first failure. The slot is dropped,
 // and the job starts again on K of the slots left — ranks 0..K-1 in slot
 // order, WORLD_SIZE K — where K is what LaunchOptions::devices_for allows
@@ -131,11 +132,11 @@ Worker start_worker(const LaunchOptions& o, const Start& s, int r) {
     setenv("LOCAL_RANK", std::to_string(s.slots[r]).c_str(), 1);
     setenv("WORLD_SIZE", world.c_str(), 1);
     setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);  // Note [CPU process settings]; the user's own setting wins
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);  // See Note [CPU process settings]; the user's own setting wins
     setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
     setenv("MASTER_PORT", std::to_string(s.port).c_str(), 1);
     setenv("TRIDENT_RESTART_COUNT", std::to_string(s.restart).c_str(), 1);
-    setenv("TRIDENT_JOB_ID", s.job_id.c_str(), 1);  // Note [Job ids] in comm/group.cc
+    setenv("TRIDENT_JOB_ID", s.job_id.c_str(), 1);  // See Note [Job ids] in comm/group.cc
     // With a slot command: sh -c 'COMMAND "$0" "$@"' BINARY ARGS...
     const std::string command = replace_all(o.slot_command, "{slot}", std::to_string(s.slots[r])) + " \"$0\" \"$@\"";
     std::vector<char*> argv;
@@ -237,7 +238,7 @@ bool failed_on_its_own(const Worker& w) {
   return code != 0 && code != 2 && code != 130;
 }
 
-// Note [Slots that fail to start]: whether the first failure, worker w,
+// See Note [Slots that fail to start]: whether the first failure, worker w,
 // failed on its own before it reached the rendezvous.
 bool never_started(Worker& w) {
   if (w.ready >= 0) read_report(w);  // it has exited: the read cannot block
@@ -319,7 +320,7 @@ int launch(const LaunchOptions& o) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   Start start;
-  // The job's id (Note [Job ids] in comm/group.cc): the user's TRIDENT_JOB_ID, or a fresh one.
+  // The job's id (see Note [Job ids] in comm/group.cc): the user's TRIDENT_JOB_ID, or a fresh one.
   const char* given = std::getenv("TRIDENT_JOB_ID");
   start.job_id = given && *given ? given : fresh_job_id();
   for (int s = 0; s < o.nproc; ++s) start.slots.push_back(s);
@@ -337,7 +338,7 @@ int launch(const LaunchOptions& o) {
     failures.push_back(out.why);
     if (g_interrupted) return 130;
     const std::size_t before = start.slots.size();
-    if (out.lost_slot >= 0) {  // Note [Slots that fail to start]
+    if (out.lost_slot >= 0) {  // See Note [Slots that fail to start]
       live.erase(std::find(live.begin(), live.end(), out.lost_slot));
       const int left = static_cast<int>(live.size());
       const int use = left < o.min_devices ? 0 : o.devices_for ? o.devices_for(left) : left;

@@ -12,12 +12,12 @@
 // the launcher exits 1 naming every failure.
 // With min_devices M (elastic, needs max_restarts >= 1), a worker that fails
 // before it joins the rendezvous marks its slot as gone: the job starts
-// again on the slots left, as long as at least M are (Note [Slots that fail
+// again on the slots left, as long as at least M are (see Note [Slots that fail
 // to start] in launch.cc); workers see TRIDENT_MIN_DEVICES and a smaller
 // WORLD_SIZE, and `trident train` re-plans for it.
 // Workers get TRIDENT_JOB_ID (the caller's, or a fresh one per launch, kept
 // across restarts); a worker of another job that reaches this job's
-// rendezvous is refused (Note [Job ids] in comm/group.cc).
+// rendezvous is refused (see Note [Job ids] in comm/group.cc).
 // Multi-machine runs use mpirun or srun directly (see README).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The `trident` command line. Exit codes (docs/design.md, Note [Errors] in base/error.h): 0 success; 2 bad input
+// The `trident` command line. Exit codes (docs/design.md, see Note [Errors] in base/error.h): 0 success; 2 bad input
 // (config, flags, missing data) with one line naming the field, the value
 // and what is allowed; 1 a failure while running; 130 interrupted (a
 // checkpoint was written first).
@@ -94,7 +94,7 @@ void fail_if_slot_down(const comm::WorldInfo& world) {
 }
 
 // The config as given (path and --set overrides), re-planned for `devices`
-// (Note [Elastic re-planning] in runtime/trainer.h). Throws ConfigError.
+// (see Note [Elastic re-planning] in runtime/trainer.h). Throws ConfigError.
 runtime::TrainConfig replanned_config(const runtime::TrainConfig& config, const std::string& path,
                                       std::vector<std::string> sets, int devices) {
   const auto extra = runtime::replan_overrides(config, devices);
@@ -102,7 +102,7 @@ runtime::TrainConfig replanned_config(const runtime::TrainConfig& config, const 
   return runtime::load_config(path, sets);
 }
 
-// Note [Elastic re-planning] in runtime/trainer.h: a worker that a launcher
+// See Note [Elastic re-planning] in runtime/trainer.h: a worker that a launcher
 // with --min-devices started among fewer workers than parallel.devices runs
 // the config re-planned for them.
 runtime::TrainConfig elastic_config(runtime::TrainConfig config, const std::string& path,
@@ -414,7 +414,7 @@ int show_version() {
   return 0;
 }
 
-// The exit code of an error that escaped a command (Note [Errors]).
+// The exit code of an error that escaped a command (see Note [Errors]).
 template <class Run>
 int guarded(Run&& run) {
   try {
@@ -431,7 +431,7 @@ int guarded(Run&& run) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Note [CPU process settings], Note [BLAS kernel]: only the commands that
+  // See Note [CPU process settings], see Note [BLAS kernel]: only the commands that
   // compute pay the re-execution (a second load of LibTorch, ~0.6 s);
   // `version` re-executes only to show the kernel a run would get; `launch`
   // decides the kernel once and its workers inherit the decision.

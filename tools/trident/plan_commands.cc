@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "trident/config/plan_request.h"
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
 #include "trident/plan/tables.h"
@@ -13,10 +14,25 @@
 namespace trident::cli {
 namespace {
 
-int optimizer_states(const std::string& name) {
-  if (name == "adam" || name == "sgd") return plan::optimizer_states_for(name, /*momentum=*/0.9);
-  if (name == "sgd-plain") return plan::optimizer_states_for("sgd", 0);
-  throw plan::PlanError("--optimizer '" + name + "' is unknown; use adam, sgd (with momentum) or sgd-plain");
+// The flags as the config keys they stand for, so that `trident plan` asks
+// the planner what `trident train` would (see Note [Config to request]).
+runtime::TrainConfig plan_config(const PlanArgs& a) {
+  using runtime::PartitionerKind;
+  const auto kind = runtime::partitioner_kind(a.partitioner);
+  if (!kind || *kind == PartitionerKind::kPlanFile)
+    throw plan::PlanError("partitioner '" + a.partitioner + "' is unknown; use " + join(plan::partitioner_names()));
+  runtime::TrainConfig c;
+  c.model = a.model;
+  c.train.mini_batch = a.mini_batch;
+  auto& par = c.parallel;
+  par.devices = a.devices, par.micro_batch = a.micro_batch, par.partitioner = a.partitioner;
+  par.schedule = a.schedule.empty() ? "auto" : a.schedule;
+  par.grad_sync = a.grad_sync, par.max_replicas = a.max_replicas, par.recompute = a.recompute;
+  par.micro_batch_ratio = a.micro_batch_ratio;
+  if (a.optimizer == "adam" || a.optimizer == "sgd") c.optimizer.name = a.optimizer;  // sgd: with momentum 0.9
+  else if (a.optimizer == "sgd-plain") c.optimizer.name = "sgd", c.optimizer.momentum = 0;
+  else throw plan::PlanError("--optimizer '" + a.optimizer + "' is unknown; use adam, sgd (with momentum) or sgd-plain");
+  return c;
 }
 
 // The plan's own cost model (a profile it carries), --profile, else what the
@@ -94,15 +110,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& a) {
 int run_plan(PlanArgs a) {
   const auto g = model_graph(a.model);
   const auto cluster = cost::load_cluster(a.cluster);
-  plan::PlanRequest r;
-  r.model = a.model.name, r.preset = a.model.preset, r.model_file = a.model.file;
-  r.devices = a.devices, r.mini_batch = a.mini_batch;
-  if (a.micro_batch) r.micro_batch = a.micro_batch;
-  r.partitioner = a.partitioner, r.schedule = a.schedule, r.grad_sync = a.grad_sync;
-  r.optimizer_states = optimizer_states(a.optimizer);
-  r.max_replicas = a.max_replicas;
-  r.recompute = a.recompute;
-  r.micro_batch_ratio = a.micro_batch_ratio;
+  auto r = runtime::plan_request(plan_config(a));
   if (a.device_memory_gb != 0) {
     if (!(a.device_memory_gb > 0))
       throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));

@@ -111,7 +111,7 @@ TEST_F(Files, MalformedOrMissingJsonIsBadInputNamingThePath) {
 }
 
 }  // namespace
-// Note [Test hooks]: "R:N" and "R:N:every" for steps, "R:X" for values; anything else is no hook.
+// See Note [Test hooks]: "R:N" and "R:N:every" for steps, "R:X" for values; anything else is no hook.
 TEST(TestHooks, ParseTheirFormsAndNothingElse) {
   const auto a = test_hooks::parse_rank_step("1:10");
   ASSERT_TRUE(a);

@@ -7,7 +7,7 @@ namespace {
 
 using nlohmann::json;
 
-// Note [Checked integers]: fuzz_model found 1e+123 read as an int64 (undefined behaviour).
+// See Note [Checked integers]: fuzz_model found 1e+123 read as an int64 (undefined behaviour).
 TEST(Json, IntegersOutOfRangeAreTypeErrors) {
   EXPECT_THROW(get_checked<std::int64_t>(json::parse("1e123")), json::type_error);
   EXPECT_THROW(get_checked<std::int64_t>(json::parse("9.3e18")), json::type_error);

@@ -205,7 +205,9 @@ torch::Tensor CheckpointReader::read(const std::string& key) const {
 
 namespace {
 
-// Note [Weights PyTorch loads]: the file torch.save would write for a dict of
+// Note [Weights PyTorch loads]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The file torch.save would write for a dict of
 // tensors. torch::pickle_save tags the dict with its type
 // (torch.jit._pickle.restore_type_tag), which PyTorch 2.6 and later refuse to
 // load by default (torch.load(weights_only=True)); written without the tag,

@@ -6,7 +6,9 @@
 
 #include "trident/comm/store_backend.h"
 
-// Note [Backends]: which c10d backend carries which tensors.
+// Note [Backends]
+// ~~~~~~~~~~~~~~~
+// Which c10d backend carries which tensors.
 //
 //   CPU build (Debian's LibTorch 1.13): Gloo carries every tensor. Its
 //   headers ship with that LibTorch and match its library.

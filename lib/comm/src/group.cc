@@ -23,7 +23,9 @@ namespace {
 // Heartbeats: a beat every kBeatPeriod; diagnose() samples the beats twice,
 // kDiagnoseGap apart (three periods: a live rank beats at least twice in
 // between), each store read waiting at most kStoreReadTimeout.
-// Note [Rank 0 stays for the diagnosis]: rank 0 hosts the store, so when it
+// Note [Rank 0 stays for the diagnosis]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Rank 0 hosts the store, so when it
 // has diagnosed a failure it does not leave until every rank it found alive
 // has written that it diagnosed too (at most kStoreLinger): a survivor that
 // starts its diagnosis late, e.g. on a loaded machine, still reads the beats
@@ -32,7 +34,7 @@ constexpr auto kBeatPeriod = std::chrono::milliseconds(500);
 constexpr auto kDiagnoseGap = 3 * kBeatPeriod;
 constexpr auto kStoreReadTimeout = std::chrono::seconds(2);
 constexpr auto kStoreLinger = std::chrono::seconds(8);
-// Note [A bounded diagnosis]: connecting, two samples and the writes.
+// See Note [A bounded diagnosis]: connecting, two samples and the writes.
 constexpr auto kDiagnoseDeadline = kDiagnoseGap + 3 * kStoreReadTimeout;
 
 // "ADDR:PORT" of the rendezvous store, for messages.
@@ -80,7 +82,7 @@ class Heartbeat {
     });
   }
   ~Heartbeat() {
-    // Note [Rank 0 stays for the diagnosis] (Group destroys its process
+    // See Note [Rank 0 stays for the diagnosis] (Group destroys its process
     // group first, so the others' collectives have failed by now).
     if (rank_ == 0 && diagnosed_) wait_for_diagnoses();
     stop_ = true;
@@ -90,7 +92,9 @@ class Heartbeat {
   std::string diagnose() {
     diagnosed_ = true;
     delay_for_test();
-    // Note [A bounded diagnosis]: on a cut link a store read never returns
+    // Note [A bounded diagnosis]
+    // ~~~~~~~~~~~~~~~~~~~~~~~~~~
+    // On a cut link a store read never returns
     // (TCPStore's reads in LibTorch 1.13 wait without a timeout), so the
     // reads run on a thread of their own, over a client of their own, and
     // the diagnosis gives up on them after kDiagnoseDeadline. A thread left
@@ -230,7 +234,9 @@ std::string Group::member(int r) const {
 
 namespace {
 
-// Note [Job ids]: two jobs on one host that were given the same
+// Note [Job ids]
+// ~~~~~~~~~~~~~~
+// Two jobs on one host that were given the same
 // MASTER_PORT would meet at one rendezvous store, and a worker of the second
 // would take a rank of the first. Before any rank joins the process group,
 // rank 0 publishes its job id in the store and every other rank compares its
@@ -253,12 +259,14 @@ void check_job(c10d::Store& store, const WorldInfo& world, std::chrono::millisec
                   ErrorKind::kBadInput);
 }
 
-// Note [Arrivals]: before Gloo connects, every rank counts itself in at the
+// Note [Arrivals]
+// ~~~~~~~~~~~~~~~
+// Before Gloo connects, every rank counts itself in at the
 // store and waits until all have — for the connect timeout, half of it
 // again and 2 s more. That is longer than a rank's own attempt to reach the
 // store (the connect timeout), so a rank that cannot reach it (a cut link,
 // a host that is down) fails first, on its own and before it reported its
-// start, and an elastic launcher drops its slot (Note [Slots that fail to
+// start, and an elastic launcher drops its slot (see Note [Slots that fail to
 // start] in tools/trident/launch.cc); the others then fail naming the ranks
 // that never came, instead of in Gloo's connect.
 void wait_for_arrivals(c10d::Store& store, const WorldInfo& world, std::chrono::milliseconds timeout) {

@@ -110,13 +110,11 @@ void OrderedSync::fail(const std::string& what, const std::exception& e) const {
 std::vector<std::vector<int>> reverse_buckets(const NamedParams& params, std::int64_t bucket_bytes) {
   if (bucket_bytes < 1) throw CommError("gradient sync: bucket size must be >= 1 byte");
   std::vector<std::vector<int>> buckets;
-  std::int64_t filled = bucket_bytes;
+  cost::BucketPacker packer(bucket_bytes);  // See Note [Gradient buckets]
   for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
     const auto& t = params[i].second;
-    const std::int64_t bytes = t.numel() * static_cast<std::int64_t>(t.element_size());
-    if (buckets.empty() || filled + bytes > bucket_bytes) buckets.emplace_back(), filled = 0;
+    if (packer.add(t.numel() * static_cast<std::int64_t>(t.element_size()))) buckets.emplace_back();
     buckets.back().push_back(i);
-    filled += bytes;
   }
   return buckets;
 }

@@ -1,6 +1,6 @@
 // Poseidon's parameter server: a block-sharded KV store with colocated
-// servers and stale-synchronous pulls (Note [Sharded parameter server] and
-// Note [Staleness] in grad_sync.h).
+// servers and stale-synchronous pulls (see Note [Sharded parameter server] and
+// See Note [Staleness] in grad_sync.h).
 #include <deque>
 #include <limits>
 
@@ -113,7 +113,7 @@ class PsSync final : public detail::OrderedSync {
       // bucket no op has read since apply(): once one has (and saved it for
       // backward), an arrival must not overwrite it in place until the next
       // apply(). Without a server copy (s = 0) server updates write the
-      // parameters too, so they wait for apply() (Note [Server copy]).
+      // parameters too, so they wait for apply() (see Note [Server copy]).
       const auto bound = clock_ - 1 - staleness_;
       serve({bound, copy_});
       for (int b : it->second) {
@@ -191,7 +191,9 @@ class PsSync final : public detail::OrderedSync {
         }
   }
 
-  // Note [PS buffers]: a bucket's flat [P × block] buffers (push out and
+  // Note [PS buffers]
+  // ~~~~~~~~~~~~~~~~~
+  // A bucket's flat [P × block] buffers (push out and
   // in, pull out and in) are reused across iterations: a fresh large
   // allocation is a fresh mapping whose every page faults on first touch,
   // which on the 2-core machine cost more than the copies themselves.
@@ -240,7 +242,7 @@ class PsSync final : public detail::OrderedSync {
     // parameters), so what has arrived for them — pushes to serve, pulls to
     // land — is taken now, while the layers below are still in backward.
     // With a server copy (s > 0) serving touches no parameter, so every
-    // bucket that has arrived is served (Note [Server copy]).
+    // bucket that has arrived is served (see Note [Server copy]).
     serve({-1, true, copy_ ? std::numeric_limits<std::size_t>::max() : b, true});
     receive({-1, true, b, true}, nullptr);
   }
@@ -387,7 +389,9 @@ class PsSync final : public detail::OrderedSync {
     newest_[b] = round.clock;
   }
 
-  // Note [Server copy]: under staleness s > 0 a server keeps its block in a
+  // Note [Server copy]
+  // ~~~~~~~~~~~~~~~~~~
+  // Under staleness s > 0 a server keeps its block in a
   // tensor of its own — the optimizer updates that, and the worker's
   // parameters change only when the pull lands (its own block too). So a
   // server updates a block at the first call-in after its last push
@@ -413,10 +417,10 @@ class PsSync final : public detail::OrderedSync {
   }
 
   std::int64_t staleness_ = 0;
-  bool copy_ = false;  // Note [Server copy]
+  bool copy_ = false;  // See Note [Server copy]
   Group pull_group_;
   std::vector<Layout> layouts_;               // by bucket
-  std::vector<std::vector<torch::Tensor>> free_;  // by bucket: Note [PS buffers]
+  std::vector<std::vector<torch::Tensor>> free_;  // by bucket: see Note [PS buffers]
   std::vector<Span> span_;                    // by parameter: the elements this member serves
   std::map<std::string, int> index_;          // parameter name -> index
   std::map<graph::OpId, std::vector<int>> by_op_;  // op -> buckets of the parameters it reads
@@ -425,7 +429,7 @@ class PsSync final : public detail::OrderedSync {
   bool gated_ = false;
   Update next_update_;                        // set_update(): for the next arm()
   std::vector<char> read_;                    // by bucket: read by an op since the last apply()
-  std::vector<torch::Tensor> server_;         // by bucket: this server's block (Note [Server copy])
+  std::vector<torch::Tensor> server_;         // by bucket: this server's block (see Note [Server copy])
   std::vector<char> server_fresh_;            // by bucket: server_ holds the block's current values
   std::vector<std::int64_t> newest_;          // by bucket: the newest iteration landed here (-1: none)
   double stale_sum_ = 0;                      // read staleness since the last apply()

@@ -98,7 +98,7 @@ std::string StoreBackend::beat_of(int writer) const {
   return std::string(v.begin(), v.end());
 }
 
-// Note [Lost writers].
+// See Note [Lost writers].
 void StoreBackend::wait_for(const std::string& key, int writer, std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now(), deadline = start + timeout;

@@ -176,7 +176,7 @@ int try_port(int port) {
 
 }  // namespace
 
-// Note [Free ports] (world.h).
+// See Note [Free ports] (world.h).
 int free_local_port() {
   const int below = ephemeral_ports().first;
   const int lowest = std::max(1024, below - 16384);

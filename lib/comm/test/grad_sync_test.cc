@@ -51,7 +51,7 @@ graph::OpGraph wide_fc() {
 }
 
 // wide_fc with its first layer as tools/export captures an nn.Linear
-// (Note [Captured Linear layers] in cost/comm.cc).
+// (see Note [Captured Linear layers] in cost/comm.cc).
 graph::OpGraph captured_fc() {
   auto doc = wide_fc().to_json();
   doc["capture"] = {{"by", "test"}, {"format", "aten/1"}, {"torch", "1.13"}};
@@ -273,7 +273,7 @@ TEST_P(AllReduce, HybridEqualsSingleProcessTraining) {
 }
 
 // Every method over the store backend (the CUDA build's carrier of CPU
-// tensors, Note [Backends]): the same weights as one process.
+// tensors, see Note [Backends]): the same weights as one process.
 TEST_P(AllReduce, HybridOverTheStoreBackendEqualsSingleProcessTraining) {
   const auto& [model, ranks] = GetParam();
   const auto g = model_graph(model);
@@ -322,7 +322,7 @@ TEST(AllReduceSync, SmallBucketsAndNoWfbpAgreeAndCountBytes) {
   EXPECT_GE(off.stats[0].events.front().start_s, off.stats[0].backward_end_s);
 }
 
-// Note [Captured Linear layers]: SFB takes an ATen-captured nn.Linear as it
+// See Note [Captured Linear layers]: SFB takes an ATen-captured nn.Linear as it
 // takes the zoo's linear op, and trains to the single process's weights.
 TEST(SfbSync, TakesCapturedLinearLayers) {
   const auto g = captured_fc();
@@ -374,7 +374,7 @@ TEST(SfbSync, RebuiltGradientEqualsTheAllReducedOneAndBytesFollowTheFormula) {
   EXPECT_DOUBLE_EQ(run.stats[0].sent.at("fc.bias"), 2.0 * 1024 * 4 * 2 / 3);  // all-reduce
 }
 
-// Note [Staleness]: with one member slowed down, the others run ahead by
+// See Note [Staleness]: with one member slowed down, the others run ahead by
 // up to s clocks and never more. A member's clock is how many iterations it
 // has pushed (counted by the decorator before the bytes leave); a member
 // starting step c must see every other member at clock c - s or later.
@@ -486,7 +486,7 @@ PsRound ps_round(const std::vector<std::vector<std::int64_t>>& shapes, int ranks
   return out;
 }
 
-// Note [Sharded parameter server]: per replica and iteration the PS sends
+// See Note [Sharded parameter server]: per replica and iteration the PS sends
 // and receives 2·S·(P−1)/P bytes for S bytes of parameters (what a ring
 // all-reduce moves), counted at the sockets for P = 2, 3, 4, for one large
 // weight and for many small tensors packed into one bucket; and every
@@ -517,7 +517,7 @@ TEST(PsSync, BytesOnTheWireAndServedShareAreOnePth) {
   }
 }
 
-// Note [Sharded parameter server]: the counters say what the formula says,
+// See Note [Sharded parameter server]: the counters say what the formula says,
 // and the sync launched one push (alltoall) and one pull (allgather) of
 // equal blocks per bucket.
 TEST(PsSync, CountersFollowTheFormula) {

@@ -159,7 +159,7 @@ TEST(StoreBackend, AWaitPastItsTimeoutNamesTheKeyAndTheRank) {
   }
 }
 
-// Note [Lost writers]: member 0 (world rank 4) beats for a while, then its
+// See Note [Lost writers]: member 0 (world rank 4) beats for a while, then its
 // beat stops and its message never comes; member 1 (world rank 7) names it
 // long before the 60-s timeout.
 TEST(StoreBackend, AWaitForAWriterWhoseHeartbeatStoppedEndsEarlyNamingIt) {
@@ -218,7 +218,7 @@ TEST(StoreBackend, AWriterThatBeatsIsWaitedForPastTheSilence) {
 }
 
 #if TORCH_VERSION_MAJOR >= 2
-// Note [Lost writers] relies on a TCPStore that stays usable after a wait
+// See Note [Lost writers] relies on a TCPStore that stays usable after a wait
 // slice timed out (LibTorch 2.x cancels it at the server; 1.13's does not,
 // so this runs on the CUDA build only): a message that comes after several
 // slices arrives whole, and the next messages still match.

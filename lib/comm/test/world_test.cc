@@ -60,7 +60,7 @@ TEST(World, ReadsTheJobId) {
   EXPECT_EQ(world_from_env({}).job_id, "");
 }
 
-// Note [Free ports]: a rendezvous port lies below the ephemeral range, where
+// See Note [Free ports]: a rendezvous port lies below the ephemeral range, where
 // no outgoing connection or port-0 listener can take it, and was free.
 TEST(World, AFreeLocalPortLiesBelowTheEphemeralRange) {
   const auto [low, high] = ephemeral_ports();
@@ -76,7 +76,7 @@ TEST(World, AFreeLocalPortLiesBelowTheEphemeralRange) {
   EXPECT_GT(seen.size(), 1u) << "drawn at random, so two jobs rarely try the same port";
 }
 
-// Note [Job ids]: a worker of another job that reaches this job's
+// See Note [Job ids]: a worker of another job that reaches this job's
 // rendezvous is refused, naming both jobs, as bad input.
 TEST(Group, AWorkerOfAnotherJobIsRefused) {
   WorldInfo a;
@@ -101,7 +101,7 @@ TEST(Group, AWorkerOfAnotherJobIsRefused) {
   host.join();
 }
 
-// Note [Arrivals]: the ranks that came wait for one that never does longer
+// See Note [Arrivals]: the ranks that came wait for one that never does longer
 // than a rank's own attempt to reach the store (so that rank fails first),
 // then fail naming it.
 TEST(Group, ARankThatNeverArrivesIsNamedAfterTheOthersWaitedLonger) {
@@ -136,7 +136,7 @@ TEST(Group, ARankThatNeverArrivesIsNamedAfterTheOthersWaitedLonger) {
 
 }
 
-// The processes on this host, which share its cores (Note [Thread defaults]).
+// The processes on this host, which share its cores (see Note [Thread defaults]).
 TEST(World, ReadsEachLaunchersLocalSize) {
   const std::map<std::string, std::string> master{{"MASTER_ADDR", "n1"}, {"MASTER_PORT", "1"}};
   auto with = [&](std::map<std::string, std::string> env) {

@@ -1,4 +1,5 @@
 #include "trident/config/config.h"
+#include "trident/config/plan_request.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -399,10 +400,10 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
     r.fail("train.steps", root["train"]["steps"], "give either train.epochs or train.steps, not both");
   if (!c.train.epochs && !c.train.steps) c.train.epochs = 1;
   const auto& p = c.parallel.partitioner;
-  const auto& names = plan::partitioner_names();
-  if (std::find(names.begin(), names.end(), p) == names.end() && (p.size() < 5 || p.substr(p.size() - 5) != ".json"))
+  const auto kind = partitioner_kind(p);  // See Note [Config to request]
+  if (!kind)
     r.fail("parallel.partitioner", root["parallel"]["partitioner"],
-           "allowed: " + join(names) + ", or a plan .json path");
+           "allowed: " + join(plan::partitioner_names()) + ", or a plan .json path");
   if (c.parallel.micro_batch && c.train.mini_batch % c.parallel.micro_batch)
     r.fail("parallel.micro_batch", root["parallel"]["micro_batch"],
            "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));
@@ -422,10 +423,9 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
       c.parallel.grad_sync != "hybrid")
     r.fail("parallel.staleness", root["parallel"]["staleness"],
            "applies to the parameter server; use parallel.grad_sync=ps (or hybrid), or staleness 0");
-  // Note [Staleness]: members run ahead of each other only as data-parallel
+  // See Note [Staleness]: members run ahead of each other only as data-parallel
   // replicas; a pipeline's stages exchange every micro-batch in lock-step.
-  if (c.parallel.devices > 1 && c.parallel.staleness > 0 && c.parallel.partitioner != "dp" &&
-      (p.size() < 5 || p.substr(p.size() - 5) != ".json"))
+  if (c.parallel.devices > 1 && c.parallel.staleness > 0 && kind == PartitionerKind::kSearch)
     r.fail("parallel.staleness", root["parallel"]["staleness"],
            "applies to data-parallel replicas; use parallel.partitioner=dp (now " + p + "), or staleness 0");
 }
@@ -480,7 +480,7 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
   auto c = parse_config(read_text_file<ConfigError>(path, "--config"), overrides, path);
   // A relative plan path is looked up beside the config file first.
   auto& plan = c.parallel.partitioner;
-  if (plan.size() > 5 && plan.substr(plan.size() - 5) == ".json" && std::filesystem::path(plan).is_relative()) {
+  if (partitioner_kind(plan) == PartitionerKind::kPlanFile && std::filesystem::path(plan).is_relative()) {
     const auto beside = std::filesystem::path(path).parent_path() / plan;
     if (!std::filesystem::exists(plan) && std::filesystem::exists(beside)) plan = beside.string();
   }

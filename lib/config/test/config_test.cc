@@ -1,4 +1,5 @@
 #include "trident/config/config.h"
+#include "trident/config/plan_request.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -151,7 +152,7 @@ TEST(Config, DistributedSettingsAreValidated) {
   expect_error(kGood, {"parallel.partitioner=plan.yaml"}, {"parallel.partitioner = 'plan.yaml'", "a plan .json path"});
   expect_error(kGood, {"parallel.devices=2", "parallel.staleness=2"},
                {"parallel.staleness = '2'", "applies to the parameter server"});
-  // Note [Staleness]: replicas only, not a pipeline's stages.
+  // See Note [Staleness]: replicas only, not a pipeline's stages.
   expect_error(kGood, {"parallel.devices=2", "parallel.grad_sync=ps", "parallel.staleness=2",
                        "parallel.partitioner=graphpipe"},
                {"parallel.staleness = '2'", "applies to data-parallel replicas", "parallel.partitioner=dp"});
@@ -173,7 +174,7 @@ TEST(Config, InvalidYamlNamesTheLine) {
 namespace trident::runtime {
 namespace {
 
-// The key table in docs/config.md is the one the parser reads (Note [Config keys]).
+// The key table in docs/config.md is the one the parser reads (see Note [Config keys]).
 TEST(Config, DocsHoldTheKeyTable) {
   std::ifstream in(std::string(TRIDENT_SOURCE_DIR) + "/docs/config.md");
   std::stringstream text;
@@ -201,6 +202,47 @@ TEST(Config, EveryKeyRoundTripsThroughYaml) {
   EXPECT_EQ(again.optimizer.schedule, "cosine");
   EXPECT_EQ(again.parallel.sync.at("fc1.weight"), "ps");
   EXPECT_EQ(again.to_yaml(), c.to_yaml());
+}
+
+// Note [Config to request]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// One classification of parallel.partitioner, and
+// one request for every caller.
+TEST(PlanRequest, PartitionerKindsAndTheRequestOfAConfig) {
+  EXPECT_EQ(partitioner_kind("dp"), PartitionerKind::kDataParallel);
+  EXPECT_EQ(partitioner_kind("graphpipe"), PartitionerKind::kSearch);
+  EXPECT_EQ(partitioner_kind("pipedream"), PartitionerKind::kSearch);
+  EXPECT_EQ(partitioner_kind("plans/a.json"), PartitionerKind::kPlanFile);
+  EXPECT_FALSE(partitioner_kind(".json"));
+  EXPECT_FALSE(partitioner_kind("piper"));
+  expect_error(kGood, {"parallel.partitioner=piper"}, {"parallel.partitioner", "allowed: graphpipe, pipedream, dp"});
+
+  // One device is a one-stage data-parallel plan whatever the partitioner; dp takes the whole mini-batch.
+  auto one = plan_request(parse_config(kGood, {"parallel.partitioner=graphpipe"}));
+  EXPECT_EQ(one.partitioner, "dp");
+  EXPECT_EQ(one.micro_batch, 64);
+  EXPECT_EQ(one.optimizer_states, 2);  // adam
+  EXPECT_EQ(one.bucket_bytes, static_cast<double>(cost::kDefaultBucketBytes));
+
+  auto c = parse_config(kGood, {"parallel.devices=4", "parallel.partitioner=graphpipe", "parallel.staleness=0",
+                                "train.threads=2", "parallel.bucket_mb=8", "parallel.max_replicas=2",
+                                "parallel.sync.fc1.weight=ps", "optimizer.name=sgd", "optimizer.momentum=0"});
+  auto r = plan_request(c);
+  EXPECT_EQ(r.partitioner, "graphpipe");
+  EXPECT_FALSE(r.micro_batch);  // searched
+  EXPECT_EQ(r.devices, 4);
+  EXPECT_EQ(r.threads, 2);
+  EXPECT_EQ(r.max_replicas, 2);
+  EXPECT_EQ(r.bucket_bytes, 8.0 * 1024 * 1024);
+  EXPECT_EQ(r.optimizer_states, 0);  // plain sgd
+  EXPECT_EQ(r.sync_overrides, (std::map<std::string, std::string>{{"fc1.weight", "ps"}}));
+
+  c.parallel.partitioner = "p.json";
+  EXPECT_EQ(run_kind(c.parallel), PartitionerKind::kPlanFile);
+  EXPECT_EQ(plan_request(c).partitioner, "graphpipe");  // the plan file's plan is checked by Planner::make
+  c.parallel.partitioner = "dp";
+  EXPECT_EQ(plan_request(c).max_replicas, 0);
+  EXPECT_EQ(plan_request(c).micro_batch, 64);
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ double formula_s(const std::string& op, const LinkSpec& link, double bytes, int 
   return (ranks - 1) * (a + bytes / b);                               // allgather: `bytes` from each rank
 }
 
-// Note [Measured links]: the table for `op` at `ranks` processes, or the
+// See Note [Measured links]: the table for `op` at `ranks` processes, or the
 // nearest count below (else above) scaled by the formula; the formula alone
 // when nothing was measured.
 double priced_s(const std::string& op, const LinkSpec& link, double bytes, int ranks) {
@@ -88,7 +88,7 @@ double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks) {
   return priced_s("allreduce", link, tensor_bytes, ranks);
 }
 
-// Note [Sharded parameter server]: an alltoall push and an alltoall pull,
+// See Note [Sharded parameter server]: an alltoall push and an alltoall pull,
 // P−1 messages of S/P bytes each — a ring all-reduce's steps and bytes, so
 // priced as the all-reduce unless the link's alltoall was measured.
 double ps_s(const LinkSpec& link, double tensor_bytes, int ranks) {
@@ -108,7 +108,9 @@ double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_p
 
 namespace {
 
-// Note [Captured Linear layers]: an ATen capture of nn.Linear on a batch of
+// Note [Captured Linear layers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An ATen capture of nn.Linear on a batch of
 // rows is the program t(W); addmm(b, x, that) (or mm(x, that) without a
 // bias) over the op's one input — exactly the zoo's linear op, so SFB's
 // factors (the input rows and the output gradient) are the op's input and

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "trident/cost/buckets.h"
 #include "trident/cost/comm.h"
 #include "trident/cost/cost_model.h"
 #include "trident/zoo/zoo.h"
@@ -153,7 +154,7 @@ TEST(CommCost, ByteCountsFollowPoseidonsFormulas) {
   }
 }
 
-// Note [Measured links] and `trident calibrate`'s file: tables, cores and
+// See Note [Measured links] and `trident calibrate`'s file: tables, cores and
 // profiles survive the round trip and price what they cover.
 TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
   auto c = load_cluster("cpu-local");
@@ -197,7 +198,7 @@ TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
   std::string source;
   const auto& fc = g.op(g.id_of("fc0"));
   EXPECT_DOUBLE_EQ(cost_model_for(again, g, "tiny", 1, &source).forward_s(fc, 1), 1e-3);
-  // Note [Core throughput]: the model's own figure travels with its profile.
+  // See Note [Core throughput]: the model's own figure travels with its profile.
   EXPECT_EQ(cost_model_for(again, g, "tiny", 1).core_throughput(), p.core_throughput);
   const auto described = cost_model_for(again, g, "tiny", 1).describe();
   EXPECT_EQ(Profile::from_json(described["data"], "plan").core_throughput, p.core_throughput);
@@ -237,6 +238,22 @@ TEST(CommCost, HybCommPicksSfbExactlyBelowTheBreakEven) {
   EXPECT_EQ(choose_sync(op, w, 32, 33, link, fast).method, SyncMethod::kPs);
   EXPECT_EQ(choose_sync(op, w, 32, 1, link, fast).seconds, 0);
   EXPECT_THROW(sync_cost(SyncMethod::kSfb, op, op.params[1], 32, 4, link, fast), ClusterError);
+}
+
+// Note [Gradient buckets]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A new bucket when the next tensor would overflow
+// the size; one larger than the size gets its own; a size below 1 is refused.
+TEST(Buckets, PackedAsTheRuntimeSendsThem) {
+  BucketPacker p(100);
+  EXPECT_TRUE(p.add(40));   // the first opens bucket 1
+  EXPECT_FALSE(p.add(60));  // 100: fits exactly
+  EXPECT_TRUE(p.add(1));    // bucket 2
+  EXPECT_TRUE(p.add(500));  // larger than the size: bucket 3, alone
+  EXPECT_TRUE(p.add(10));   // bucket 4
+  EXPECT_FALSE(p.add(0));
+  EXPECT_EQ(p.buckets(), 4);
+  EXPECT_THROW(BucketPacker(0), std::invalid_argument);
 }
 
 }  // namespace

@@ -97,7 +97,7 @@ class TimedEvent {
   cudaEvent_t event_ = nullptr;
 };
 
-// Note [GPU spans] (trace.h): marks are events on the current stream. Their
+// See Note [GPU spans] (trace.h): marks are events on the current stream. Their
 // times are measured from an anchor: an event recorded on an idle stream
 // and waited for, at a known system-clock time. times() re-anchors after
 // each step (the stream is idle then), so the GPU's clock and the host's

@@ -1,8 +1,8 @@
 // The parts of StageExecutor that its three source files share: what a
 // pass exchanges (crossings, pieces, layouts, posted receives) and the
-// action backends (Note [Action backends]). stage_executor.cc interprets
+// action backends (see Note [Action backends]). stage_executor.cc interprets
 // actions and moves pieces; tensor_backend.cc computes them on the stage's
-// modules; clock_backend.cc on the emulated clock (Note [Emulation]).
+// modules; clock_backend.cc on the emulated clock (see Note [Emulation]).
 // Internal to lib/runtime.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 namespace trident::runtime {
 
-// One tensor crossing an edge (Note [Tags]).
+// One tensor crossing an edge (see Note [Tags]).
 struct StageExecutor::Crossing {
   graph::OpId op = -1;
   int from = 0, to = 0;
@@ -53,7 +53,7 @@ inline std::vector<std::int64_t> batch_shape(std::int64_t rows, const graph::Ten
   return s;
 }
 
-// Where this rank's rows and pieces lie (Note [Rows and pieces]): for the
+// Where this rank's rows and pieces lie (see Note [Rows and pieces]): for the
 // plan's micro-batch sizes, or for one size on every stage (a short
 // evaluation chunk).
 struct StageExecutor::Layout {
@@ -64,7 +64,7 @@ struct StageExecutor::Layout {
   std::map<graph::OpId, int> input_k_of;  // the producer op of each received crossing -> its k
 };
 
-// The p2p state of one pass: receives posted ahead (Note [Tags]), sends in flight.
+// The p2p state of one pass: receives posted ahead (see Note [Tags]), sends in flight.
 struct StageExecutor::Exchange {
   const Layout* layout = nullptr;
   struct Direction {
@@ -77,11 +77,13 @@ struct StageExecutor::Exchange {
   std::map<std::tuple<int, int, int>, std::int64_t> channel;  // emulated: free time per stage pair and direction
 };
 
-// Note [Action backends]: pass() interprets a stage's schedule actions — it
-// posts receives ahead (Note [Tags]), hands each action to the backend,
+// Note [Action backends]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Pass() interprets a stage's schedule actions — it
+// posts receives ahead (see Note [Tags]), hands each action to the backend,
 // posts the next receives, and at the end waits for the sends — and knows
 // nothing of what an action computes. The backend does: TensorBackend runs
-// the stage's modules on real rows; ClockBackend (Note [Emulation]) waits
+// the stage's modules on real rows; ClockBackend (see Note [Emulation]) waits
 // modelled times and sends modelled arrival times. Both exchange through the
 // same pieces and tags, so an emulated run exercises the real protocol.
 struct StageExecutor::Pass {

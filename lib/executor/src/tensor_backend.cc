@@ -1,5 +1,5 @@
 // StageExecutor::TensorBackend: a stage's forward and backward on its
-// modules and real rows (Note [Action backends], stage_parts.h).
+// modules and real rows (see Note [Action backends], stage_parts.h).
 #include "stage_parts.h"
 
 #include <optional>
@@ -12,16 +12,16 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   const auto& l = *x.layout;
   auto& saved = saved_[m];
   const bool training = torch::GradMode::is_enabled();
-  // Note [Recomputation]: a recomputing stage records no autograd graph now
+  // See Note [Recomputation]: a recomputing stage records no autograd graph now
   // and keeps only what it received and read.
   const bool recompute = training && s_.recompute_;
   std::optional<torch::NoGradGuard> no_graph;
   if (recompute) no_graph.emplace();
   // Each received input is taken when the first op that reads it runs
-  // (Note [Inputs on demand] in nn/executor.h); the forward's trace splits
+  // (see Note [Inputs on demand] in nn/executor.h); the forward's trace splits
   // into compute segments around the waits. On the host a short wait stays
   // inside the forward; on a device each receive is marked, and a short wait
-  // is dropped when the marks are timed (Note [GPU spans] in trace.h).
+  // is dropped when the marks are timed (see Note [GPU spans] in trace.h).
   auto segment_start = p.stamp();
   auto receive = [&](int k) {
     const auto t0 = p.stamp();
@@ -41,7 +41,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
     return;
   }
   nn::Batch fields;
-  std::optional<nn::RandomScope> random;  // Note [Random ops]: training draws by (seed, step, micro-batch)
+  std::optional<nn::RandomScope> random;  // See Note [Random ops]: training draws by (seed, step, micro-batch)
   if (training) random.emplace(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
   const auto base = p.first_row + m * l.micro_batch;
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
@@ -96,7 +96,9 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool la
   if (p.trace) p.trace->add_stamped(action, "backward", t1, p.stamp());
 }
 
-// Note [Recomputation]: the forward again, now recording autograd, on the
+// Note [Recomputation]
+// ~~~~~~~~~~~~~~~~~~~~
+// The forward again, now recording autograd, on the
 // inputs and fields kept, under the same random key, so it computes exactly
 // what the first forward sent on.
 void StageExecutor::TensorBackend::recompute(Pass& p, int m, const Layout& l, Saved& saved,

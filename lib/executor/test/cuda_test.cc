@@ -14,7 +14,7 @@ namespace {
 #define SKIP_WITHOUT_GPU() \
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible"
 
-// Note [GPU spans]: the host queues milliseconds of GPU work in far less
+// See Note [GPU spans]: the host queues milliseconds of GPU work in far less
 // time; the clock's marks around it span the GPU's time, on the system clock.
 TEST(CudaClock, MarksTimeTheGpuWorkBetweenThemOnTheSystemClock) {
   SKIP_WITHOUT_GPU();

@@ -1,5 +1,7 @@
 #include "trident/graph/op_graph.h"
 
+#include "trident/graph/aten_program.h"
+
 #include <algorithm>
 #include <queue>
 
@@ -132,6 +134,7 @@ void OpGraph::validate() const {
                          to_string(o.inputs[i].expected));
       }
     }
+    if (o.kind == "aten") parse_aten_program(*this, o);  // See Note [ATen programs]: checked where it enters
     if (id != sink && consumers_[id].empty()) {
       throw GraphError("op '" + o.name + "' has no consumers; only the loss '" + ops_[sink].name +
                        "' may be a sink");

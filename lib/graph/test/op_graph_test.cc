@@ -124,7 +124,7 @@ TEST(OpGraph, JsonRoundTripKeepsEverything) {
   EXPECT_EQ(back.op(m2.d).inputs[1].producer, m2.c);
 }
 
-// A captured graph's record and constants (Note [ATen capture]) survive a
+// A captured graph's record and constants (see Note [ATen capture]) survive a
 // round trip; a record that is not an object with a format is refused.
 TEST(OpGraph, JsonKeepsTheCaptureAndItsConstants) {
   Diamond m;

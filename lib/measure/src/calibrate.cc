@@ -1,4 +1,4 @@
-// Note [Calibration] in calibrate.h.
+// See Note [Calibration] in calibrate.h.
 #include "trident/measure/calibrate.h"
 
 #include <unistd.h>
@@ -124,7 +124,9 @@ void barrier(const comm::Group& g) {
   wait(g.pg().allreduce(v), g);
 }
 
-// Note [Sharing workload]: how well processes share the cores depends on
+// Note [Sharing workload]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// How well processes share the cores depends on
 // what they compute (on one 2-vCPU machine, two processes multiplying
 // matrices did 1.0-1.2x one's work, two running a small convolution's pass
 // 2.0x). So the unit of the sharing measurement is a training pass of the
@@ -269,7 +271,7 @@ struct Calibration {
          since(t0));
   }
 
-  // Note [Core throughput]: X(k) = the passes k processes do per second
+  // See Note [Core throughput]: X(k) = the passes k processes do per second
   // together over the passes one does alone. The lone rate is measured
   // before and after each k and averaged, so that a slow phase of the
   // machine (minutes long on a shared host) moves both sides of the ratio.

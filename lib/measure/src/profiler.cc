@@ -13,6 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Note [Whole-graph normalisation]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // An op timed alone costs more than inside a pass: its backward runs its own
 // autograd graph (and input gradients the pass never needs), its forward
 // allocates afresh. Measured on inception/tiny at 1 thread, the ops' sum was
@@ -64,7 +65,9 @@ cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o
   cost::Profile p;
   p.model = model.name, p.preset = model.preset, p.device = "this machine (" + std::to_string(o.threads) + " thread)";
   p.rows = o.rows;
-  // Note [Gradients an op computes]: in a training pass an op computes the
+  // Note [Gradients an op computes]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // In a training pass an op computes the
   // gradient of an input only where a parameter lies upstream of it; the
   // first layer never computes the gradient of the image. Timed alone, the
   // op is asked for exactly those, or its backward would carry work the pass

@@ -25,7 +25,7 @@ TEST(Profiler, MeasuresEveryOpAndFeedsTheProfiledCostModel) {
   EXPECT_THROW(profile_model(spec, {{1}, 0, 1}), InputError);
 }
 
-// Note [Thread defaults]: the cores are divided among this host's processes.
+// See Note [Thread defaults]: the cores are divided among this host's processes.
 TEST(Process, DividesTheCoresAmongTheProcessesOnThisHost) {
   EXPECT_EQ(choose_threads(0, 2, 1).threads, 2);
   EXPECT_EQ(choose_threads(0, 2, 2).threads, 1);

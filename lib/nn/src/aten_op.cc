@@ -1,4 +1,4 @@
-// See Note [ATen programs] in aten_op.h.
+// Runs parsed ATen programs (see Note [ATen programs] in graph/aten_program.h).
 #include "aten_op.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -47,7 +47,7 @@ struct Call {
   c10::OperatorHandle op;
   std::vector<Arg> args;  // in schema order, defaults filled in
   size_t returns = 1;
-  int generator = -1;     // a random call: the index of its Generator? argument (Note [Random ops])
+  int generator = -1;     // a random call: the index of its Generator? argument (see Note [Random ops])
 };
 
 c10::ScalarType scalar_type_of(const std::string& name, const std::string& where) {
@@ -67,73 +67,60 @@ c10::TypePtr unwrap_optional(c10::TypePtr t) {
 
 bool takes_float(const c10::TypePtr& t) { return unwrap_optional(t)->kind() == c10::TypeKind::FloatType; }
 
+// Turns a parsed program's arguments (graph/aten_program.h) into values by
+// each operator's schema, once per op.
 class Builder {
  public:
-  Builder(const graph::Op& op, const std::function<torch::Tensor(const std::string&)>& param,
+  Builder(const std::function<torch::Tensor(const std::string&)>& param,
           const std::map<std::string, torch::Tensor>& constants)
-      : op_(op), param_(param), constants_(constants) {}
+      : param_(param), constants_(constants) {}
 
-  Arg arg(const json& j, const c10::TypePtr& type, const std::string& where) {
-    Arg out;
-    if (j.is_null()) return out;
-    if (j.is_number() && unwrap_optional(type)->kind() == c10::TypeKind::TensorType) {
-      // A Python number where the schema takes a tensor (`x + 1.0` calls add.Tensor): Python wraps it
-      // into a 0-dim "wrapped number", which takes part in type promotion as a scalar does.
-      auto t = j.is_number_integer() ? at::scalar_tensor(j.get<std::int64_t>(), at::kLong)
-                                     : at::scalar_tensor(j.get<double>(), at::kDouble);
-      t.unsafeGetTensorImpl()->set_wrapped_number(true);
-      return value(t);
+  Arg arg(const graph::AtenArg& a, const c10::TypePtr& type, const std::string& where) const {
+    using Kind = graph::AtenArg::Kind;
+    const bool takes_tensor = unwrap_optional(type)->kind() == c10::TypeKind::TensorType;
+    switch (a.kind) {
+      case Kind::kNone: return {};
+      case Kind::kBool: return value(c10::IValue(a.boolean));
+      case Kind::kInt:
+      case Kind::kFloat: {
+        if (takes_tensor) {
+          // A Python number where the schema takes a tensor (`x + 1.0` calls add.Tensor): Python wraps it
+          // into a 0-dim "wrapped number", which takes part in type promotion as a scalar does.
+          auto t = a.kind == Kind::kInt ? at::scalar_tensor(a.integer, at::kLong) : at::scalar_tensor(a.real, at::kDouble);
+          t.unsafeGetTensorImpl()->set_wrapped_number(true);
+          return value(t);
+        }
+        if (a.kind == Kind::kFloat) return value(c10::IValue(a.real));
+        return takes_float(type) ? value(c10::IValue(static_cast<double>(a.integer))) : value(c10::IValue(a.integer));
+      }
+      case Kind::kString: return value(c10::IValue(a.text));
+      case Kind::kList: return list(a, type, where);
+      case Kind::kDtype: return value(c10::IValue(static_cast<std::int64_t>(scalar_type_of(a.text, where))));
+      case Kind::kLayout: return value(c10::IValue(static_cast<std::int64_t>(c10::kStrided)));
+      case Kind::kMemoryFormat: return value(c10::IValue(static_cast<std::int64_t>(memory_format(a.text))));
+      case Kind::kInput: return ref(Arg::kInput, a.index);
+      case Kind::kCall: {
+        auto r = ref(Arg::kCall, a.index);
+        r.item = a.item;
+        return r;
+      }
+      case Kind::kBatch: {
+        Arg r;
+        r.kind = Arg::kBatch;
+        r.a = a.integer;
+        r.c = a.plus;
+        return r;
+      }
+      case Kind::kParam: return value(param_(a.text));
+      case Kind::kConst: {
+        auto r = value(constants_.at(a.text));  // present: checked by parse_aten_program
+        r.kind = Arg::kConstant;
+        return r;
+      }
+      case Kind::kDevice: return ref(Arg::kDevice, 0);
     }
-    if (j.is_boolean()) return value(c10::IValue(j.get<bool>()));
-    if (j.is_number_integer()) {
-      const auto v = j.get<std::int64_t>();
-      return takes_float(type) ? value(c10::IValue(static_cast<double>(v))) : value(c10::IValue(v));
-    }
-    if (j.is_number_float()) return value(c10::IValue(j.get<double>()));
-    if (j.is_string()) return value(c10::IValue(j.get<std::string>()));
-    if (j.is_array()) return list(j, type, where);
-    if (!j.is_object()) throw GraphError(where + ": cannot read argument " + j.dump());
-    if (j.contains("in")) return ref(Arg::kInput, get_checked<int>(j.at("in")));
-    if (j.contains("call")) {
-      auto r = ref(Arg::kCall, get_checked<int>(j.at("call")));
-      r.item = j.value("item", -1);
-      if (r.index < 0 || r.index >= calls_made_) throw GraphError(where + ": refers to call " + j.at("call").dump() + " before it is made");
-      return r;
-    }
-    if (j.contains("batch")) {
-      Arg r;
-      r.kind = Arg::kBatch;
-      r.a = get_checked<std::int64_t>(j.at("batch"));
-      r.c = get_checked<std::int64_t>(j.at("plus"));
-      return r;
-    }
-    if (j.contains("param")) return value(param_(get_checked<std::string>(j.at("param"))));
-    if (j.contains("const")) {
-      const auto name = get_checked<std::string>(j.at("const"));
-      auto it = constants_.find(name);
-      if (it == constants_.end()) throw GraphError(where + ": constant '" + name + "' is not in the graph's constants");
-      auto r = value(it->second);
-      r.kind = Arg::kConstant;
-      return r;
-    }
-    if (j.contains("device")) return ref(Arg::kDevice, 0);
-    if (j.contains("dtype"))
-      return value(c10::IValue(static_cast<std::int64_t>(scalar_type_of(get_checked<std::string>(j.at("dtype")), where))));
-    if (j.contains("layout")) {
-      const auto l = get_checked<std::string>(j.at("layout"));
-      if (l != "strided") throw GraphError(where + ": layout '" + l + "' is not supported; trident runs strided tensors");
-      return value(c10::IValue(static_cast<std::int64_t>(c10::kStrided)));
-    }
-    if (j.contains("memory_format")) return value(c10::IValue(static_cast<std::int64_t>(memory_format(j, where))));
-    if (j.contains("float")) {
-      const auto f = get_checked<std::string>(j.at("float"));
-      const double inf = std::numeric_limits<double>::infinity();
-      return value(c10::IValue(f == "inf" ? inf : f == "-inf" ? -inf : std::numeric_limits<double>::quiet_NaN()));
-    }
-    throw GraphError(where + ": cannot read argument " + j.dump());
+    throw GraphError(where + ": cannot read argument");
   }
-
-  void made_call() { ++calls_made_; }
 
  private:
   static Arg value(c10::IValue v) {
@@ -147,57 +134,68 @@ class Builder {
     out.index = index;
     return out;
   }
-  static c10::MemoryFormat memory_format(const json& j, const std::string& where) {
-    const auto m = get_checked<std::string>(j.at("memory_format"));
-    if (m == "contiguous_format") return c10::MemoryFormat::Contiguous;
+  static c10::MemoryFormat memory_format(const std::string& m) {
     if (m == "preserve_format") return c10::MemoryFormat::Preserve;
     if (m == "channels_last") return c10::MemoryFormat::ChannelsLast;
-    throw GraphError(where + ": memory_format '" + m + "' is not supported");
+    return c10::MemoryFormat::Contiguous;  // contiguous_format: the only other name parse_aten_program lets through
   }
 
-  Arg list(const json& j, const c10::TypePtr& type, const std::string& where) {
+  // The list kinds Program::list builds; anything else is refused here, at load time.
+  static bool builds_list_of(const c10::TypePtr& element) {
+    switch (element->kind()) {
+      case c10::TypeKind::TensorType:
+      case c10::TypeKind::FloatType:
+      case c10::TypeKind::BoolType:
+      case c10::TypeKind::IntType:
+      case c10::TypeKind::SymIntType:
+        return true;
+      case c10::TypeKind::OptionalType:
+        return unwrap_optional(element)->kind() == c10::TypeKind::TensorType;
+      default:
+        return false;
+    }
+  }
+
+  Arg list(const graph::AtenArg& a, const c10::TypePtr& type, const std::string& where) const {
     auto t = unwrap_optional(type);
     auto lt = t->cast<c10::ListType>();
     if (!lt) throw GraphError(where + ": a list where the schema takes " + t->str());
+    if (!builds_list_of(lt->getElementType()))
+      throw GraphError(where + ": a list of " + lt->getElementType()->str() + " is not one trident builds");
     Arg out;
     out.kind = Arg::kList;
     out.element = lt->getElementType()->kind();
-    for (const auto& e : j) out.items.push_back(arg(e, lt->getElementType(), where));
+    for (const auto& e : a.items) out.items.push_back(arg(e, lt->getElementType(), where));
     return out;
   }
 
-  const graph::Op& op_;
   const std::function<torch::Tensor(const std::string&)>& param_;
   const std::map<std::string, torch::Tensor>& constants_;
-  int calls_made_ = 0;
 };
 
 // The program of one op, run per micro-batch.
 class Program {
  public:
-  Program(const graph::Op& op, const std::function<torch::Tensor(const std::string&)>& param,
+  Program(const graph::Op& op, const graph::AtenProgram& program,
+          const std::function<torch::Tensor(const std::string&)>& param,
           const std::map<std::string, torch::Tensor>& constants)
       : name_(op.name) {
-    Builder b(op, param, constants);
-    const auto& calls = op.attrs.value("calls", json::array());
-    for (size_t i = 0; i < calls.size(); ++i) {
-      const auto& jc = calls[i];
+    const Builder b(param, constants);
+    for (size_t i = 0; i < program.calls.size(); ++i) {
+      const auto& c = program.calls[i];
       const std::string where = "op '" + op.name + "' call " + std::to_string(i);
-      const auto name = get_checked<std::string>(jc.at("op"));
-      const auto overload = jc.value("overload", std::string());
-      auto handle = find_op(name, overload);
-      if (!handle) throw GraphError(where + ": operator " + name + (overload.empty() ? "" : "." + overload) + " is unknown");
+      auto handle = find_op(c.op, c.overload);
+      if (!handle) throw GraphError(where + ": operator " + c.op + (c.overload.empty() ? "" : "." + c.overload) + " is unknown");
       Call call{*handle, {}, handle->schema().returns().size()};
       const auto& schema = handle->schema();
-      const auto& args = jc.value("args", json::array());
-      const auto& kwargs = jc.value("kwargs", json::object());
-      if (args.size() > schema.arguments().size())
-        throw GraphError(where + ": " + std::to_string(args.size()) + " arguments for " + toString(schema));
+      if (c.args.size() > schema.arguments().size())
+        throw GraphError(where + ": " + std::to_string(c.args.size()) + " arguments for " + toString(schema));
       for (size_t k = 0; k < schema.arguments().size(); ++k) {
         const auto& s = schema.arguments()[k];
         const std::string at = where + " argument '" + s.name() + "'";
-        if (k < args.size()) call.args.push_back(b.arg(args[k], s.type(), at));
-        else if (kwargs.contains(s.name())) call.args.push_back(b.arg(kwargs.at(s.name()), s.type(), at));
+        const auto kw = c.kwargs.find(s.name());
+        if (k < c.args.size()) call.args.push_back(b.arg(c.args[k], s.type(), at));
+        else if (kw != c.kwargs.end()) call.args.push_back(b.arg(kw->second, s.type(), at));
         else if (s.default_value()) {
           Arg d;
           d.value = *s.default_value();
@@ -206,17 +204,16 @@ class Program {
           throw GraphError(at + " is missing (schema " + toString(schema) + ")");
         }
       }
-      if (jc.value("random", false)) {
+      if (c.random) {  // See Note [Random ops]: seeded through its generator, never unseeded
         for (size_t k = 0; k < schema.arguments().size(); ++k)
           if (unwrap_optional(schema.arguments()[k].type())->kind() == c10::TypeKind::GeneratorType) call.generator = static_cast<int>(k);
+        if (call.generator < 0)
+          throw GraphError(where + ": marked random, but " + toString(schema) +
+                           " takes no generator, so it would run unseeded");
       }
       calls_.push_back(std::move(call));
-      b.made_call();
     }
-    if (calls_.empty()) throw GraphError("op '" + op.name + "' (aten) has no calls");
-    result_ = b.arg(op.attrs.value("result", json()), c10::TensorType::get(), "op '" + op.name + "' result");
-    if (result_.kind != Arg::kCall && result_.kind != Arg::kInput)
-      throw GraphError("op '" + op.name + "' (aten): 'result' must name a call or an input");
+    result_ = b.arg(program.result, c10::TensorType::get(), "op '" + op.name + "' result");
   }
 
   torch::Tensor operator()(const std::vector<torch::Tensor>& inputs) const {
@@ -349,9 +346,9 @@ void check_aten_ops(const graph::OpGraph& graph) {
                      "); export the model again with this trident's tools/export");
   for (const auto& op : graph.ops()) {
     if (op.kind != "aten") continue;
-    for (const auto& c : op.attrs.value("calls", json::array())) {
-      const auto name = c.value("op", std::string());
-      const auto overload = c.value("overload", std::string());
+    for (const auto& c : graph::parse_aten_program(graph, op).calls) {
+      const auto& name = c.op;
+      const auto& overload = c.overload;
       if (find_op(name, overload)) continue;
       throw GraphError("op '" + op.name + "' calls ATen operator " + name + (overload.empty() ? "" : "." + overload) +
                        ", which this build's LibTorch " + build_version() + " does not have (the graph was captured with "
@@ -361,14 +358,11 @@ void check_aten_ops(const graph::OpGraph& graph) {
   }
 }
 
-OpFn aten_function(const graph::Op& op, const std::function<torch::Tensor(const std::string&)>& param,
+OpFn aten_function(const graph::OpGraph& graph, const graph::Op& op,
+                   const std::function<torch::Tensor(const std::string&)>& param,
                    const std::map<std::string, torch::Tensor>& constants) {
-  try {
-    auto program = std::make_shared<Program>(op, param, constants);
-    return [program](const std::vector<torch::Tensor>& in) { return (*program)(in); };
-  } catch (const json::exception& e) {
-    throw GraphError("op '" + op.name + "' (aten): " + e.what());
-  }
+  auto program = std::make_shared<Program>(op, graph::parse_aten_program(graph, op), param, constants);
+  return [program](const std::vector<torch::Tensor>& in) { return (*program)(in); };
 }
 
 }  // namespace trident::nn

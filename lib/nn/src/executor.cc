@@ -54,7 +54,7 @@ Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator
 
 GraphExecutor::GraphExecutor(const GraphModule& module, graph::Subgraph subgraph)
     : module_(module), subgraph_(std::move(subgraph)) {
-  // Note [Inputs on demand]: an op waits on a stage input when one of its
+  // See Note [Inputs on demand]: an op waits on a stage input when one of its
   // producers is a stage input or waits on one. Both groups keep their
   // topological order, and no op that does not wait reads one that does.
   const auto& g = module_.graph();

@@ -59,7 +59,9 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear in_proj_, out_proj_;
 };
 
-// Note [Batch norm]: normalises each micro-batch by its own statistics, as
+// Note [Batch norm]
+// ~~~~~~~~~~~~~~~~~
+// Normalises each micro-batch by its own statistics, as
 // PyTorch's BatchNorm does on every forward call in training mode; running
 // statistics are not kept, so evaluation normalises by the evaluated batch.
 class BatchNormImpl : public torch::nn::Module {
@@ -155,9 +157,11 @@ OpFn scalar_of(const Op& op) {
                    "'; allowed: add, sub, mul, div, radd, rsub, rmul, rdiv");
 }
 
-// Note [Dropout]: active in training passes, off in evaluation. Under a
+// Note [Dropout]
+// ~~~~~~~~~~~~~~
+// Active in training passes, off in evaluation. Under a
 // RandomScope (the runtime's training forwards, and their recomputation) the
-// mask is drawn from the scope's key (Note [Random ops] in random.h), so a
+// mask is drawn from the scope's key (see Note [Random ops] in random.h), so a
 // micro-batch draws the same mask wherever and however often its stage runs
 // it; without one (gradients on, no scope: tests, the profiler) the
 // process's generator draws. Masks equal PyTorch's in distribution only.
@@ -229,7 +233,7 @@ OpFn function_of(const Op& op) {
     const auto axis = attr(op, "axis") + 1, start = attr(op, "start"), end = attr(op, "end");
     return [axis, start, end](const Inputs& in) { return in[0].slice(axis, start, end); };
   }
-  // Losses: the sum over the batch of each sample's loss (Note [Loss scale]).
+  // Losses: the sum over the batch of each sample's loss (see Note [Loss scale]).
   if (k == "cross_entropy")
     return [](const Inputs& in) {
       return torch::nn::functional::cross_entropy(
@@ -297,7 +301,7 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
       std::map<std::string, torch::Tensor> params;
       for (const auto& p : op.params) params.emplace(p.name, parameter(p));
       fns_[id] = aten_function(
-          op,
+          graph_, op,
           [&](const std::string& name) {
             auto it = params.find(name);
             if (it == params.end()) throw GraphError("op '" + op.name + "' reads parameter '" + name + "', which it does not declare");
@@ -341,7 +345,7 @@ void GraphModule::initialise(std::uint64_t seed) {
                          c10::str(t->sizes()));
       auto gen = at::detail::createCPUGenerator(parameter_seed(seed, p.name));
       if (op.kind == "aten" && t->dim() < 2) {
-        // Note [Initial weights] for captured models without a weights file: a
+        // See Note [Initial weights] for captured models without a weights file: a
         // vector named "weight" (a norm's scale) starts at one, any other at zero.
         const bool scale = p.name.size() >= 6 && p.name.compare(p.name.size() - 6, 6, "weight") == 0;
         t->fill_(scale ? 1.0 : 0.0);

@@ -15,7 +15,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One op in flight on this thread (Note [Op self time]).
+// One op in flight on this thread (see Note [Op self time]).
 struct Timing : at::ObserverContext {
   Clock::time_point start = Clock::now();
   double children_s = 0;  // time in the ops it called

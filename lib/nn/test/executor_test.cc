@@ -113,7 +113,7 @@ TEST(GraphExecutor, TwoStagesEqualTheWholeGraph) {
   }
 }
 
-// Note [Inputs on demand]: a stage holding mmt's branch 0 and the head runs
+// See Note [Inputs on demand]: a stage holding mmt's branch 0 and the head runs
 // all of branch 0 before it asks for branch 1's pooled output, and computes
 // what the eager forward computes.
 TEST(GraphExecutor, StageInputsAreAskedForWhenFirstRead) {

@@ -23,7 +23,7 @@ TEST(OpProfile, CountsEveryCallOfAnOp) {
   EXPECT_LE(sum, profile.wall_s());
 }
 
-// An enclosing scope's self time leaves out the ops it called (Note [Op self time]).
+// An enclosing scope's self time leaves out the ops it called (see Note [Op self time]).
 TEST(OpProfile, SelfTimeLeavesOutTheOpsCalled) {
   const auto a = square(256), b = square(256);
   OpProfile profile;

@@ -104,15 +104,17 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   if (replicas <= 1) return e;
   // WFBP: backward runs from the last op to the first; an op's gradients are
   // ready once its own backward is done. All-reduced and PS-synced
-  // gradients travel in buckets as the runtime packs them (Note [Gradient
-  // buckets]; Note [Sharded parameter server]), each method its own; SFB
+  // gradients travel in buckets as the runtime packs them (see Note [Gradient
+  // buckets]; see Note [Sharded parameter server]), each method its own; SFB
   // goes per parameter.
   struct Bucket {
     double bytes = 0, ready = 0;
     int count = 0;
+    cost::BucketPacker packer;
   };
-  Bucket buckets[2];  // all-reduce, PS
-  auto flush = [&](int which) {
+  const auto bucket_bytes = static_cast<std::int64_t>(req.bucket_bytes);
+  Bucket buckets[2] = {{0, 0, 0, cost::BucketPacker(bucket_bytes)}, {0, 0, 0, cost::BucketPacker(bucket_bytes)}};
+  auto flush = [&](int which) {  // prices the open bucket of `which` (all-reduce, PS)
     auto& bucket = buckets[which];
     if (bucket.bytes <= 0) return;
     const double seconds = which == 0 ? cost::allreduce_s(link, bucket.bytes, replicas)
@@ -143,9 +145,8 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
       e.methods.emplace_back(p->name, c.method);
       if (c.method == cost::SyncMethod::kAllReduce || c.method == cost::SyncMethod::kPs) {
         const int which = c.method == cost::SyncMethod::kAllReduce ? 0 : 1;
-        const auto bytes = static_cast<double>(p->bytes());
-        if (buckets[which].bytes > 0 && buckets[which].bytes + bytes > req.bucket_bytes) flush(which);
-        buckets[which].bytes += bytes, buckets[which].ready = ready;
+        if (buckets[which].packer.add(p->bytes())) flush(which);  // the runtime's packing
+        buckets[which].bytes += static_cast<double>(p->bytes()), buckets[which].ready = ready;
         continue;
       }
       e.sync_s += c.seconds;
@@ -154,9 +155,9 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   }
   flush(0);
   flush(1);
-  // Note [Sharded parameter server]: a PS-synced parameter's optimizer state
+  // See Note [Sharded parameter server]: a PS-synced parameter's optimizer state
   // lives on its servers, 1/replicas of it on each; under staleness each
-  // server also keeps a copy of its share of the weights (Note [Server copy]).
+  // server also keeps a copy of its share of the weights (see Note [Server copy]).
   double ps_params = 0;
   for (const auto& [name, method] : e.methods)
     if (method == cost::SyncMethod::kPs) ps_params += static_cast<double>(bytes_of(g, ops, name));

@@ -4,14 +4,16 @@
 // through here (or sums its per-op parts), so they agree.
 //
 // Note [Stage memory]
+// ~~~~~~~~~~~~~~~~~~~
 // Per device: weights + gradients + optimizer state (optimizer_states tensors
 // per parameter) + in-flight × activations of one micro-batch slice
 // (activation bytes per sample × micro_batch / replicas). PS-synced
-// parameters' optimizer state counts 1/replicas (Note [Sharded parameter
+// parameters' optimizer state counts 1/replicas (see Note [Sharded parameter
 // server] in comm/grad_sync.h).
 //
 // Note [Recomputation costs]
-// A stage that recomputes (Note [Recomputation] in executor/stage_executor.h)
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A stage that recomputes (see Note [Recomputation] in executor/stage_executor.h)
 // keeps per in-flight micro-batch only its inputs — the tensors other stages
 // send it and the dataset fields it reads — and holds one micro-batch's
 // activations while it runs a forward; each backward first runs the forward
@@ -46,7 +48,7 @@ struct StageEstimate {
     return (forward_s + backward_s) / micro_batch + sync_s / mini_batch;
   }
   double memory(int in_flight) const { return static_bytes + in_flight * activation_bytes; }
-  // The same stage recomputing (Note [Recomputation costs]): activation_bytes
+  // The same stage recomputing (see Note [Recomputation costs]): activation_bytes
   // becomes what is kept per in-flight micro-batch, static_bytes holds the
   // one forward's activations, backward_s the forward run again.
   StageEstimate recomputing() const {
@@ -85,7 +87,7 @@ struct StageConfig {
 std::vector<StageConfig> stage_configs(const PlanRequest& request, int b, int ratio);
 
 // The micro-batches a stage of `units` keeps in flight at a height of
-// `height` units (graph-1F1B counts rows: Note [Micro-batch ratios] in
+// `height` units (graph-1F1B counts rows: see Note [Micro-batch ratios] in
 // schedule.h), with m micro-batches of the searched size in the mini-batch.
 inline int in_flight_at(int height, int units, int m) {
   return std::min((height + units - 1) / units, m / units);
@@ -96,13 +98,10 @@ inline int in_flight_at(int height, int units, int m) {
 // keeps per micro-batch row.
 double input_bytes_per_row(const graph::OpGraph& g, const std::vector<graph::OpId>& ops);
 
-// Note [Gradient buckets]
-// The runtime all-reduces gradients in buckets (parallel.bucket_mb): the
-// parameters in reverse order, a new bucket whenever the next would overflow
-// the size, each bucket sent once its last gradient is ready. The estimate
-// packs the parameters whose method is all-reduce the same way and prices
-// one all-reduce per bucket; Gloo's per-call cost makes one 1 MiB bucket far
-// cheaper than six separate tensors.
+// Prices the stage's gradient sync as the runtime runs it: the parameters
+// whose method is all-reduce (and, apart, PS) packed into buckets by the
+// runtime's own packer (see Note [Gradient buckets] in cost/buckets.h), one
+// collective per bucket; SFB per parameter.
 //
 // `fixed` (parameter -> method) overrides the request's rule where present.
 StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,

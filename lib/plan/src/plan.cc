@@ -304,7 +304,9 @@ void check_grad_sync(const Plan& plan, const graph::OpGraph& g) {
   }
 }
 
-// Note [Micro-batch ratios]: along every edge one stage's micro-batch
+// Note [Micro-batch ratios]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Along every edge one stage's micro-batch
 // divides the other's, so a micro-batch of one is whole micro-batches of
 // the other.
 void check_ratios(const Plan& plan) {
@@ -329,7 +331,7 @@ void check_actions(const Plan& plan, const schedule::StageGraph& sg) {
   }
 }
 
-// Note [Recomputation]: a stage that recomputes runs its ops again before
+// See Note [Recomputation]: a stage that recomputes runs its ops again before
 // each backward, so it needs ops that compute; a stage of dataset inputs
 // alone keeps nothing that recomputation could drop.
 void check_recompute(const Plan& plan, const graph::OpGraph& g) {

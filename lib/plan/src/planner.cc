@@ -93,7 +93,7 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     for (const auto& name : st.ops) ops[st.id].push_back(graph_.id_of(name));
     auto e = detail::estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
                                     cluster_.group_link(st.devices), &plan.grad_sync);
-    if (st.recompute) e = e.recomputing();  // Note [Recomputation costs]
+    if (st.recompute) e = e.recomputing();  // See Note [Recomputation costs]
     schedule::StageCost c;
     c.name = "s" + std::to_string(st.id);
     c.replicas = static_cast<int>(st.devices.size());
@@ -108,7 +108,7 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     sg.stages.push_back(std::move(c));
   }
   sg.cores_per_node = cluster_.cores_per_node;
-  // Note [Core throughput]: the model's own figure, else the machine's.
+  // See Note [Core throughput]: the model's own figure, else the machine's.
   sg.core_throughput = cost_.core_throughput();
   if (sg.core_throughput.empty()) sg.core_throughput = cluster_.core_throughput;
   // The step's closing all-reduce of the loss over every process, idle ones
@@ -132,7 +132,7 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     both.insert(both.end(), b.devices.begin(), b.devices.end());
     const auto& link = cluster_.group_link(both);
     // Activations travel per micro-batch of the sender, gradients per
-    // micro-batch of the stage that sends them back (Note [Micro-batch ratios]).
+    // micro-batch of the stage that sends them back (see Note [Micro-batch ratios]).
     const double rows_f = static_cast<double>(a.micro_batch) / lanes, rows_b = static_cast<double>(b.micro_batch) / lanes;
     sg.edges.push_back({e.from, e.to, cost::p2p_s(link, fwd * rows_f), cost::p2p_s(link, bwd * rows_b)});
   }
@@ -220,7 +220,7 @@ void Planner::place_devices(Plan& plan, const std::vector<StageChoice>& ordered)
 }
 
 void Planner::fit_memory(Plan& plan) const {
-  // Note [Recomputation costs]: under auto, the stages that do not fit
+  // See Note [Recomputation costs]: under auto, the stages that do not fit
   // recompute; the schedule, and so the in-flight counts, stay the same.
   if (request_.recompute == "auto") {
     bool any = false;
@@ -303,9 +303,36 @@ void Planner::no_plan(const std::vector<std::string>& reasons, int b) const {
                   "; add devices or raise --device-memory-gb");
 }
 
+void Planner::override_sync(Plan& plan) const {
+  if (request_.sync_overrides.empty()) return;
+  std::set<std::string> known;
+  for (const auto& op : graph_.ops())
+    for (const auto& p : op.params) known.insert(p.name);
+  for (const auto& [name, method] : request_.sync_overrides) {
+    if (!known.count(name))
+      throw PlanError("parallel.sync names '" + name + "', which is not a parameter of " + graph_.name() +
+                      " (see `trident graph --model " + graph_.name() + " --ops`)");
+    plan.grad_sync[name] = method;
+  }
+  try {
+    validate_plan(plan, graph_);
+  } catch (const PlanError& e) {
+    throw PlanError(std::string("parallel.sync: ") + e.what(), e.kind());
+  }
+}
+
 Plan Planner::make(std::optional<Plan> given) const {
-  if (!given) return plan();
-  Plan& p = *given;
+  Plan p = given ? checked_given(std::move(*given)) : plan();  // plan() predicts and stamps its result
+  if (given || !request_.sync_overrides.empty()) {
+    override_sync(p);
+    predict(p);  // for this planner's cluster, shown beside the measurements
+    stamp(p);
+  }
+  check_sfb_order(p, graph_);  // now that the actions and sync methods are known
+  return p;
+}
+
+Plan Planner::checked_given(Plan p) const {
   validate_plan(p, graph_);
   if (p.model != request_.model || p.preset != request_.preset)
     throw PlanError("the plan is for " + p.model + "/" + p.preset + ", not " + request_.model + "/" + request_.preset);
@@ -318,21 +345,21 @@ Plan Planner::make(std::optional<Plan> given) const {
                     std::to_string(request_.mini_batch));
   p.model_file = request_.model_file;
   fill_sync(p);  // methods the plan leaves out: the request's rule
-  predict(p);    // for this planner's cluster, shown beside the measurements
-  stamp(p);
   return p;
 }
 
 namespace {
 
-// Note [Search spaces]: graphpipe searches the SP decomposition and also the
+// Note [Search spaces]
+// ~~~~~~~~~~~~~~~~~~~~
+// Graphpipe searches the SP decomposition and also the
 // sequential space (contiguous cuts of a topological order), and keeps the
 // faster plan: the SP space cannot put a fan-in stage together with the tail
 // of one branch, nor cross an SP-ization cut, and on such graphs a
 // sequential cut can win. So graphpipe considers every plan pipedream does
 // (and runs it with graph-1F1B on its real stage DAG). dp searches none.
 //
-// Per-stage micro-batch sizes (Note [Per-stage micro-batch sizes] in
+// Per-stage micro-batch sizes (see Note [Per-stage micro-batch sizes] in
 // sp_engine.h) are searched in the series-parallel space only: the
 // sequential one is pipedream's, whose stages share one micro-batch as
 // published, and it would double the search's time for plans that the
@@ -401,7 +428,7 @@ Plan Planner::plan() const {
   const auto spaces = search_spaces(graph_, request_.partitioner, request_.micro_batch_ratio, ratio_given_);
   std::optional<Plan> best;
   std::vector<std::string> reasons;  // why candidates were rejected, each once
-  // Note [Search spaces], reported: the best plan of each space, each space
+  // See Note [Search spaces], reported: the best plan of each space, each space
   // bounded by its own best so that both answers are exact.
   std::vector<std::optional<Plan>> best_in(spaces.size());
   auto consider = [&](const std::vector<StageChoice>& stages, int b, int space) {

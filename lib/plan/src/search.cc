@@ -40,7 +40,9 @@ std::optional<Planner::Search> Planner::search(const graph::SpDecomposition& sp,
 
 std::vector<Planner::Search> Planner::candidates(const graph::SpDecomposition& sp, int micro_batch, double bound_s,
                                                 int ratio) const {
-  // Note [Depth sweep]: the TPS search minimises the bottleneck stage, but an
+  // Note [Depth sweep]
+  // ~~~~~~~~~~~~~~~~~~
+  // The TPS search minimises the bottleneck stage, but an
   // iteration takes about TPS x (B + (depth - 1) x b): a shallower pipeline
   // with a slightly slower bottleneck can win, most of all with few
   // micro-batches. So after the least TPS, look for the least TPS at each

@@ -255,7 +255,7 @@ int Engine::suffix(int si, int i, int h, int delta) {
   if (memo.solve == solve_) return memo.devices;
   int best = devices_ + 1;  // more is as bad as impossible
   const Prefix& pre = s.prefix;
-  // Note [Longest groups]: the first group i..j on one replica count.
+  // See Note [Longest groups]: the first group i..j on one replica count.
   for (int k = 0; k < config_count() && dev(k) < best; ++k) {
     if (units(k) > h) continue;
     const int fast = last_fast(s, i, k);
@@ -265,7 +265,7 @@ int Engine::suffix(int si, int i, int h, int delta) {
       if (r < 0) break;  // a longer group fits even less
       auto keeps = [&](int x) { return fits(pre, i, x + 1, k, delta + r + units(k)); };
       const int end = keeps(fast) ? fast : last_true(j, fast, keeps);
-      // Note [Recomputation costs]: a recomputing stage keeps its inputs, so
+      // See Note [Recomputation costs]: a recomputing stage keeps its inputs, so
       // the rest may need more devices when it starts later (its first
       // stage then keeps a wider tensor) and Note [Longest groups] no longer
       // holds. Under always every shorter end is tried too; under auto, only

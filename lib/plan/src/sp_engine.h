@@ -4,7 +4,7 @@
 //
 // For a target time per sample T, the search asks for the least pipeline
 // depth with which the whole graph runs on the devices there are. It is
-// solved the other way round (Note [Devices for a depth]): for each
+// solved the other way round (see Note [Devices for a depth]): for each
 // sub-problem and each depth budget h, the fewest devices that run it with
 // depth at most h when δ stages lie downstream of it:
 //   series suffix  S(i, h, δ): the first group of pieces i..j is one stage on
@@ -14,12 +14,13 @@
 //                  in-flight count (δ + r + 1 under graph-1F1B).
 //   parallel       P(i..j, h, δ): all branches i..j as one stage, or split at
 //                  l: P(i..l, h, δ) + P(l+1..j, h, δ).
-// A stage is feasible when its TPS ≤ T and its memory (Note [Stage memory])
+// A stage is feasible when its TPS ≤ T and its memory (see Note [Stage memory])
 // with in-flight min(height, micro-batches) fits. The least depth is the
 // least h whose S(0, h, 0) is at most the devices: a shallower pipeline has
 // fewer bubbles and less activation memory upstream.
 //
 // Note [Devices for a depth]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Asked as "the least depth on d devices", the table has a row per device
 // count: its size and the loops that split devices between two parts grow
 // with the cluster (18 s for mmt at 256 devices). Asked as "the fewest
@@ -39,12 +40,13 @@
 // device-indexed program found (the same JSON on 104 planning problems).
 //
 // Note [Per-stage micro-batch sizes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // GraphPipe gives every stage its own micro-batch b_i and carries it at SP
 // subgraphs' sources and sinks. Here an engine at micro-batch b lets each
 // stage run b x u for u = 1, 2, ... up to the request's micro_batch_ratio
 // (a "config" is replicas and units u; powers of two always nest, so
 // neighbours' sizes divide one another). graph-1F1B with ratios keeps rows
-// in flight (Note [Micro-batch ratios] in schedule.h): a stage forwards
+// in flight (see Note [Micro-batch ratios] in schedule.h): a stage forwards
 // what its successors hold plus one of its own micro-batches, so its
 // in-flight rows are the sum of b x u along its longest path to a sink.
 // Depth and heights are therefore counted in units of b — a stage adds u,
@@ -59,7 +61,7 @@
 //
 // sp_engine.cc holds the construction and the plain series / parallel cases;
 // fork_join.cc the stages that join a branch group with the pieces before or
-// after its parallel node (Note [Fork and join stages]); sp_replay.cc reads
+// after its parallel node (see Note [Fork and join stages]); sp_replay.cc reads
 // a plan out.
 #pragma once
 
@@ -127,7 +129,7 @@ struct Choice {
     kStage,        // pieces (or branches) up to `j` become one stage on `dev` devices, of `u` units
     kBranches,     // the parallel piece at i is split among its branches on `dev` devices
     kBranchSplit,  // branches [i, j] split after branch `j`: the first part on `dev` devices
-    kJoinMerged,   // Note [Fork and join stages]: the join, pieces up to `j` and one branch
+    kJoinMerged,   // See Note [Fork and join stages]: the join, pieces up to `j` and one branch
                    // group (`side`, `l`) form a stage on `dev`; the other branches get `d1`
     kForkMerged,   // the same for the fork: the pieces before `j`, the fork and one group
     kForkAndJoin,  // the fork with one group on `dev`, the join with the other on `d1`
@@ -150,7 +152,7 @@ struct Span {
 
 class Engine {
  public:
-  // Stages run at b x 1, 2, ..., `ratio` (Note [Per-stage micro-batch sizes]).
+  // Stages run at b x 1, 2, ..., `ratio` (see Note [Per-stage micro-batch sizes]).
   Engine(const Planner& p, const graph::SpDecomposition& sp, int b, int ratio);
 
   // Whether some plan could finish an iteration within `bound_s`: every
@@ -222,7 +224,7 @@ class Engine {
 
   double tps(const Agg& a, int k) const { return a.comp[k] / size(k) + a.sync[k] / mini_; }
   // A stage's totals over its runs (several: a branch group and a fork or
-  // join), with its input bytes per row (Note [Recomputation costs]).
+  // join), with its input bytes per row (see Note [Recomputation costs]).
   struct Totals {
     double comp = 0, fwd = 0, sync = 0, stat = 0, act = 0;
   };
@@ -264,8 +266,8 @@ class Engine {
     const Totals t = totals(spans, k);
     return time_ok(recompute_ == Recompute::kAlways ? t.comp + t.fwd : t.comp, t.sync, k);
   }
-  // Memory at `height` units (Note [Stage memory], Note [Recomputation
-  // costs], Note [Per-stage micro-batch sizes]).
+  // Memory at `height` units (see Note [Stage memory], see Note [Recomputation
+  // costs], see Note [Per-stage micro-batch sizes]).
   bool fits(std::initializer_list<Span> spans, int k, int height) const {
     const Totals t = totals(spans, k);
     const double rows = static_cast<double>(size(k) / dev(k)), h = in_flight_at(height, units(k), m_);
@@ -290,6 +292,7 @@ class Engine {
   // most h, or kInf when more than the cluster has.
   //
   // Note [Longest groups]
+  // ~~~~~~~~~~~~~~~~~~~~~
   // For the first group i..j on one replica count: the fast groups are a
   // prefix of j (a longer group is slower), the budget r left to the rest
   // (the deepest the group's memory allows, at most h - 1) only shrinks as j
@@ -398,7 +401,9 @@ class Engine {
     }
   }
 
-  // Note [Fork and join stages]: the SP tree alone cannot put a fork (the
+  // Note [Fork and join stages]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // The SP tree alone cannot put a fork (the
   // pieces before a parallel node) or a join (the pieces after it) in the
   // same stage as a branch. join() and fork() allow it for a group of
   // branches at either end that forms one stage, the other branches split as
@@ -445,6 +450,7 @@ class Engine {
   void emit_split(int pi, int i, int j, int d, int delta, std::vector<Planner::StageChoice>& out);
 
   // Note [Monotone device splits]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
   // A sub-problem's least depth never grows with more devices: every plan
   // on d devices is a plan on d + 1. So where a loop gives x devices to one
   // part and the rest to another, the rest's depth g(x) is a non-decreasing

@@ -1,4 +1,4 @@
-// Reading a plan out of the SP dynamic program's table: Note [Devices for a
+// Reading a plan out of the SP dynamic program's table: see Note [Devices for a
 // depth] in sp_engine.h. Each step takes, for a run of pieces on d devices,
 // the first option of least depth, in the order of the device-count form of
 // Algorithm 1: the first group i..j as one stage (shortest group first, for
@@ -53,7 +53,7 @@ Choice Engine::choose_suffix(int si, int i, int d, int delta) {
     }
     const int par = s.pieces[i].parallel;
     if (j == i && par >= 0) {
-      // Note [Monotone device splits]: d1 devices for the branches.
+      // See Note [Monotone device splits]: d1 devices for the branches.
       const int branches = static_cast<int>(parallels_[par].children.size());
       auto rest_of = [&](int d1) { return depth(si, i + 1, d - d1, delta); };
       for_each_step(1, d, rest_of, [&](int lo, int hi, int rest) {
@@ -80,7 +80,7 @@ Choice Engine::choose_split(int pi, int i, int j, int d, int delta) {
     if (units(k) < best && tps_ok(pre, i, j + 1, k) && fits(pre, i, j + 1, k, delta + units(k)))
       best = units(k), choice = {Choice::Kind::kStage, j, dev(k)}, choice.u = units(k);
   }
-  // Note [Monotone device splits]: d1 devices for branches i..l.
+  // See Note [Monotone device splits]: d1 devices for branches i..l.
   for (int l = i; l < j && best > 1; ++l) {
     auto left = [&](int d1) { return split_depth(pi, i, l, d1, delta); };
     auto right = [&](int d1) { return split_depth(pi, l + 1, j, d - d1, delta); };
@@ -100,7 +100,7 @@ void Engine::choose_join(int si, int i, int d, int delta, int& best, Choice& cho
     for (int k = 0; k < config_count() && dev(k) < d; ++k) {
       if (!tps_ok({m.group, m.pieces}, k)) continue;
       fast = true;
-      // Note [Monotone device splits]: d1 devices for the other branches.
+      // See Note [Monotone device splits]: d1 devices for the other branches.
       const int dev = this->dev(k), u = units(k);
       auto rest_of = [&](int d1) { return depth(si, m.t + 1, d - dev - d1, delta); };
       for_each_step(1, d - dev, rest_of, [&](int lo, int hi, int rest) {
@@ -125,7 +125,7 @@ void Engine::choose_fork(int si, int i, int d, int delta, int& best, Choice& cho
   forks(si, i, [&](const Merge& m) {
     for (int k = 0; k < config_count() && dev(k) < d; ++k) {
       if (!tps_ok({m.group, m.pieces}, k)) continue;
-      // Note [Monotone device splits]: d1 devices for the other branches.
+      // See Note [Monotone device splits]: d1 devices for the other branches.
       const int dev = this->dev(k), u = units(k);
       auto rest_of = [&](int d1) { return depth(si, m.t + 1, d - dev - d1, delta); };
       for_each_step(1, d - dev, rest_of, [&](int lo, int hi, int rest) {

@@ -156,7 +156,7 @@ TEST_F(HandPlan, ValidationNamesTheProblem) {
   auto unknown = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {2}});
   unknown.stages[2].ops.push_back("nope");
   expect_error(unknown, "op 'nope' is not in model mmt");
-  // Note [Micro-batch ratios]: neighbours' micro-batches must nest; stages
+  // See Note [Micro-batch ratios]: neighbours' micro-batches must nest; stages
   // that are not neighbours need not.
   auto sizes = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1}, {2}});
   sizes.mini_batch = 12;
@@ -164,7 +164,7 @@ TEST_F(HandPlan, ValidationNamesTheProblem) {
   validate_plan(sizes, g);
   sizes.stages[2].micro_batch = 6;
   expect_error(sizes, "stage 2 has micro_batch 6 and feeds on stage 0 of micro_batch 4; neighbouring stages'");
-  // Note [Recomputation]: a stage of dataset inputs alone has no forward to run again.
+  // See Note [Recomputation]: a stage of dataset inputs alone has no forward to run again.
   auto rest = branch(0, true, true);
   rest.erase(std::find(rest.begin(), rest.end(), "modality0"));
   auto fields = make({{"modality0"}, rest, branch(1, true, true), head()}, {{0}, {1}, {2}, {3}});
@@ -205,6 +205,30 @@ TEST(Plan, SfbNeedsBackwardsInTheOrderOfForwards) {
   // The same order is fine with all-reduce.
   p.grad_sync[linear_weight] = "allreduce";
   EXPECT_NO_THROW(check_sfb_order(p, g));
+}
+
+// parallel.sync's overrides are applied by make() over the plan's own
+// choice, predicted with it, and a name that is no parameter is refused.
+TEST(Plan, MakeAppliesSyncOverridesAndNamesUnknownParameters) {
+  const auto& g = model("mlp", "tiny");
+  auto c = cost::load_cluster("cpu-local");
+  PlanRequest r;
+  r.model = g.name(), r.preset = "?", r.devices = 2, r.mini_batch = 64, r.partitioner = "dp", r.micro_batch = 64;
+  const auto plain = Planner(g, c, cost::analytic_cost_model(c.device), r).make();
+  const std::string name = plain.grad_sync.begin()->first;
+  const std::string other = plain.grad_sync.begin()->second == "ps" ? "allreduce" : "ps";
+  r.sync_overrides = {{name, other}};
+  const auto made = Planner(g, c, cost::analytic_cost_model(c.device), r).make();
+  EXPECT_EQ(made.grad_sync.at(name), other);
+  EXPECT_FALSE(made.cluster.is_null());  // stamped
+  r.sync_overrides = {{"no.such.weight", "ps"}};
+  try {
+    Planner(g, c, cost::analytic_cost_model(c.device), r).make();
+    FAIL() << "an unknown parameter was accepted";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.sync names 'no.such.weight'"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+  }
 }
 
 }  // namespace

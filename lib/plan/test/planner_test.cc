@@ -55,7 +55,7 @@ TEST(Planner, GraphPipeRunsBranchesSideBySideAndBeatsTheSequentialBaseline) {
   EXPECT_LE(gpp.search_seconds, wall);
 }
 
-// Note [Search spaces], reported: graphpipe says the best of each space it
+// See Note [Search spaces], reported: graphpipe says the best of each space it
 // searched and which one its plan came from; the plan is the better of the two.
 TEST(Planner, GraphPipeReportsTheBestOfEachSearchSpace) {
   const auto& g = model("mmt", "paper");
@@ -99,7 +99,7 @@ TEST(Planner, DataParallelIsOneStageOverEveryDeviceOrAPowerOfTwo) {
   EXPECT_EQ(planner(g, "cpu-local", 3, 48, "dp", 48).plan().stages[0].devices, (std::vector<int>{0, 1, 2}));
 }
 
-// Note [Sharded parameter server]: a PS-synced parameter's optimizer state is
+// See Note [Sharded parameter server]: a PS-synced parameter's optimizer state is
 // 1/r per replica, and the memory model counts it so — a model whose state
 // does not fit every replica whole trains data parallel under the PS.
 TEST(Planner, ParameterServerShardsOptimizerStateInTheMemoryModel) {
@@ -123,7 +123,7 @@ TEST(Planner, ParameterServerShardsOptimizerStateInTheMemoryModel) {
   EXPECT_EQ(with("ps", cap).stages[0].devices.size(), 4u);
 }
 
-// Note [Server copy]: under staleness every server also holds a copy of its
+// See Note [Server copy]: under staleness every server also holds a copy of its
 // 1/r of the PS-synced weights; the memory model counts it.
 TEST(Planner, StalenessCountsTheServersCopyOfTheirBlocks) {
   const auto& g = model("mlp", "paper");
@@ -222,7 +222,7 @@ constexpr double kSanitizerSlowdown = 10;
 constexpr double kSanitizerSlowdown = 1;
 #endif
 
-// Issue 11: the search scales (Note [Devices for a depth]). A paper-size
+// Issue 11: the search scales (see Note [Devices for a depth]). A paper-size
 // branchy model on 256 devices at 16 samples each plans in seconds (0.65 s
 // on the development machine with one micro-batch size per plan, 18 s
 // before the table was indexed by depth; 1.4-1.6 s one size and 2.2-2.8 s

@@ -17,7 +17,7 @@ using testing::planner;
 
 // Whether two searches chose the same stages (ops, replicas, micro-batch):
 // then their TPS may differ only in pricing — the DP sums each op's gradient
-// sync, the exhaustive search buckets a whole stage's (Note [Gradient
+// sync, the exhaustive search buckets a whole stage's (see Note [Gradient
 // buckets]; up to 2.6% seen for one 4-replica stage).
 bool same_plan(std::vector<Planner::StageChoice> a, std::vector<Planner::StageChoice> b) {
   auto key = [](const Planner::StageChoice& s) { return std::make_tuple(s.ops, s.replicas, s.micro_batch); };
@@ -30,7 +30,7 @@ bool same_plan(std::vector<Planner::StageChoice> a, std::vector<Planner::StageCh
 // the same space (and the same cost model) finds nothing better by more than
 // the binary search's tolerance (or the same plan), and nothing infeasible
 // that the DP missed.
-// graphpipe's space has per-stage micro-batch sizes (Note [Per-stage
+// graphpipe's space has per-stage micro-batch sizes (see Note [Per-stage
 // micro-batch sizes]): up to 2x the searched one by default, and 4x.
 TEST(Planner, SearchMatchesExhaustiveSearchOnRandomGraphs) {
   std::mt19937 rng(2024);
@@ -81,7 +81,7 @@ TEST(Planner, SearchMatchesExhaustiveSearchOnRandomGraphs) {
   EXPECT_GT(memory_bound, 0);
 }
 
-// Note [Per-stage micro-batch sizes]: the search prices a stage at
+// See Note [Per-stage micro-batch sizes]: the search prices a stage at
 // ceil(H / u) of its own micro-batches in flight, H its longest path to a
 // sink in units of the smallest micro-batch (its own u included). The
 // graph-1F1B schedule that the assembled plan runs keeps exactly that many
@@ -127,7 +127,7 @@ TEST(Planner, MixedSizePlansKeepTheInFlightCountsTheSearchPriced) {
   EXPECT_GT(checked, 10);
 }
 
-// Note [Recomputation costs]: with activations that bind, the DP decides
+// See Note [Recomputation costs]: with activations that bind, the DP decides
 // per stage whether to recompute, and finds the least TPS of its space: the
 // exhaustive search prices each stage the same way (plain where it fits at
 // its height, else recomputing) under never, auto and always. At these

@@ -1,13 +1,5 @@
-// Trainer::run_loop and the observers around it.
-//
-// Note [Training events]: the loop only runs steps — learning rate, step,
-// trace — and keeps the window of steps since the last metrics line; what
-// happens around the steps is each an observer, told of every step done and
-// of the run's end, in the order listed in run_loop: test fault injection,
-// the progress line, metrics lines, periodic checkpoints, evaluations, and
-// the run's records (trace, op profile, memory). Under bounded staleness a
-// step's sums over the ranks may arrive later (Note [Lagged step totals]);
-// observers see what has arrived.
+// Trainer::run_loop and the built-in observers around it (See Note
+// [Training events] in runtime/observer.h).
 #include <signal.h>
 #include <unistd.h>
 
@@ -41,90 +33,59 @@ std::int64_t kill_after_step_of(int rank) {
   return step;
 }
 
-}  // namespace
-
-void Trainer::Window::add(const StepTotals& t) {
-  loss += t.loss, correct += t.correct, exposed += t.exposed_s, staleness += t.read_staleness, ++steps;
-  summed += t.steps;
-}
-double Trainer::Window::mean_loss() const { return loss / static_cast<double>(std::max<std::int64_t>(1, summed)); }
-double Trainer::Window::accuracy(std::int64_t mini_batch) const {
-  return correct / static_cast<double>(std::max<std::int64_t>(1, summed) * mini_batch);
-}
-
-double Trainer::wall_s() const { return wall_offset_s_ + seconds_since(run_start_); }
-
-struct Trainer::StepDone {
-  double lr = 0;
-  const StepTotals& totals;
-  const Window& window;  // the steps since the last metrics line, this one included
-  double steps_per_s = 0;
-  bool window_ends = false;  // a metrics line is due
-};
-
-class Trainer::Observer {
+// TRIDENT_TEST_KILL_AT (kill_after_step_of); installed only when it is set for this rank and start.
+class FaultInjection final : public TrainingObserver {
  public:
-  virtual ~Observer() = default;
-  virtual void step_done(const StepDone& done) { (void)done; }
-  // The run ends, at its last step or interrupted by a stop request.
-  virtual void ending(bool interrupted) { (void)interrupted; }
-};
-
-// TRIDENT_TEST_KILL_AT (kill_after_step_of).
-class Trainer::FaultInjection final : public Observer {
- public:
-  explicit FaultInjection(const Trainer& t) : t_(t) {}
-  void step_done(const StepDone&) override {
-    if (t_.step_ == kill_after_step_of(t_.rank_)) ::kill(::getpid(), SIGKILL);
+  explicit FaultInjection(std::int64_t after_step) : after_step_(after_step) {}
+  void step_done(const StepEvent& e) override {
+    if (e.run.step == after_step_) ::kill(::getpid(), SIGKILL);
   }
 
  private:
-  const Trainer& t_;
+  std::int64_t after_step_;
 };
 
 // Rank 0's progress line (a bar on a terminal) and its closing line.
-class Trainer::ProgressReport final : public Observer {
+class ProgressReport final : public TrainingObserver {
  public:
-  explicit ProgressReport(const Trainer& t)
-      : t_(t), progress_(t.leader() ? t.out_ : quiet_, t.leader() && Progress::is_terminal(t.out_)) {}
+  ProgressReport(std::ostream& out, bool leader)
+      : progress_(leader ? out : quiet_, leader && Progress::is_terminal(out)) {}
   Progress& progress() { return progress_; }
-  void step_done(const StepDone& d) override {
-    const auto& w = d.window;
-    const auto mini = t_.config_.train.mini_batch;
-    progress_.update(t_.step_, t_.total_steps_, d.steps_per_s,
-                     "epoch " + std::to_string(t_.sampler_->epoch_of(t_.step_ - 1) + 1) + " loss " +
-                         format_number("%.4f", w.mean_loss()) +
-                         (t_.classifies_ ? " acc " + format_number("%.1f", 100 * w.accuracy(mini)) + "%" : std::string()),
-                     d.window_ends);
+  void step_done(const StepEvent& e) override {
+    const auto& w = e.window;
+    progress_.update(e.run.step, e.run.total_steps, e.steps_per_s,
+                     "epoch " + std::to_string(e.run.epoch + 1) + " loss " + format_number("%.4f", w.mean_loss()) +
+                         (e.run.classifies ? " acc " + format_number("%.1f", 100 * w.accuracy(e.run.config.train.mini_batch)) + "%"
+                                           : std::string()),
+                     e.window_ends);
   }
-  void ending(bool interrupted) override {
+  void ending(const RunView&, bool interrupted) override {
     if (!interrupted) progress_.finish();
   }
   // After every observer's ending.
-  void closing(bool interrupted) {
+  void closing(const RunView& run, bool interrupted) {
     if (interrupted)
-      progress_.line("interrupted at step " + std::to_string(t_.step_) +
-                     "; checkpoint written; continue with --resume " + t_.run_dir_);
+      progress_.line("interrupted at step " + std::to_string(run.step) +
+                     "; checkpoint written; continue with --resume " + run.run_dir);
     else
-      progress_.line("done: " + std::to_string(t_.step_) + " steps in " + Progress::duration(t_.wall_s()) +
-                     "; checkpoint " + checkpoint_dir(t_.run_dir_, t_.step_) + ", metrics " + t_.run_dir_ +
+      progress_.line("done: " + std::to_string(run.step) + " steps in " + Progress::duration(run.wall_s) +
+                     "; checkpoint " + checkpoint_dir(run.run_dir, run.step) + ", metrics " + run.run_dir +
                      "/metrics.jsonl");
   }
 
  private:
-  const Trainer& t_;
   std::ostringstream quiet_;  // only rank 0 reports progress
   Progress progress_;
 };
 
 // metrics.jsonl's training lines, one per window (train.log_every).
-class Trainer::MetricsLog final : public Observer {
+class MetricsLog final : public TrainingObserver {
  public:
   MetricsLog(Trainer& t, TrainResult& result) : t_(t), result_(result) {}
-  void step_done(const StepDone& d) override {
-    if (!d.window_ends) return;
-    result_.last_loss = d.window.mean_loss();
-    t_.log_window(d.window, d.lr, d.steps_per_s, t_.wall_s());
+  void step_done(const StepEvent& e) override {
+    if (!e.window_ends) return;
+    result_.last_loss = e.window.mean_loss();
+    t_.write_window(e.window, e.lr, e.steps_per_s);
   }
 
  private:
@@ -133,42 +94,42 @@ class Trainer::MetricsLog final : public Observer {
 };
 
 // checkpoint.every, and the last checkpoint at the end or on a stop.
-class Trainer::Checkpoints final : public Observer {
+class Checkpoints final : public TrainingObserver {
  public:
   explicit Checkpoints(Trainer& t) : t_(t) {}
-  void step_done(const StepDone&) override {
-    const auto every = t_.config_.checkpoint.every;
-    if (every && t_.step_ % every == 0 && t_.step_ < t_.total_steps_) t_.save(t_.wall_s());
+  void step_done(const StepEvent& e) override {
+    const auto every = e.run.config.checkpoint.every;
+    if (every && e.run.step % every == 0 && e.run.step < e.run.total_steps) t_.save_checkpoint();
   }
-  void ending(bool) override { t_.save(t_.wall_s()); }
+  void ending(const RunView&, bool) override { t_.save_checkpoint(); }
 
  private:
   Trainer& t_;
 };
 
 // The test split after every epoch and at the end (train.eval).
-class Trainer::Evaluations final : public Observer {
+class Evaluations final : public TrainingObserver {
  public:
   Evaluations(Trainer& t, Progress& progress, TrainResult& result) : t_(t), progress_(progress), result_(result) {}
-  void step_done(const StepDone&) override {
-    const auto spe = t_.sampler_->steps_per_epoch();
-    if (t_.config_.train.eval && t_.step_ % spe == 0 && t_.step_ < t_.total_steps_) run(t_.step_ / spe);
+  void step_done(const StepEvent& e) override {
+    const auto& r = e.run;
+    if (r.config.train.eval && r.step % r.steps_per_epoch == 0 && r.step < r.total_steps)
+      run(r, r.step / r.steps_per_epoch);
   }
-  void ending(bool interrupted) override {
-    const auto spe = t_.sampler_->steps_per_epoch();
-    if (!interrupted && t_.config_.train.eval) run((t_.step_ + spe - 1) / spe);
+  void ending(const RunView& r, bool interrupted) override {
+    if (!interrupted && r.config.train.eval) run(r, (r.step + r.steps_per_epoch - 1) / r.steps_per_epoch);
   }
 
  private:
-  void run(std::int64_t epoch) {
-    const auto ev = t_.evaluate(t_.data_.test);
-    if (t_.classifies_) result_.test_accuracy = ev.accuracy;
+  void run(const RunView& r, std::int64_t epoch) {
+    const auto ev = t_.evaluate(t_.data().test);
+    if (r.classifies) result_.test_accuracy = ev.accuracy;
     result_.test_loss = ev.loss;
-    nlohmann::json line{{"step", t_.step_}, {"epoch", epoch}, {"test_loss", ev.loss}, {"wall_s", t_.wall_s()}};
-    if (t_.classifies_) line["test_accuracy"] = ev.accuracy;
+    nlohmann::json line{{"step", r.step}, {"epoch", epoch}, {"test_loss", ev.loss}, {"wall_s", t_.view().wall_s}};
+    if (r.classifies) line["test_accuracy"] = ev.accuracy;
     t_.append_metrics(line.dump());
-    progress_.line("epoch " + std::to_string(epoch) + " step " + std::to_string(t_.step_) + ": " +
-                   (t_.classifies_ ? "test accuracy " + format_number("%.2f", 100 * ev.accuracy) + "%, " : std::string()) +
+    progress_.line("epoch " + std::to_string(epoch) + " step " + std::to_string(r.step) + ": " +
+                   (r.classifies ? "test accuracy " + format_number("%.2f", 100 * ev.accuracy) + "%, " : std::string()) +
                    "test loss " + format_number("%.4f", ev.loss));
   }
   Trainer& t_;
@@ -177,33 +138,63 @@ class Trainer::Evaluations final : public Observer {
 };
 
 // The run's records at its end: the trace, the op profile, memory per rank.
-class Trainer::RunRecords final : public Observer {
+class RunRecords final : public TrainingObserver {
  public:
   explicit RunRecords(Trainer& t) : t_(t) {}
-  void ending(bool) override {
-    t_.write_trace();
-    t_.write_op_profile();
-    t_.record_memory();
-  }
+  void ending(const RunView&, bool) override { t_.write_records(); }
 
  private:
   Trainer& t_;
 };
 
+void add(WindowMetrics& w, double loss, double correct, double exposed, double staleness, std::int64_t summed) {
+  w.loss += loss, w.correct += correct, w.exposed += exposed, w.staleness += staleness, ++w.steps;
+  w.summed += summed;
+}
+
+}  // namespace
+
+double WindowMetrics::mean_loss() const { return loss / static_cast<double>(std::max<std::int64_t>(1, summed)); }
+double WindowMetrics::accuracy(std::int64_t mini_batch) const {
+  return correct / static_cast<double>(std::max<std::int64_t>(1, summed) * mini_batch);
+}
+
+double Trainer::wall_s() const { return wall_offset_s_ + seconds_since(run_start_); }
+
+RunView Trainer::view() const {
+  RunView v{config_, run_dir_};
+  v.rank = rank_, v.leader = leader();
+  v.step = step_, v.total_steps = total_steps_;
+  v.steps_per_epoch = sampler_->steps_per_epoch();
+  v.epoch = step_ > 0 ? sampler_->epoch_of(step_ - 1) : 0;
+  v.classifies = classifies_;
+  v.wall_s = wall_s();
+  return v;
+}
+
+void Trainer::add_observer(std::unique_ptr<TrainingObserver> observer) { added_.push_back(std::move(observer)); }
+
+void Trainer::write_records() {
+  write_trace();
+  write_op_profile();
+  record_memory();
+}
+
 TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   TrainResult result;
-  std::optional<FaultInjection> faults;  // only when a test asks for it (Note [Test hooks])
-  ProgressReport progress(*this);
+  ProgressReport progress(out_, leader());
   MetricsLog metrics(*this, result);
   Checkpoints checkpoints(*this);
   Evaluations evaluations(*this, progress.progress(), result);
   RunRecords records(*this);
-  std::vector<Observer*> observers;
-  if (kill_after_step_of(rank_) >= 0) observers.push_back(&faults.emplace(*this));
+  std::optional<FaultInjection> faults;  // only when a test asks for it (see Note [Test hooks])
+  std::vector<TrainingObserver*> observers;
+  if (const auto after = kill_after_step_of(rank_); after >= 0) observers.push_back(&faults.emplace(after));
   observers.insert(observers.end(), {&progress, &metrics, &checkpoints, &evaluations, &records});
+  for (const auto& o : added_) observers.push_back(o.get());
   progress.progress().line(banner());
   run_start_ = Clock::now();
-  Window window;
+  WindowMetrics window;
   auto window_start = Clock::now();
   bool interrupted = false;
   while (step_ < total_steps_ && !interrupted) {
@@ -219,16 +210,18 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
       op_profile_ = std::make_unique<nn::OpProfile>();
       profiled_from_ = step_;
     }
-    window.add(t);
+    add(window, t.loss, t.correct, t.exposed_s, t.read_staleness, t.steps);
     const double window_s = seconds_since(window_start);
-    const StepDone done{lr, t, window, window_s > 0 ? window.steps / window_s : 0,
-                        step_ % config_.train.log_every == 0 || step_ == total_steps_};
+    const auto run = view();
+    const StepEvent done{run, lr, window, window_s > 0 ? window.steps / window_s : 0,
+                         step_ % config_.train.log_every == 0 || step_ == total_steps_};
     for (auto* o : observers) o->step_done(done);
-    if (done.window_ends) window = Window{}, window_start = Clock::now();
+    if (done.window_ends) window = WindowMetrics{}, window_start = Clock::now();
     interrupted = t.stop;
   }
-  for (auto* o : observers) o->ending(interrupted);
-  progress.closing(interrupted);
+  const auto run = view();
+  for (auto* o : observers) o->ending(run, interrupted);
+  progress.closing(view(), interrupted);
   result.steps = step_;
   result.interrupted = interrupted;
   return result;

@@ -31,7 +31,6 @@ namespace trident::runtime {
 
 // The config parser is torch-free (it is fuzzed on its own), so the link
 // between its default and comm's is checked here.
-static_assert(comm::kDefaultBucketBytes == std::int64_t{25} << 20, "parallel.bucket_mb's default in config.h");
 namespace {
 
 
@@ -73,7 +72,7 @@ std::atomic<bool>& Trainer::stop_requested() {
 
 Trainer::~Trainer() = default;
 
-// Note [Errors]: an error while the trainer is being built says which
+// See Note [Errors]: an error while the trainer is being built says which
 // rank, stage and phase it came from, as errors in the loop do.
 void Trainer::phase(const char* name, const std::function<void()>& run) {
   try {
@@ -137,7 +136,7 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
                         " per device): " + first_line(e),
                         ErrorKind::kFailure, where());
   }
-  if (!config_.model.weights.empty()) nn::load_weights(*module_, config_.model.weights);  // Note [User weights]
+  if (!config_.model.weights.empty()) nn::load_weights(*module_, config_.model.weights);  // See Note [User weights]
   placement_.place(*module_);
   stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_, placement_);
   const auto& par = config_.parallel;
@@ -177,7 +176,7 @@ Evaluation Trainer::evaluate(const data::Dataset& split) {
 
 // The optimizer step for one parameter (or a PS block of it) at `lr`. By
 // value: a PS server may apply it during backward or after apply() returns
-// (Note [Sharded parameter server], Note [Staleness]).
+// (see Note [Sharded parameter server], see Note [Staleness]).
 comm::GradSync::Update Trainer::update_at(double lr) const {
   return [optimizer = optimizer_.get(), lr](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
     optimizer->step(name, p, grad, lr);
@@ -212,7 +211,7 @@ double Trainer::sync_and_step(double lr, TraceLog& trace) {
   for (const auto& e : sync_->stats().events)
     trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
               sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
-  for (const auto& [name, p] : params)  // the replica sync left them (Note [Tied parameters])
+  for (const auto& [name, p] : params)  // the replica sync left them (see Note [Tied parameters])
     if (tied_->names().count(name)) {
       auto weights = p;  // a handle: the optimizer updates the parameter itself
       optimizer_->step(name, weights, p.grad(), lr);
@@ -269,10 +268,12 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   return t;
 }
 
-// Note [Lagged step totals]: every step sums the loss, the correct count
+// Note [Lagged step totals]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every step sums the loss, the correct count
 // and the stop flag over the ranks — a collective every rank joins, which
 // under bounded staleness would hold the fast ranks to the slowest every
-// step (Note [Staleness] in comm/grad_sync.h). So with staleness s the sum
+// step (see Note [Staleness] in comm/grad_sync.h). So with staleness s the sum
 // of step t is started asynchronously and read at step t + s (every rank at
 // the same step, so all stop together), and all are read at the last step.
 Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
@@ -311,16 +312,16 @@ Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
 // per iteration (by the algorithms' formulas; the same every iteration) and
 // communication left after backward ended; the first time, the same per
 // parameter on a line of its own.
-void Trainer::log_window(const Window& w, double lr, double steps_per_s, double wall_s) {
+void Trainer::write_window(const WindowMetrics& w, double lr, double steps_per_s) {
   const auto batch = config_.train.mini_batch;
   nlohmann::json line{{"step", step_},
                       {"epoch", sampler_->epoch_of(step_ - 1)},
                       {"loss", w.mean_loss()},
                       {"lr", lr},
                       {"samples_per_s", steps_per_s * batch},
-                      {"wall_s", wall_s}};
+                      {"wall_s", wall_s()}};
   if (classifies_) line["accuracy"] = w.accuracy(batch);
-  if (w.summed != w.steps) line["summed_steps"] = w.summed;  // Note [Lagged step totals]
+  if (w.summed != w.steps) line["summed_steps"] = w.summed;  // See Note [Lagged step totals]
   if (sync_) {
     if (!comm_bytes_logged_) {
       nlohmann::json per;
@@ -333,7 +334,7 @@ void Trainer::log_window(const Window& w, double lr, double steps_per_s, double 
     for (const auto& [name, v] : sync_->stats().sent) bytes += v;
     line["comm_bytes_sent"] = bytes;
     line["exposed_comm_s"] = w.exposed / w.steps;
-    if (config_.parallel.staleness > 0) line["read_staleness"] = w.staleness / w.steps;  // Note [Server copy]
+    if (config_.parallel.staleness > 0) line["read_staleness"] = w.staleness / w.steps;  // See Note [Server copy]
   }
   append_metrics(line.dump());
 }
@@ -341,7 +342,7 @@ void Trainer::log_window(const Window& w, double lr, double steps_per_s, double 
 TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
   try {
     return run_loop(stop_after);
-  } catch (Error& e) {  // Note [Errors]: every message says where it happened
+  } catch (Error& e) {  // See Note [Errors]: every message says where it happened
     throw e.add_context(where());
   }
 }

@@ -1,4 +1,4 @@
-// The Trainer's state on disk: sharded checkpoints (Note [Sharded
+// The Trainer's state on disk: sharded checkpoints (see Note [Sharded
 // checkpoints] in sharded_checkpoint.h), metrics lines, and memory records.
 #include <signal.h>
 #include <sys/resource.h>
@@ -39,8 +39,10 @@ void Trainer::append_metrics(const std::string& line) const {
     throw TrainingError("cannot append to " + path + ": " + std::strerror(errno));
 }
 
-// Note [Sharded optimizer state]: under the parameter server each replica
-// holds the optimizer state of its block of a tensor only (Note [Sharded
+// Note [Sharded optimizer state]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Under the parameter server each replica
+// holds the optimizer state of its block of a tensor only (see Note [Sharded
 // parameter server] in comm/grad_sync.h); it writes each element-wise slot
 // as "optim/<name>/<slot>@<begin>", the flat elements from `begin` on, and
 // a scalar slot (Adam's step) whole from the replica whose block starts the
@@ -173,7 +175,7 @@ bool same_layout(const plan::Plan& a, const plan::Plan& b) {
 
 }  // namespace
 
-// A resume under another plan than the checkpoint's (Note [Elastic
+// A resume under another plan than the checkpoint's (see Note [Elastic
 // re-planning]) shows both, side by side.
 void Trainer::show_plan_change(const CheckpointReader& ck) const {
   if (!ck.manifest().contains("plan")) return;  // a legacy checkpoint.pt

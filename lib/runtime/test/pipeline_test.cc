@@ -85,7 +85,7 @@ void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std::vector
 // `over_store`: every message (stage-to-stage transfers, replica sync)
 // travels by the store backend, as CPU tensors do in the CUDA build (Note
 // [Backends]), matched as `matching` says; `per_direction`: transfers take
-// a link per direction, as on GPUs (Note [Pipeline transfers on GPUs]).
+// a link per direction, as on GPUs (see Note [Pipeline transfers on GPUs]).
 Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20, bool over_store = false,
              comm::Matching matching = comm::Matching::kByTag, bool per_direction = false) {
   const int n = p.devices;
@@ -289,7 +289,7 @@ TEST(Pipeline, StagesOfDifferentWidthsEqualSingleProcess) {
   expect_equal(train(g, p, 3), p);
 }
 
-// Note [Recomputation] (stage_executor.h): stages that keep only their
+// See Note [Recomputation] (stage_executor.h): stages that keep only their
 // inputs and run their forward again before each backward train to the
 // weights of one process — a fork stage and the join, a stage of three
 // replicas feeding one of two, and every other stage of a planned mmt.
@@ -313,7 +313,7 @@ TEST(Pipeline, RecomputingStagesEqualSingleProcess) {
   }
 }
 
-// Note [Micro-batch ratios in pieces]: the same plan with each stage's own
+// See Note [Micro-batch ratios in pieces]: the same plan with each stage's own
 // micro-batch size (a schedule made for the sizes).
 plan::Plan resized(const graph::OpGraph& g, plan::Plan p, const std::vector<int>& sizes) {
   for (auto& st : p.stages) st.micro_batch = sizes.at(static_cast<std::size_t>(st.id)), st.actions.clear();
@@ -325,7 +325,7 @@ plan::Plan resized(const graph::OpGraph& g, plan::Plan p, const std::vector<int>
   return p;
 }
 
-// GraphPipe's per-stage micro-batch sizes (Note [Micro-batch ratios] in
+// GraphPipe's per-stage micro-batch sizes (see Note [Micro-batch ratios] in
 // schedule/schedule.h) train to the weights and per-step losses of one
 // process: candle_uno's three branch stages of 32, 16 and 8 rows joined by a
 // stage of 32 (the plan a new user wrote by hand); inception with its fork
@@ -385,7 +385,7 @@ TEST(Pipeline, StagesWithTheirOwnMicroBatchSizesEqualSingleProcess) {
 // Stage-to-stage messages carried by the store backend (the CUDA build's
 // CPU tensors), with replicated stages of different widths, fan-out and
 // fan-in, matched
-//  - by tag, as Gloo does (Note [Tags]);
+//  - by tag, as Gloo does (see Note [Tags]);
 //  - in order per pair of ranks, ignoring tags: each rank sends a peer its
 //    messages in the order the peer posts their receives;
 //  - as on NCCL's streams (kStreamPerPair: a pair's operations run in the
@@ -413,7 +413,7 @@ TEST(Pipeline, TransfersOverTheStoreBackendByTagInOrderOrAsOnNcclStreamsEqualSin
   }
 }
 
-// Note [GPU spans]: with a device clock the compute lane is timed by its
+// See Note [GPU spans]: with a device clock the compute lane is timed by its
 // marks, not by the host. This clock puts mark n at µs 1000·(n+1), far from
 // any system-clock time; rank 0 keeps host times, for contrast.
 class CountingClock final : public DeviceClock {
@@ -499,11 +499,13 @@ TEST(Pipeline, WrongEdgeShapeFailsAtTheSenderNamingTheEdge) {
 namespace trident::runtime {
 namespace {
 
-// Note [Emulation]: the emulated clock keeps the simulator's timing. Modelled
+// Note [Emulation]
+// ~~~~~~~~~~~~~~~~
+// The emulated clock keeps the simulator's timing. Modelled
 // times of tens of ms per action make scheduling noise small; sleeps never
 // end early, so the measured iteration cannot be shorter than the simulated
 // one (the lower bound is exact), and the upper bound only allows noise.
-// Also with stages of different micro-batches (Note [Micro-batch ratios]):
+// Also with stages of different micro-batches (see Note [Micro-batch ratios]):
 // stage 1 at twice stage 0's rows, so half as many micro-batches of twice
 // the modelled time, consuming two of stage 0's each.
 TEST(Emulation, MeasuredIterationFollowsTheSimulator) {

@@ -89,6 +89,43 @@ TEST(Trainer, LossFallsAndMetricsAreWritten) {
   std::filesystem::remove_all(runs);
 }
 
+// Note [Training events]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// An added observer sees every step once, in order,
+// through the read-only view, a window ending every train.log_every steps,
+// and the end once; it runs after the built-in ones (the checkpoint of the
+// end exists when it is told).
+TEST(Trainer, AddedObserversSeeEveryStepAndTheEnd) {
+  struct Recorder : TrainingObserver {
+    std::vector<std::int64_t> steps, window_ends;
+    int endings = 0;
+    bool checkpoint_at_end = false;
+    void step_done(const StepEvent& e) override {
+      steps.push_back(e.run.step);
+      EXPECT_EQ(e.run.total_steps, 12);
+      EXPECT_EQ(e.window.steps, (e.run.step - 1) % 4 + 1);  // the window holds the steps since the last line
+      if (e.window_ends) window_ends.push_back(e.run.step);
+    }
+    void ending(const RunView& run, bool interrupted) override {
+      ++endings;
+      EXPECT_FALSE(interrupted);
+      checkpoint_at_end = std::filesystem::exists(run.run_dir + "/checkpoints/step-12/manifest.json");
+    }
+  };
+  const auto runs = temp_dir("observer");
+  std::ostringstream log;
+  Trainer t(small_config(runs, "sgd"), false, log);
+  auto owned = std::make_unique<Recorder>();
+  auto* seen = owned.get();
+  t.add_observer(std::move(owned));
+  t.run();
+  EXPECT_EQ(seen->steps, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(seen->window_ends, (std::vector<std::int64_t>{4, 8, 12}));
+  EXPECT_EQ(seen->endings, 1);
+  EXPECT_TRUE(seen->checkpoint_at_end);
+  std::filesystem::remove_all(runs);
+}
+
 TEST(Trainer, ResumeWithoutCheckpointIsAClearError) {
   const auto runs = temp_dir("nockpt");
   std::ostringstream log;
@@ -104,7 +141,7 @@ TEST(Trainer, ResumeWithoutCheckpointIsAClearError) {
     FAIL();
   } catch (const TrainingError& e) {
     EXPECT_NE(std::string(e.what()).find("no checkpoint in"), std::string::npos) << e.what();
-    // Note [Errors]: construction names the rank and the phase, as the loop does.
+    // See Note [Errors]: construction names the rank and the phase, as the loop does.
     EXPECT_EQ(e.context().rank, 0);
     EXPECT_EQ(e.context().action, "resume");
   }
@@ -194,7 +231,7 @@ TEST(Plan, RanksWithDifferentConfigsFailAtStartNamingTheDifference) {
   std::filesystem::remove_all(runs);
 }
 
-// Note [Pipelined evaluation]: forward through a 4-rank pipeline (and
+// See Note [Pipelined evaluation]: forward through a 4-rank pipeline (and
 // through one process) gives what a plain forward of the whole graph gives
 // over every test row (the weights start equal by name).
 TEST(Evaluation, PipelinedEqualsOneProcess) {

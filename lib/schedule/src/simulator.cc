@@ -16,7 +16,7 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 // class does the rest.
 class Iteration {
  public:
-  // Note [Micro-batch ratios]: activations arrive per micro-batch of the
+  // See Note [Micro-batch ratios]: activations arrive per micro-batch of the
   // sending stage, gradients per micro-batch of the stage sending them back.
   Iteration(const StageGraph& g, const Schedule& s, SimResult& r)
       : g_(g), s_(s), r_(r), in_(g.size()), out_(g.size()), arrive_f_(g.edges.size()), arrive_b_(g.edges.size()),
@@ -126,7 +126,7 @@ std::vector<double> run_dedicated(const StageGraph& g, const Schedule& s, Iterat
   return free_at;
 }
 
-// Note [Shared cores]: an event-driven run in which busy replicas share their
+// See Note [Shared cores]: an event-driven run in which busy replicas share their
 // node's cores. Between two events every rate is constant.
 class SharedRun {
  public:

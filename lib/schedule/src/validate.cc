@@ -18,7 +18,7 @@ ScheduleCheck validate(const StageGraph& graph, const Schedule& schedule) {
     if (schedule.count(st) < 1)
       throw ScheduleError("schedule '" + schedule.name + "', stage " + std::to_string(st) + ": " +
                           std::to_string(schedule.count(st)) + " micro-batches; at least 1");
-  // Note [Micro-batch ratios]: a neighbour's micro-batches nest in ours or ours in theirs.
+  // See Note [Micro-batch ratios]: a neighbour's micro-batches nest in ours or ours in theirs.
   for (const auto& e : graph.edges) {
     const int a = schedule.count(e.from), b = schedule.count(e.to);
     if (std::max(a, b) % std::min(a, b))

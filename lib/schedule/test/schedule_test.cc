@@ -87,7 +87,7 @@ TEST(Simulator, OptimizerAndStepAllReduceTakeTime) {
   EXPECT_NEAR(r.iteration_s, 8 + 0.25, 1e-9);
 }
 
-// Note [Shared cores]: branches that compute at once on one core take twice
+// See Note [Shared cores]: branches that compute at once on one core take twice
 // as long; spans that never overlap keep their own durations.
 TEST(Simulator, ProcessesSharingCoresRunSlowerWhenBusyTogether) {
   const double F = 0.010, B = 0.020;
@@ -119,7 +119,7 @@ TEST(Simulator, ProcessesSharingCoresRunSlowerWhenBusyTogether) {
   EXPECT_NEAR(simulate(c, cs, 1).iteration_s, alone, 1e-12);
 }
 
-// Note [Shared cores] with a measured throughput (Note [Core throughput]):
+// See Note [Shared cores] with a measured throughput (see Note [Core throughput]):
 // two single-threaded replicas on a node whose two busy threads do 1.5
 // threads' work run at 0.75 of their speed; a replica profiled at two
 // threads, alone on that node, runs at its own speed.
@@ -168,7 +168,7 @@ TEST(Schedule, EveryGeneratedScheduleOnRandomDagsIsValid) {
   }
 }
 
-// Note [Micro-batch ratios]: stages with their own micro-batch counts (each
+// See Note [Micro-batch ratios]: stages with their own micro-batch counts (each
 // neighbour's dividing the other's) get valid schedules from every
 // generator on random DAGs; the simulator runs them.
 TEST(Schedule, PerStageMicroBatchCountsOnRandomDagsAreValid) {

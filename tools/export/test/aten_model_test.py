@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real PyTorch models through the ATen capture (Note [ATen capture] in
+"""Real PyTorch models through the ATen capture (see Note [ATen capture] in
 tools/export/trident_aten.py), against eager PyTorch:
 
 - torchvision classifiers (num_classes=10, 32x32 images; dropout and
@@ -10,9 +10,9 @@ tools/export/trident_aten.py), against eager PyTorch:
 - nn.TransformerEncoder (batch_first, GELU), nn.LSTM and nn.GRU models: 20
   SGD steps give PyTorch's losses (1e-4) and a pipeline on 3 processes the
   weights of one process; with dropout 0.1 the loss falls and the pipeline
-  still equals one process (Note [Random ops] in nn/random.h), and the same
+  still equals one process (see Note [Random ops] in nn/random.h), and the same
   plan with every stage recomputing its forward gives bitwise the same
-  weights (Note [Recomputation]);
+  weights (see Note [Recomputation]);
 - a model whose output projection is its input embedding (tied weights),
   split by a stage cut between the two uses: the weights of one process;
 - bad input: an operator this LibTorch lacks, a graph of another capture
@@ -93,7 +93,7 @@ FAMILIES = {name: classifier(name) for name in SMALLEST}
 
 
 class Writes(nn.Module):
-    """In-place writes through views, as users write them (functionalised by the capture, Note [ATen capture])."""
+    """In-place writes through views, as users write them (functionalised by the capture, see Note [ATen capture])."""
 
     def __init__(self):
         super().__init__()
@@ -283,7 +283,7 @@ def check_sequence(name, binary, dropout):
     expect(stages >= 2, "the pipeline ran %d stage" % stages)
     largest = same_weights(single, piped, "3-process pipeline", expect)
     if dropout > 0:
-        # Note [Recomputation]: the same plan with every stage recomputing replays the dropout masks, so the
+        # See Note [Recomputation]: the same plan with every stage recomputing replays the dropout masks, so the
         # weights are bitwise those of the plan without recomputation.
         plan = json.load(open(os.path.join(work, "runs", "pipeline", "plan.json")))
         for st in plan["stages"]:
@@ -331,7 +331,7 @@ def export_everything():
 
 
 def check_tied(binary):
-    """Tied weights across a stage cut (Note [Tied parameters]): the weights of one process."""
+    """Tied weights across a stage cut (see Note [Tied parameters]): the weights of one process."""
     torch.manual_seed(0)
     inputs = {"tokens": ((5,), torch.int64)}
     work, init, data, _ = prepare("tied", TiedLM(), inputs, 40, {"tokens": 40}, SEQ_ROWS, SEQ_ROWS // 2)

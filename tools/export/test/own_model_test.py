@@ -53,7 +53,7 @@ PRESETS = ("cpu-local", "summit-v100")
 
 # name -> (build the module, inputs {name: (per-sample shape, dtype)}, classes (cross_entropy) or the
 #          target's per-sample shape (mse), id ranges of int64 inputs,
-#          the micro-batch: BatchNorm normalises each micro-batch by its own statistics (Note [Batch norm]),
+#          the micro-batch: BatchNorm normalises each micro-batch by its own statistics (see Note [Batch norm]),
 #          so it equals PyTorch's full-batch step only with one micro-batch)
 MODELS = {
     "residual_cnn": (ResidualCNN, {"image": ((1, 28, 28), torch.float32)}, 10, {}, 16),

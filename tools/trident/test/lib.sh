@@ -17,7 +17,9 @@ check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...
   if ! printf '%s' "$err" | grep -qF -- "$needle"; then echo "FAIL $name: '$needle' not in: $err"; fails=$((fails+1)); return; fi
   passes=$((passes+1))
 }
-# Note [Stable trajectories] (docs/design.md, contract "Tests are stable on any machine")
+# Note [Stable trajectories]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# (docs/design.md, contract "Tests are stable on any machine")
 # A run on several processes sums in another order than one process (another
 # replica split, another micro-batch), so the two differ by rounding. A weight
 # comparison means something only where training does not amplify that

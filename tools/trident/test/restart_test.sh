@@ -9,7 +9,7 @@
 cfg=$src/examples/fmnist-mlp.yaml
 common=(--config "$cfg" --set train.steps=24 --set train.epochs=null --set train.threads=1 --set data.train_size=2048
         --set data.test_size=200 --set train.eval=false --set checkpoint.every=5 --set parallel.timeout_s=10
-        --set parallel.cluster=cpu-local)  # the elastic re-plan is graphpipe's: pinned (Note [Stable trajectories])
+        --set parallel.cluster=cpu-local)  # the elastic re-plan is graphpipe's: pinned (see Note [Stable trajectories])
 # restarted NAME KILL_AT SAYS RUN_ARGS...: the run whose rank:step KILL_AT is killed once recovers with
 # one restart, rank 0 saying SAYS when it starts again.
 restarted() {

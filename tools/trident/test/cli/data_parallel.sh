@@ -3,7 +3,7 @@
 . "$(dirname "$0")/../lib.sh" "$@"  # bin, src, work, counters; check, same_weights, kill_rank, finish
 cfg=$src/examples/fmnist-mlp.yaml
 # Data parallel: 2 processes train to the same weights as one. The plan is pinned (parallel.cluster: the
-# hybrid rule picks each layer's method by the cluster's costs; Note [Stable trajectories]). Adam (lr 1e-3,
+# hybrid rule picks each layer's method by the cluster's costs; see Note [Stable trajectories]). Adam (lr 1e-3,
 # 30 steps) over 2 replicas ends within 8.0e-7 of one process (SkylakeX kernels; 2.6e-7 on Prescott's),
 # against atol 1e-5 + rtol 1e-4.
 common=(--config "$cfg" --set train.steps=30 --set train.epochs=null --set train.threads=1 --set data.test_size=2000
@@ -14,7 +14,7 @@ for sync in allreduce hybrid; do
   if [ $rc -ne 0 ]; then echo "FAIL dp-$sync: exit $rc: $two"; fails=$((fails+1)); fi
   same_weights dp-$sync "$work/dp1/fmnist-mlp" "$work/dp2-$sync/fmnist-mlp" --rtol 1e-4 --atol 1e-5
 done
-# Thread defaults (Note [Thread defaults]): with train.threads left at 0, each
+# Thread defaults (see Note [Thread defaults]): with train.threads left at 0, each
 # of 2 processes takes this host's cores divided by 2, at least 1.
 "$bin" train --config "$cfg" --set train.steps=3 --set train.epochs=null --set train.eval=false --nproc 2 \
   --set runs_dir=$work/threads >/dev/null 2>&1

@@ -13,7 +13,7 @@ check bad-model 2 "allowed: mlp" -- graph --model resnet
 check resume-nothing 2 "no such run directory" -- train --config "$cfg" --set runs_dir=$work/r --resume $work/r/none
 check export-nothing 2 "not a run directory" -- export $work/r/none
 # train.device=cuda: the CPU build says how to get the CUDA build; the CUDA build on a machine without a GPU
-# names the device it did not find (Note [Placement]). Either way before any rendezvous or data is read.
+# names the device it did not find (see Note [Placement]). Either way before any rendezvous or data is read.
 if "$bin" version | grep -q "CPU build"; then
   check cuda-on-cpu-build 2 "train.device: 'cuda' needs trident's CUDA build" -- train --config "$cfg" --set train.device=cuda
 elif [ "$("$bin" version | sed -n 's/.*CUDA devices visible: \([0-9]*\).*/\1/p')" = 0 ]; then

@@ -18,7 +18,7 @@ check launch-zero 2 "must be >= 1" -- launch --nproc 0 -- train --config "$cfg"
 kill_rank kill-rank 3 20 2 -- --config "$cfg" --nproc 3 --set train.mini_batch=96 --set train.steps=100000 \
   --set train.epochs=null --set train.threads=1 --set runs_dir=$work/kill --set parallel.timeout_s=5 --set train.log_every=10
 # The same with rank 2 starting its diagnosis 4 s late (as on a loaded machine): rank 0, which hosts the
-# store, stays until rank 2 has diagnosed (Note [Rank 0 stays for the diagnosis]), so both still name rank 1.
+# store, stays until rank 2 has diagnosed (see Note [Rank 0 stays for the diagnosis]), so both still name rank 1.
 export TRIDENT_TEST_DIAGNOSE_DELAY=2:4000
 kill_rank kill-rank-late 3 20 2 -- --config "$cfg" --nproc 3 --set train.mini_batch=96 --set train.steps=100000 \
   --set train.epochs=null --set train.threads=1 --set runs_dir=$work/kill-late --set parallel.timeout_s=5 --set train.log_every=10

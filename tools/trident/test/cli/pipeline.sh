@@ -4,7 +4,7 @@
 cfg=$src/examples/fmnist-mlp.yaml
 # Graph pipelines: graphpipe plans under two cluster presets (cpu-local: 2 stages x 2 replicas;
 # summit-v100: 4 branch stages) and a pipedream plan (4 stages, gpipe) on 4 processes train to the
-# weights of one process; the report reads a run. Note [Stable trajectories]: SGD with momentum at a
+# weights of one process; the report reads a run. See Note [Stable trajectories]: SGD with momentum at a
 # constant lr 0.05, where 12 steps end within 1.5e-7 of one process (SkylakeX kernels; 7.7e-7 on
 # Prescott's) against atol 1e-5 + rtol 1e-4. Adam was not stable here: it turns the rounding of a
 # near-zero gradient summed over other row splits into a step of up to lr (9.5e-5 measured).

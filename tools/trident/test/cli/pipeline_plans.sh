@@ -8,7 +8,7 @@ out=$("$bin" train --config "$icfg" --set train.steps=4 --set train.epochs=null 
       --set data.test_size=200 --set checkpoint.every=0 --set runs_dir=$work/pp-hand 2>&1); rc=$?
 if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "hand-written plan of 4 stages"; then
   echo "FAIL pipeline-hand-plan: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
-# Each stage its own micro-batch (Note [Micro-batch ratios]): the example's plan with the stem at 16 rows, the
+# Each stage its own micro-batch (see Note [Micro-batch ratios]): the example's plan with the stem at 16 rows, the
 # branch stages at 32 and 64 and the 2-replica join at 128 trains as given; sizes that do not nest exit 2 naming
 # the stage.
 /usr/bin/python3 - "$src/examples/inception-branches.plan.json" "$work" <<'PY'

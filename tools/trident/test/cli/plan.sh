@@ -33,4 +33,14 @@ if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "samples/s"; then
   echo "FAIL profile-plan: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 check profile-bad-rows 2 "must be ascending" -- profile --model mlp --micro-batches 4,2 --out "$work/p2.json"
 check plan-wrong-profile 2 "is not in it" -- plan --model mlp --devices 2 --mini-batch 8 --profile "$work/profile.json"
+# A captured model whose program is malformed is refused where it enters, naming the op (see Note [ATen programs]).
+python3 - "$src/fuzz/corpus/model/regressor-aten.json" "$work/bad-program.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+next(o for o in g["ops"] if o["name"] == "addmm")["attrs"]["calls"][1]["args"][0] = {"float": "x"}
+json.dump(g, open(sys.argv[2], "w"))
+PY
+check plan-bad-program 2 "op 'addmm' (aten) call 1 argument 0: float \"x\" is not one trident reads" -- \
+  plan --model-file "$work/bad-program.json" --cluster cpu-local --devices 2 --mini-batch 8
+check graph-bad-program 2 "op 'addmm' (aten) call 1 argument 0" -- graph --model-file "$work/bad-program.json"
 finish

@@ -2,7 +2,7 @@
 # Bounded staleness: SSP accuracy against BSP and the read staleness it reports.
 . "$(dirname "$0")/../lib.sh" "$@"  # bin, src, work, counters; check, same_weights, kill_rank, finish
 cfg=$src/examples/fmnist-mlp.yaml
-# Bounded staleness (Note [Staleness]): with s = 2, 3 data-parallel ranks train mlp on Fashion-MNIST
+# Bounded staleness (see Note [Staleness]): with s = 2, 3 data-parallel ranks train mlp on Fashion-MNIST
 # (3 epochs of 96-sample steps, Adam with a cosine lr) to within 1.5 points of BSP's test accuracy, and
 # every metrics line's read_staleness is within [0, 2]. Measured on an idle machine: 0.22-0.37 points
 # below BSP (issue 29's target is 0.5; docs/benchmarks.md, "Bounded staleness and accuracy"); the bound

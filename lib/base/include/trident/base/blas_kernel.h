@@ -1,4 +1,4 @@
-// Which OpenBLAS kernel family this CPU should run (Note [BLAS kernel] in
+// Which OpenBLAS kernel family this CPU should run (see Note [BLAS kernel] in
 // host/blas.h). Torch-free and pure but for `this_cpu`: the process start
 // (runtime::prepare_process) asks `better_kernel` whether the kernel OpenBLAS
 // detected is a generic fallback on a CPU that can do better, and which

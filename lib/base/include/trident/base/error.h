@@ -1,4 +1,6 @@
-// Note [Errors]: every error trident throws is a trident::Error, and its kind
+// Note [Errors]
+// ~~~~~~~~~~~~~
+// Every error trident throws is a trident::Error, and its kind
 // alone decides the exit code (docs/design.md, "Errors and exit codes"):
 //
 //   ErrorKind::kBadInput  exit 2: something the user gave is wrong — a

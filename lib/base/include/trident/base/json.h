@@ -1,7 +1,9 @@
 // Reading integers from JSON that came from outside (plan, model, profile and
 // checkpoint files).
 //
-// Note [Checked integers]: nlohmann's `get<Int>()` converts a JSON number by
+// Note [Checked integers]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Nlohmann's `get<Int>()` converts a JSON number by
 // a plain cast: a float out of Int's range (1e+123, found by fuzz_model) is
 // undefined behaviour, and an integer out of range (4294967297 as an int)
 // silently becomes another number. get_checked<T> reads integers, and lists
@@ -65,7 +67,7 @@ Int checked_integer(const nlohmann::json& j) {
 }
 }  // namespace detail
 
-// j.get<T>(), with integers checked (Note [Checked integers]).
+// j.get<T>(), with integers checked (see Note [Checked integers]).
 template <class T>
 T get_checked(const nlohmann::json& j) {
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {

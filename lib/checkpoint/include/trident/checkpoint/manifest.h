@@ -1,4 +1,4 @@
-// The manifest of a sharded checkpoint (Note [Sharded checkpoints] in
+// The manifest of a sharded checkpoint (see Note [Sharded checkpoints] in
 // sharded_checkpoint.h), checked whole when it is read, so that no entry is
 // trusted later: every tensor names a shard file beside the manifest, a
 // byte range inside it, a shape and dtype whose size is that range, and a

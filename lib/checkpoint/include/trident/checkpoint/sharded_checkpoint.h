@@ -3,6 +3,7 @@
 // resumes on any plan, each rank reading only the tensors its stage needs.
 //
 // Note [Sharded checkpoints]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Layout of one checkpoint, runs/<name>/checkpoints/step-<N>/:
 //   manifest.json  {"format": "trident-checkpoint/2", "step", "wall_s",
 //                   "model", "preset", "config" (resolved YAML), "plan",

@@ -10,7 +10,9 @@
 //   loss.backward();   // hooks start communication as gradients become ready (WFBP)
 //   sync.finish();     // waits for all of it; gradients are now summed
 //
-// Note [Deterministic communication order]: every rank launches its
+// Note [Deterministic communication order]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every rank launches its
 // collectives in the same order (bucket index order), never in the order its
 // gradients happen to become ready, which could differ between ranks and hang.
 #pragma once
@@ -27,6 +29,7 @@
 
 #include <torch/torch.h>
 
+#include "trident/cost/buckets.h"
 #include "trident/graph/op_graph.h"
 
 #include "trident/comm/group.h"
@@ -35,11 +38,8 @@ namespace trident::comm {
 
 using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
 
-// All-reduce bucket size when none is given (config parallel.bucket_mb):
-// PyTorch DDP's default, large enough that per-message latency is small
-// against the bytes, small enough that the first bucket starts early in
-// backward.
-inline constexpr std::int64_t kDefaultBucketBytes = std::int64_t{25} << 20;
+// Bucket size when none is given (config parallel.bucket_mb). See Note [Gradient buckets].
+using cost::kDefaultBucketBytes;
 
 // One communication span, for traces and the exposed-communication figure.
 struct SyncEvent {
@@ -68,7 +68,7 @@ class GradSync {
   // every rank's parameters equal (under staleness, eventually: flush()).
   // All strategies but PS update every parameter locally; under PS each rank
   // is the server of a block of every tensor and updates only that block
-  // (so optimizer state lives only there, Note [Sharded parameter server]),
+  // (so optimizer state lives only there, see Note [Sharded parameter server]),
   // passing `update` a flat view of those elements. `update` may be called
   // after apply() returns (a server applies an older iteration's update when
   // its last push arrives): capture by value what it needs.
@@ -117,6 +117,7 @@ std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
                                               std::int64_t bucket_bytes = kDefaultBucketBytes, bool wfbp = true);
 
 // Note [Sharded parameter server]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Poseidon's PS as a block-sharded KV store with one server per replica,
 // colocated with its worker. Parameters are packed, in reverse order, into
 // buckets of at most `bucket_bytes` (a larger tensor gets its own); each
@@ -134,7 +135,9 @@ std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
 // parameters, as a ring all-reduce does. A pull lands when the op that reads
 // the bucket is about to run (gate()), so pulls overlap the next forward.
 //
-// Note [Staleness]: bounded staleness as stale-synchronous parallel (SSP).
+// Note [Staleness]
+// ~~~~~~~~~~~~~~~~
+// Bounded staleness as stale-synchronous parallel (SSP).
 // A worker's clock counts its finished iterations. A worker at clock c may
 // run iteration c once every update of iterations up to c − s − 1 has
 // reached it (so no member is more than s clocks behind); it reads whatever
@@ -144,7 +147,7 @@ std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
 // the bound); what a read sees depends on timing, so runs are not bitwise
 // reproducible. flush() waits for everything, so every member holds the
 // same weights (before checkpoints and evaluation, and at the end).
-// Under s > 0 each server updates a copy of its block (Note [Server copy]
+// Under s > 0 each server updates a copy of its block (see Note [Server copy]
 // in ps_sync.cc), so it can serve a push the moment it arrives, and
 // SyncStats::read_staleness says how many updates the reads missed.
 struct PsOptions {

@@ -1,5 +1,5 @@
 // Group: a process group (Gloo in the CPU build; in the CUDA build NCCL for
-// CUDA tensors and the store for CPU ones, Note [Backends] in
+// CUDA tensors and the store for CPU ones, see Note [Backends] in
 // src/backends.cc) over all ranks of the world or over a
 // subset, e.g. the replicas of one pipeline stage. A value type: copies share
 // the same underlying c10d group. Every rank of the parent must create the
@@ -89,7 +89,7 @@ class Group {
 };
 
 // The c10d backends of this build, for people (`trident version`): "gloo",
-// or "store (CPU tensors), nccl (CUDA tensors)" (Note [Backends]).
+// or "store (CPU tensors), nccl (CUDA tensors)" (see Note [Backends]).
 std::string backend_names();
 
 // Every member's `mine`, in rank order, on every member (any lengths).

@@ -1,7 +1,7 @@
 // StoreBackend: c10d collectives and point-to-point messages carried through
 // the rendezvous store, for CPU tensors where no Gloo is at hand.
 //
-// Note [Backends] (lib/comm/src/backends.cc) says which backend carries
+// See Note [Backends] (lib/comm/src/backends.cc) says which backend carries
 // which tensors. The CUDA build links a LibTorch 2.x wheel that ships no
 // Gloo headers, and headers from another Gloo revision are unsafe with its
 // library; so there CPU tensors (the small control messages of a GPU run,
@@ -19,7 +19,9 @@
 // it from the store. A wait longer than its timeout (the group's when the
 // Work is waited without one) throws, naming the key it waited for.
 //
-// Note [Lost writers]: Gloo learns that a peer died from its socket; a
+// Note [Lost writers]
+// ~~~~~~~~~~~~~~~~~~~
+// Gloo learns that a peer died from its socket; a
 // message through the store has no socket of its own, so a wait for a dead
 // rank's bytes would last the whole timeout (parallel.timeout_s), after
 // which a launcher has long killed the survivors and nobody has named the
@@ -65,7 +67,7 @@ using BackendBase = c10d::ProcessGroup;
 #endif
 
 // How receives find their sends (tests use the last two to hold
-// StageExecutor to what NCCL needs, Note [Pipeline transfers on GPUs] in
+// StageExecutor to what NCCL needs, see Note [Pipeline transfers on GPUs] in
 // executor/placement.h):
 //   kByTag          by tag, as Gloo (the default);
 //   kInOrder        in order per ordered pair of ranks, ignoring tags;
@@ -79,7 +81,7 @@ using BackendBase = c10d::ProcessGroup;
 //                   be issued and waited for by one thread at a time.)
 enum class Matching { kByTag, kInOrder, kStreamPerPair };
 
-// Note [Lost writers]: where the members' heartbeats are read.
+// See Note [Lost writers]: where the members' heartbeats are read.
 struct Beats {
   c10::intrusive_ptr<c10d::Store> store;  // holds "heartbeat/<world rank>"
   std::vector<int> world_ranks;           // member -> world rank
@@ -93,7 +95,7 @@ class StoreBackend final : public BackendBase {
  public:
   // `store` is shared by the members only (a PrefixStore per group).
   // With `beats`, a wait ends early when its writer's heartbeat stops
-  // (Note [Lost writers]).
+  // (see Note [Lost writers]).
   StoreBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout,
                Matching matching = Matching::kByTag, std::optional<Beats> beats = std::nullopt);
 
@@ -125,7 +127,7 @@ class StoreBackend final : public BackendBase {
   // Waits for `key`, written by member `writer`, (at most `timeout`) and
   // reads it into a tensor like `like`.
   at::Tensor take(const std::string& key, int writer, const at::Tensor& like, std::chrono::milliseconds timeout);
-  // Waits for `key` in slices while `writer` beats (Note [Lost writers]).
+  // Waits for `key` in slices while `writer` beats (see Note [Lost writers]).
   void wait_for(const std::string& key, int writer, std::chrono::milliseconds timeout);
   // The rank messages name: a member's world rank when beats give it.
   int who(int member) const;

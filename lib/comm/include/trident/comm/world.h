@@ -33,7 +33,7 @@ struct WorldInfo {
   // The job this process belongs to: TRIDENT_JOB_ID (trident launch sets a
   // fresh one per job), else SLURM_JOB_ID; empty when neither is set. A
   // worker whose job differs from rank 0's is refused at the rendezvous
-  // (Note [Job ids]).
+  // (see Note [Job ids]).
   std::string job_id;
   // How many times the launcher has started this job's workers again
   // (TRIDENT_RESTART_COUNT, see `trident launch --max-restarts`); 0 at first.
@@ -51,12 +51,14 @@ WorldInfo world_from_env(const std::map<std::string, std::string>& env);
 WorldInfo world_from_env();  // the process environment
 
 // Tells the launcher that this worker has started and reached the
-// rendezvous store (Note [Slots that fail to start] in tools/trident/launch.cc):
+// rendezvous store (see Note [Slots that fail to start] in tools/trident/launch.cc):
 // writes one byte to the pipe whose descriptor TRIDENT_READY_FD names and
 // closes it, once per process. Without that variable it does nothing.
 void report_started();
 
-// Note [Free ports]: a TCP port on 127.0.0.1 that is free now, for a
+// Note [Free ports]
+// ~~~~~~~~~~~~~~~~~
+// A TCP port on 127.0.0.1 that is free now, for a
 // rendezvous store that rank 0 will bind a moment later. It is drawn at
 // random from below the kernel's ephemeral range (ip_local_port_range),
 // because every outgoing connection and every listener bound to port 0 —
@@ -64,7 +66,7 @@ void report_started();
 // could be taken before rank 0 binds it, and the workers would then reach
 // that socket instead of the store. Below the range, only another picker
 // like this one can take it (and a worker of another job at this job's
-// store is refused, Note [Job ids]). Falls back to a port the kernel picks
+// store is refused, see Note [Job ids]). Falls back to a port the kernel picks
 // when none below the range is free; throws CommError when there is none.
 int free_local_port();
 // The kernel's ephemeral port range, [low, high] (32768..60999 when it

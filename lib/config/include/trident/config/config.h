@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "trident/base/error.h"
+#include "trident/cost/buckets.h"
 #include "trident/zoo/zoo.h"
 
 namespace trident::runtime {
@@ -32,10 +33,10 @@ struct TrainLoopConfig {
   std::int64_t mini_batch = 128;
   std::int64_t seed = 0;
   std::int64_t threads = 0;     // 0: all cores
-  std::string device = "cpu";   // cpu | cuda (Note [Placement] in placement.h)
+  std::string device = "cpu";   // cpu | cuda (see Note [Placement] in placement.h)
   std::int64_t log_every = 50;  // steps between metrics lines
   bool eval = true;             // test accuracy each epoch and at the end
-  bool profile_ops = false;     // ops.json: each rank's op self times (Note [Op self time])
+  bool profile_ops = false;     // ops.json: each rank's op self times (see Note [Op self time])
 };
 
 struct OptimizerConfig {
@@ -58,14 +59,14 @@ struct ParallelConfig {
   std::string partitioner = "dp";  // graphpipe | pipedream | dp | a plan .json path
   std::int64_t micro_batch = 0;    // 0: the mini-batch
   std::string schedule = "auto";   // auto | gpipe | 1f1b | graph-1f1b (auto: graph-1f1b for graphpipe, else 1f1b)
-  std::string recompute = "auto";  // auto | never | always (Note [Recomputation] in stage_executor.h)
+  std::string recompute = "auto";  // auto | never | always (see Note [Recomputation] in stage_executor.h)
   std::string cluster = "auto";  // what the planner plans for: "auto" (this machine), a preset or a cluster file
   std::int64_t max_replicas = 0;   // planner: most replicas per stage (0: no limit)
   std::int64_t micro_batch_ratio = 0;  // planner: PlanRequest::micro_batch_ratio (0: its default)
   std::string grad_sync = "allreduce";  // allreduce | ps | sfb | hybrid
   std::int64_t staleness = 0;
   double timeout_s = 60;          // a collective waiting longer than this fails, naming it
-  double bucket_mb = 25;  // all-reduce bucket size in MiB (= comm::kDefaultBucketBytes, asserted in trainer.cc)
+  double bucket_mb = cost::kDefaultBucketBytes / cost::kBytesPerMiB;  // See Note [Gradient buckets] in cost/buckets.h
   std::map<std::string, std::string> sync;  // hybrid overrides: parameter -> allreduce | ps | sfb
 };
 
@@ -95,7 +96,7 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
                          const std::string& source = "config");
 
 // Every key as a Markdown table (key, default, allowed), from the one table
-// the parser reads (Note [Config keys] in config.cc); docs/config.md holds it.
+// the parser reads (see Note [Config keys] in config.cc); docs/config.md holds it.
 std::string config_key_table();
 
 }  // namespace trident::runtime

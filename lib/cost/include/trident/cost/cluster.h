@@ -29,7 +29,9 @@ struct DeviceSpec {
   std::map<graph::DType, double> peak_flops;  // FLOP/s by dtype
   double memory_bandwidth = 0;                // bytes/s
   std::int64_t memory_bytes = 0;
-  // Note [Micro-batch efficiency]: a kernel of w FLOPs runs at
+  // Note [Micro-batch efficiency]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A kernel of w FLOPs runs at
   // w / (w + half_efficiency_flops) of peak, so small micro-batches run
   // below peak. Plus a fixed launch/dispatch cost per op call.
   double half_efficiency_flops = 0;
@@ -42,7 +44,7 @@ struct DeviceSpec {
 // calibrated link also keeps what was measured on it (`trident calibrate`):
 // by operation ("p2p" one-way, "allreduce", "reduce", "broadcast",
 // "allgather") and process count, times as (bytes, seconds) in ascending
-// bytes; comm.h prices from these where they apply (Note [Measured links]).
+// bytes; comm.h prices from these where they apply (see Note [Measured links]).
 struct LinkSpec {
   double latency_s = 0;
   double bandwidth = 0;
@@ -60,10 +62,12 @@ struct ClusterSpec {
   LinkSpec intra_node;
   LinkSpec inter_node;
   // CPU clusters, where a device is a process: the cores a node's processes
-  // share (Note [Shared cores] in schedule/stage_graph.h); 0 when each device
+  // share (see Note [Shared cores] in schedule/stage_graph.h); 0 when each device
   // computes on its own (GPUs).
   int cores_per_node = 0;
-  // Note [Core throughput]: what a node's cores achieve with k busy compute
+  // Note [Core throughput]
+  // ~~~~~~~~~~~~~~~~~~~~~~
+  // What a node's cores achieve with k busy compute
   // threads, in units of one thread computing alone, entry k-1 for k = 1..K
   // as `trident calibrate` measured it (beyond K: the last entry). Empty:
   // min(k, cores_per_node), as if each core were independent. Virtual CPUs
@@ -79,7 +83,7 @@ struct ClusterSpec {
   std::string note;            // for the user: where "auto" came from, or how to calibrate
 
   // The compute threads each process uses when `processes` share a node and
-  // `requested` is 0 (Note [Thread defaults]): cores / processes, at least 1;
+  // `requested` is 0 (see Note [Thread defaults]): cores / processes, at least 1;
   // 1 where devices do not share cores.
   int threads_per_process(int processes, int requested = 0) const;
 
@@ -99,7 +103,7 @@ struct ClusterSpec {
 };
 
 // Throws ClusterError (naming `where` and the entry) unless entry k-1 of a
-// core throughput lies in (0, k] (Note [Core throughput]).
+// core throughput lies in (0, k] (see Note [Core throughput]).
 void check_core_throughput(const std::vector<double>& throughput, const std::string& where);
 
 const std::vector<std::string>& cluster_presets();

@@ -8,12 +8,12 @@
 //   ring all-reduce   2·S·(P−1)/P                 (S = tensor bytes)
 //   colocated PS      2·S·(P−1)/P   every replica serves 1/P of the tensor:
 //                                    it pushes P−1 blocks and pulls P−1
-//                                    (Note [Sharded parameter server])
+//                                    (see Note [Sharded parameter server])
 //   SFB               K·(P−1)·(M+N)·e             (K rows per rank, e bytes
 //                                    per element; sends its factors to P−1)
 // Send + receive together are twice these, i.e. the table of docs/algorithms.md §1:
 // 4MN(P−1)/P, 2MN(P1+P2−2)/P2 and 2K(P1−1)(M+N) floats.
-// Time, by Gloo's algorithms (or measured, Note [Measured links]): a ring
+// Time, by Gloo's algorithms (or measured, see Note [Measured links]): a ring
 // all-reduce has 2(P−1) steps of S/P bytes; the PS's push and pull (an
 // alltoall each) are P−1 such messages each, so it is priced as the
 // all-reduce; SFB is two all-gathers of P−1 messages each.
@@ -39,6 +39,7 @@ const std::vector<std::string>& sync_method_names();
 const std::vector<std::string>& grad_sync_names();
 
 // Note [Measured links]
+// ~~~~~~~~~~~~~~~~~~~~~
 // A calibrated link prices every collective the runtime runs from its
 // measured tables (`trident calibrate`: point-to-point, all-reduce,
 // alltoall — the PS's push and pull — and all-gather — SFB's): on the
@@ -63,7 +64,7 @@ double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_p
 
 // The sufficient-factor shape of a parameter: a Linear weight [N, M] whose op
 // sees `factor_rows_per_sample` rows per sample (e.g. sequence length) — the
-// zoo's linear op, or an ATen-captured nn.Linear (Note [Captured Linear
+// zoo's linear op, or an ATen-captured nn.Linear (see Note [Captured Linear
 // layers] in comm.cc).
 struct SfbShape {
   std::int64_t m = 0, n = 0, factor_rows_per_sample = 1;

@@ -41,7 +41,7 @@ class CostModel {
   double backward_s(const graph::Op& op, std::int64_t rows) const;
   // {"kind": "analytic", ...} or {"kind": "profiled", "profile": path}.
   nlohmann::json describe() const { return impl_->describe(); }
-  // Note [Core throughput] (cluster.h) as measured with this model's own
+  // See Note [Core throughput] (cluster.h) as measured with this model's own
   // passes; empty when not measured.
   std::vector<double> core_throughput() const { return impl_->core_throughput(); }
 
@@ -59,7 +59,7 @@ struct Profile {
     std::vector<double> forward_s, backward_s;  // one per entry of `rows`
   };
   std::map<std::string, Times> ops;  // by op name
-  // Note [Core throughput] measured with this model's training passes
+  // See Note [Core throughput] measured with this model's training passes
   // (`trident calibrate`); empty when not measured.
   std::vector<double> core_throughput;
 

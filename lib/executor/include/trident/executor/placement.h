@@ -1,23 +1,27 @@
 // Placement: where one process's tensors live — the one place that decides.
 //
-// Note [Placement]: `train.device` is cpu (the default) or cuda. With cuda,
+// Note [Placement]
+// ~~~~~~~~~~~~~~~~
+// `train.device` is cpu (the default) or cuda. With cuda,
 // the process with LOCAL_RANK r uses GPU r modulo the visible GPUs (one
 // process per GPU, as DDP); its stage's module lives there, so do the
 // gradients and the optimizer state, which are made like the parameters;
 // StageExecutor's receive buffers are made there; batches are copied there
 // through pinned host memory without blocking the host; checkpoints are
 // written from host copies and read back onto the device. Communication
-// follows the tensors (Note [Backends] in lib/comm/src/backends.cc): NCCL
+// follows the tensors (see Note [Backends] in lib/comm/src/backends.cc): NCCL
 // carries CUDA tensors on its own streams, each collective ordered after
 // the stream that produced its input by a CUDA event, so the wait-free
 // backpropagation all-reduces overlap backward as they do on CPU; the small
 // CPU tensors (loss sums, preflight) travel by the CPU backend.
 //
-// Note [Pipeline transfers on GPUs]: stage-to-stage messages live where
+// Note [Pipeline transfers on GPUs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Stage-to-stage messages live where
 // the stage does: on the GPU, NCCL carries them device to device. NCCL
 // ignores tags and runs all operations between two ranks of a communicator
 // in issue order on one stream, and a receive blocks that stream until its
-// send comes. StageExecutor posts receives ahead (Note [Tags]): on one
+// send comes. StageExecutor posts receives ahead (see Note [Tags]): on one
 // communicator, the gradients a stage awaits from its successor would hold
 // up the activations it sends that successor, and the two stages would
 // wait for each other. So on a GPU the messages take one link (a process
@@ -69,7 +73,7 @@ class Placement {
   // A tensor read from a checkpoint, here; a scalar (an optimizer's step
   // count) stays on the host, where it is read.
   torch::Tensor state(const torch::Tensor& t) const;
-  // The clock of a step's compute spans (Note [GPU spans] in trace.h): CUDA
+  // The clock of a step's compute spans (see Note [GPU spans] in trace.h): CUDA
   // events on the GPU; none on the CPU, whose spans take host times.
   std::unique_ptr<DeviceClock> clock() const;
   // The most bytes this process's tensors held on its GPU at once (LibTorch's

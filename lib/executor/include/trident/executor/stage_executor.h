@@ -12,7 +12,7 @@
 // Gradients accumulate in the parameters over the micro-batches; the caller
 // syncs them among the stage's replicas and steps the optimizer.
 //
-// Note [Rows and pieces] (docs/design.md, contract "A stage's replicas split each micro-batch"): micro-batch m is rows
+// See Note [Rows and pieces] (docs/design.md, contract "A stage's replicas split each micro-batch"): micro-batch m is rows
 // [m·b, (m+1)·b) of the global batch; replica j of a stage with d devices
 // holds rows shard_range(b, j, d) of it. An edge between stages of
 // different d is split into pieces: one p2p message per (producer replica,
@@ -20,7 +20,7 @@
 // Consumers concatenate pieces in row order; gradients travel back the same
 // pieces.
 //
-// Note [Micro-batch ratios in pieces] (Note [Micro-batch ratios] in
+// See Note [Micro-batch ratios in pieces] (see Note [Micro-batch ratios] in
 // schedule/schedule.h): stages may have different micro-batch sizes, one
 // dividing the other along each edge. Rows are matched in the global batch:
 // over a period of the larger size, each micro-batch of this stage (its
@@ -30,7 +30,7 @@
 // sends its gradients back split in two. A message is numbered by the finer
 // side's micro-batch, which lies in exactly one of the coarser side's.
 //
-// Note [Tags] (docs/design.md, contract "Deterministic communication"): the tensors crossing edges are
+// See Note [Tags] (docs/design.md, contract "Deterministic communication"): the tensors crossing edges are
 // numbered k in plan order (edges, then each edge's tensors); a message
 // carries tag (k·M + m)·2 + direction (0 forward, 1 backward), m its
 // micro-batch of the finer side and M the most micro-batches any stage has.
@@ -43,19 +43,21 @@
 // buffers stay bounded by the plan's in-flight memory, not by the number
 // of micro-batches.
 //
-// Note [Pipelined evaluation]: evaluate() runs the test rows forward only
+// Note [Pipelined evaluation]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Evaluate() runs the test rows forward only
 // through the same stages, pieces and tags, in chunks of the plan's
 // mini-batch split into its micro-batches (a last, shorter chunk as one
 // micro-batch); each replica forwards its slice. The loss stage's sums over
 // all ranks equal one process's, and no rank ever holds another stage's
 // parameters.
 //
-// Note [Recomputation] (activation checkpointing): a stage the plan marks
+// See Note [Recomputation] (activation checkpointing): a stage the plan marks
 // `recompute` runs each training forward without recording autograd and
 // keeps, per in-flight micro-batch, only the tensors it received and the
 // dataset fields it read; right before that micro-batch's backward it runs
 // the forward again, recording, and backpropagates through it. Random ops
-// replay their draws (Note [Random ops] in nn/random.h), so the gradients
+// replay their draws (see Note [Random ops] in nn/random.h), so the gradients
 // equal those of the same plan without recomputation bit for bit. Memory:
 // in-flight × inputs plus one micro-batch's activations instead of
 // in-flight × activations; time: one more forward per micro-batch.
@@ -96,7 +98,7 @@ using PipelineError = ComponentError<struct PipelineErrorTag, ErrorKind::kFailur
 // Rows [begin, end) of the global batch, with the dataset fields a stage reads.
 using FieldSource = std::function<nn::Batch(std::int64_t begin, std::int64_t end, const std::set<std::string>& fields)>;
 
-// Note [Emulation] (`trident train --emulate CLUSTER`): the processes,
+// See Note [Emulation] (`trident train --emulate CLUSTER`): the processes,
 // schedule actions, pieces, tags, timeouts and replica synchronisation are
 // the real ones; only durations are modelled, from the same stage graph the
 // simulator runs (Planner::stage_graph for the emulated cluster). A forward
@@ -131,9 +133,9 @@ class StageExecutor {
   // Throws PipelineError when the world size differs from plan.devices.
   // A rank that the plan gives no stage is idle: run() returns at once.
   // `placement` says where the module lives and where messages travel
-  // (Note [Placement]); the fields a stage is given must be on its device.
+  // (see Note [Placement]); the fields a stage is given must be on its device.
   StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world, Placement placement = {});
-  // Emulated (Note [Emulation]): no modules; params() is empty.
+  // Emulated (see Note [Emulation]): no modules; params() is empty.
   StageExecutor(const graph::OpGraph& graph, const plan::Plan& plan, comm::Group world, Emulation emulation);
   ~StageExecutor();
 
@@ -149,17 +151,17 @@ class StageExecutor {
   const plan::Plan& plan() const { return plan_; }
 
   // One iteration: every action of this stage's schedule. Losses are scaled
-  // by 1/divisor (the global batch; Note [Loss scale] in nn/executor.h).
+  // by 1/divisor (the global batch; see Note [Loss scale] in nn/executor.h).
   // `before_last_backward` runs right before the stage's last backward (arm
   // the replicas' gradient sync there, so WFBP hooks see only that one).
   // Appends trace events (forward, backward, waits) to `trace` when given.
   StageResult run(const FieldSource& fields, double divisor, const std::function<void()>& before_last_backward,
                   TraceLog* trace = nullptr);
-  // The key of the next run()'s random operators (Note [Random ops] in
+  // The key of the next run()'s random operators (see Note [Random ops] in
   // nn/random.h): the run's seed and the optimizer step.
   void set_random_key(std::uint64_t seed, std::int64_t step) { random_seed_ = seed, random_step_ = step; }
 
-  // Forward only over rows [0, rows) of `fields` (Note [Pipelined
+  // Forward only over rows [0, rows) of `fields` (see Note [Pipelined
   // evaluation]): the loss stage's sums of loss and correct rows over its
   // slice; zeros elsewhere. Every rank of the plan calls it with the same rows.
   StageResult evaluate(const FieldSource& fields, std::int64_t rows);
@@ -170,7 +172,7 @@ class StageExecutor {
   struct Exchange;
 
  private:
-  // Note [Action backends] (stage_executor.cc): pass() interprets actions;
+  // See Note [Action backends] (stage_executor.cc): pass() interprets actions;
   // a backend computes them — on tensors, or on the emulated clock.
   struct Pass;
   class Backend;
@@ -178,7 +180,7 @@ class StageExecutor {
   class ClockBackend;
 
   void build();  // rank -> stage, crossings, actions; the executor when not emulated
-  // One group per direction, each pair of ranks met once (Note [Pipeline
+  // One group per direction, each pair of ranks met once (see Note [Pipeline
   // transfers on GPUs] in placement.h); nothing when the world carries both.
   void open_links();
   // The group that carries direction d (0 activations, 1 gradients).
@@ -189,7 +191,7 @@ class StageExecutor {
   // One pass of `actions` over the micro-batches of `layout`; an error
   // escaping an action gets this rank's context and the action's.
   StageResult pass(const Layout& layout, const std::vector<std::pair<bool, int>>& actions, Pass& p);
-  // p2p (Note [Tags]): post the receives of the next micro-batch of direction
+  // p2p (see Note [Tags]): post the receives of the next micro-batch of direction
   // d, wait for one piece, gather this rank's rows of crossing k, send.
   void post_next(Exchange& x, int d);
   torch::Tensor take(Exchange& x, int d, std::size_t piece, int m);
@@ -212,14 +214,14 @@ class StageExecutor {
   std::uint64_t random_seed_ = 0;
   std::int64_t random_step_ = 0;
   bool has_loss_ = false;
-  bool recompute_ = false;  // Note [Recomputation]
+  bool recompute_ = false;  // See Note [Recomputation]
   graph::OpId logits_ = -1, labels_ = -1;
   bool classifies_ = true;  // cross_entropy: accuracy is counted; mse: it is not
   std::unique_ptr<nn::GraphExecutor> executor_;
   comm::NamedParams params_;
   std::set<std::string> fields_;
   std::vector<int> stage_of_device_;
-  std::vector<Crossing> crossings_;  // indexed by k (Note [Tags])
+  std::vector<Crossing> crossings_;  // indexed by k (see Note [Tags])
   std::map<std::int64_t, std::unique_ptr<Layout>> layouts_;  // by micro-batch rows
   std::vector<std::pair<bool, int>> actions_;  // (backward?, micro-batch)
   std::unique_ptr<Backend> backend_;  // null when idle
@@ -230,7 +232,7 @@ class StageExecutor {
 // method (plan.grad_sync; missing = allreduce), WFBP buckets of
 // `bucket_bytes`, PS staleness `staleness`. Attaches its observer to the
 // stage's executor (SFB). Null when the stage has one replica or the rank
-// is idle. Parameters in `leave` (tied ones, Note [Tied parameters]) are not
+// is idle. Parameters in `leave` (tied ones, see Note [Tied parameters]) are not
 // synced here.
 std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
                                                 std::int64_t bucket_bytes, int staleness,

@@ -1,4 +1,6 @@
-// Note [Tied parameters]: a parameter that ops of two stages read (an input
+// Note [Tied parameters]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// A parameter that ops of two stages read (an input
 // embedding that is also the output projection) lives on every stage that
 // reads it. Each such copy gets only its own stage's part of the gradient,
 // so before the optimizer steps, the gradients of every copy — all ranks of

@@ -37,7 +37,9 @@ inline constexpr int kTracedSteps = 4;
 // slivers would hide the waits that matter in the timeline.
 inline constexpr std::int64_t kShortestTracedWaitUs = 50;
 
-// Note [GPU spans]: on a GPU the host queues work and moves on long before
+// Note [GPU spans]
+// ~~~~~~~~~~~~~~~~
+// On a GPU the host queues work and moves on long before
 // the GPU runs it, so host times say when work was queued, not when it ran.
 // There a DeviceClock keeps time for the compute lane: a stamp is a mark on
 // the stream the work runs on (a CUDA event), and when the step ends the

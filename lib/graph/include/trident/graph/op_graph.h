@@ -71,7 +71,7 @@ class OpGraph {
 
   const std::string& name() const { return name_; }
 
-  // Graph-level data of an ATen-captured model (Note [ATen capture] in
+  // Graph-level data of an ATen-captured model (see Note [ATen capture] in
   // tools/export/trident_aten.py): "capture" records who captured it
   // ({"by", "format", "torch"}), "constants" the tensors its ops read that
   // are not parameters (name -> {"dtype", "shape", "base64"}). Both are
@@ -102,8 +102,8 @@ class OpGraph {
 
   // Whole-graph checks: acyclic, unique names, each input's expected spec
   // equals its producer's output, exactly one loss op and it is the only op
-  // without consumers, input ops have no inputs. Throws GraphError naming the
-  // first problem.
+  // without consumers, input ops have no inputs, every "aten" op's program
+  // parses (parse_aten_program). Throws GraphError naming the first problem.
   void validate() const;
 
   // A subset S is convex when no path leaves S and comes back into it; such a

@@ -3,6 +3,7 @@
 // libopenblas0-pthread), libblas.so.3 is the reference BLAS, about 30x slower.
 //
 // Note [BLAS kernel]
+// ~~~~~~~~~~~~~~~~~~
 // Debian's OpenBLAS (0.3.21, DYNAMIC_ARCH) picks its kernels from cpuid when
 // it loads. On a CPU it does not know it falls back to generic SSE3 kernels
 // ("Prescott"): on an AVX-512 Xeon that made the mlp and transformer steps

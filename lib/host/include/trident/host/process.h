@@ -2,6 +2,7 @@
 // start by the trainer (and the benchmarks, so they time what users get).
 //
 // Note [CPU process settings]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Two defaults of this platform cost more than half the step time, measured
 // on the 2-core machine (docs/benchmarks.md):
 // - Threads. Debian's LibTorch does not forward torch::set_num_threads to
@@ -33,6 +34,7 @@
 namespace trident::runtime {
 
 // Note [Thread defaults]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // train.threads = 0 divides the host's cores among the job's processes on it
 // (at least one thread each), as torchrun does when it starts several: with
 // every process taking all cores, 2 processes on 2 cores ran 7x slower
@@ -45,12 +47,12 @@ struct ThreadChoice {
 ThreadChoice choose_threads(int requested, int cores, int local_processes);
 
 // Sets torch's and OpenBLAS's thread counts and tunes glibc malloc as in
-// Note [CPU process settings].
+// See Note [CPU process settings].
 void configure_process(int threads);
 
 // Process start of the commands that compute: chooses the BLAS kernel
-// (Note [BLAS kernel] in blas.h) and, without OMP_WAIT_POLICY in the
-// environment, sets it to PASSIVE (Note [CPU process settings]); when either
+// (see Note [BLAS kernel] in blas.h) and, without OMP_WAIT_POLICY in the
+// environment, sets it to PASSIVE (see Note [CPU process settings]); when either
 // changed the environment, re-executes this program with `argv` once (returns
 // only when nothing changed, or the exec failed). Throws Failure when a
 // OPENBLAS_CORETYPE set outside trident computes wrong products.

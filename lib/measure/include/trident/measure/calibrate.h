@@ -3,8 +3,9 @@
 // plan and predict with.
 //
 // Note [Calibration]
+// ~~~~~~~~~~~~~~~~~~
 // What the simulator needs to predict an iteration here, each measured:
-// - per-op compute: the profiler (Note [Whole-graph normalisation]) for each
+// - per-op compute: the profiler (see Note [Whole-graph normalisation]) for each
 //   model, at several row counts and at each thread count a run may use
 //   (1 and the cores), kept as profiles "model/preset/threads";
 // - Gloo between local processes, as training meets it (each call after
@@ -13,7 +14,7 @@
 //   times on 2..N processes at several message sizes, kept as tables (Note
 //   [Measured links] in cost/comm.h), with α and β fitted for the formulas;
 // - the cores, and the work k single-threaded processes running a model's
-//   training passes at once get done together, per model (Note [Core
+//   training passes at once get done together, per model (see Note [Core
 //   throughput] in cost/cluster.h), kept in its profiles;
 // - the optimizer step's cost per tensor and per byte (fitted to Adam on a
 //   few large and many small tensors), and one core's matrix-multiply rate,
@@ -55,7 +56,7 @@ cost::ClusterSpec calibrate(const CalibrateOptions& options, const RunWorkers& r
 // One worker of a communication or sharing measurement, inside a launched
 // job: `what` is "links" (ping-pong when 2 processes, and all-reduce) or
 // "sharing" (every rank runs training passes of the one model in `models` at
-// once, Note [Sharing workload]). Rank 0 writes its
+// once, see Note [Sharing workload]). Rank 0 writes its
 // figures as JSON to `out_path`.
 void calibration_worker(const std::string& what, const std::string& out_path, int repeats,
                         const std::vector<zoo::ModelSpec>& models);

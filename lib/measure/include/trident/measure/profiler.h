@@ -4,7 +4,7 @@
 // on inputs captured from a whole-graph forward of a random batch, so the
 // times exclude the framework around it; the median of `repeats` runs is kept.
 // Then each row count's times are scaled to the measured whole-graph forward
-// and backward (Note [Whole-graph normalisation] in profiler.cc).
+// and backward (see Note [Whole-graph normalisation] in profiler.cc).
 #pragma once
 
 #include <cstdint>

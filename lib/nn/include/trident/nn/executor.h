@@ -6,6 +6,7 @@
 // calling backward on outputs reaches the inputs and the parameters.
 //
 // Note [Loss scale]
+// ~~~~~~~~~~~~~~~~~
 // The loss op returns the sum of per-sample losses of the rows it saw. The
 // caller divides by the *global* batch size, so gradients summed across
 // micro-batches, replicas and stages equal those of one process computing the
@@ -37,7 +38,9 @@ class GraphExecutor {
   // and that all rows agree; throws Failure naming the edge.
   TensorMap forward(const TensorMap& inputs, const Batch& fields) const;
 
-  // Note [Inputs on demand]: as above, but each stage input is asked of
+  // Note [Inputs on demand]
+  // ~~~~~~~~~~~~~~~~~~~~~~~
+  // As above, but each stage input is asked of
   // `input` (by its producer) only when the first op that reads it runs, and
   // the ops that read no stage input, directly or not, run first. So a stage
   // holding a branch of its own and the join with another stage's branch
@@ -52,7 +55,7 @@ class GraphExecutor {
   using Observer = std::function<void(graph::OpId, const std::vector<torch::Tensor>&, const torch::Tensor&)>;
   void set_observer(Observer observer) { observer_ = std::move(observer); }
   // Called before every op (e.g. to wait for its parameters' parameter-server
-  // pull, Note [Sharded parameter server] in comm/grad_sync.h).
+  // pull, see Note [Sharded parameter server] in comm/grad_sync.h).
   using Gate = std::function<void(graph::OpId)>;
   void set_gate(Gate gate) { gate_ = std::move(gate); }
 

@@ -7,14 +7,16 @@
 // A module may hold only some ops (a pipeline stage): the others get no
 // module and no parameters, so a rank allocates only its own stage.
 //
-// Note [Initial weights]: every parameter's initial values follow from
+// Note [Initial weights]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Every parameter's initial values follow from
 // (seed, parameter name) alone — a generator seeded by both draws it, with
 // the distribution torch gives that layer by default (Linear and Conv2d:
 // uniform ±1/sqrt(fan_in) for weight and bias; EmbeddingBag: N(0, 1);
 // LayerNorm: ones and zeros). So one process, any pipeline and any data-
 // parallel width start from identical weights without sending any, whoever
 // builds which op.
-// An op of kind "aten" (an ATen-captured model, Note [ATen programs] in
+// An op of kind "aten" (an ATen-captured model, see Note [ATen programs] in
 // nn/src/aten_op.h) registers each parameter once under its state_dict name,
 // even when several ops read it (tied weights).
 // Each op's function maps its inputs (batch dimension first) to its output;
@@ -40,7 +42,7 @@ using OpFn = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
 class GraphModule : public torch::nn::Module {
  public:
   // Builds modules for the ops in `ops` (every op when nullopt), with
-  // weights from `seed` (Note [Initial weights]); throws graph::GraphError
+  // weights from `seed` (see Note [Initial weights]); throws graph::GraphError
   // for an unknown kind.
   explicit GraphModule(const graph::OpGraph& graph, std::uint64_t seed = 0,
                        const std::optional<std::set<graph::OpId>>& ops = std::nullopt);
@@ -65,7 +67,9 @@ class GraphModule : public torch::nn::Module {
   std::vector<OpFn> fns_;
 };
 
-// Note [User weights]: a user's model starts from the weights its PyTorch
+// Note [User weights]
+// ~~~~~~~~~~~~~~~~~~~
+// A user's model starts from the weights its PyTorch
 // module was built with: `tools/export` writes them with torch.save as a
 // dict of parameter name to tensor (the module's state_dict keys, which are
 // the graph's parameter names), plus "__format__" (LibTorch 1.13 cannot read
@@ -77,7 +81,7 @@ class GraphModule : public torch::nn::Module {
 void load_weights(GraphModule& module, const std::string& path);
 
 // The seed of the generator that draws parameter `name`'s initial values
-// (Note [Initial weights]): a hash of the name, mixed with `seed`.
+// (see Note [Initial weights]): a hash of the name, mixed with `seed`.
 std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name);
 
 }  // namespace trident::nn

@@ -2,7 +2,9 @@
 // (`aten::addmm`, an autograd node such as `AddmmBackward0`, ...) run while
 // an OpProfile is counting, on every thread of the process.
 //
-// Note [Op self time]: LibTorch announces every op it dispatches, and every
+// Note [Op self time]
+// ~~~~~~~~~~~~~~~~~~~
+// LibTorch announces every op it dispatches, and every
 // autograd node it runs, through its RecordFunction callbacks. While counting,
 // a callback times each one and subtracts the time of the ops it called, so
 // an op's self time is the time spent in it and not in an op below it (the

@@ -1,4 +1,6 @@
-// Note [Random ops]: the random operators of an ATen-captured model (dropout's
+// Note [Random ops]
+// ~~~~~~~~~~~~~~~~~
+// The random operators of an ATen-captured model (dropout's
 // bernoulli, stochastic depth) draw from a generator seeded by (run seed,
 // step, micro-batch, op, call), not from the process's generator, while a
 // RandomScope is open. The runtime opens one around each training forward,
@@ -9,7 +11,7 @@
 // distribution). Without a scope (tests, the profiler), the process's
 // generator draws.
 //
-// Recomputation (Note [Recomputation] in executor/stage_executor.h) runs a
+// Recomputation (see Note [Recomputation] in executor/stage_executor.h) runs a
 // micro-batch's forward twice under the same key — once without autograd,
 // once right before its backward — so both draw the same masks, and built-in
 // dropout is active under a scope whether or not gradients are recorded.

@@ -1,6 +1,8 @@
 // Products of many small matrices, as attention computes them per head.
 //
-// Note [Small batched products]: the CPU `bmm` of LibTorch 1.13 (without
+// Note [Small batched products]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The CPU `bmm` of LibTorch 1.13 (without
 // MKL, as Debian builds it) multiplies a batch by slicing out each matrix
 // (`select`, three tensors a matrix) and dispatching `addmm` on it, unless a
 // product is under 400 multiply-adds. For attention's per-head products

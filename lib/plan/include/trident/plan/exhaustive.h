@@ -9,7 +9,7 @@
 // times a power of two up to request.micro_batch_ratio, and in-flight =
 // the stage's micro-batches covering its height (graph-1F1B), where a
 // stage's height is its longest path to a sink counting each stage's
-// micro-batch in units of the search's (Note [Per-stage micro-batch sizes]
+// micro-batch in units of the search's (see Note [Per-stage micro-batch sizes]
 // in sp_engine.h).
 #pragma once
 

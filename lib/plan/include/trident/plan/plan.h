@@ -29,7 +29,7 @@ struct PlanStage {
   std::vector<int> devices;      // global device ids; replicas = devices.size()
   int micro_batch = 0;           // rows per micro-batch (split among replicas)
   std::string actions;           // schedule, e.g. "F0 F1 B0 F2 B1 B2"
-  // Note [Recomputation]: the stage keeps only its inputs per in-flight
+  // See Note [Recomputation]: the stage keeps only its inputs per in-flight
   // micro-batch and runs its forward again right before each backward.
   bool recompute = false;
   // Filled by prediction (planner or simulate).
@@ -72,11 +72,11 @@ struct Plan {
   double search_seconds = 0;
   // Which search space the plan came from ("series-parallel", "sequential";
   // empty when not searched), and the best plan's predictions in each space
-  // searched (Note [Search spaces] in planner.cc).
+  // searched (see Note [Search spaces] in planner.cc).
   std::string space;
   std::map<std::string, Prediction> space_best;
 
-  // Note [Micro-batch ratios] in schedule/schedule.h: each stage has its
+  // See Note [Micro-batch ratios] in schedule/schedule.h: each stage has its
   // own micro-batch; these are mini_batch / micro_batch per stage.
   int micro_batches(int stage) const;
   std::vector<int> micro_batch_counts() const;
@@ -92,7 +92,7 @@ Plan load_plan(const std::string& path);
 // stages convex and their dependencies acyclic, devices in range and used
 // once, micro-batch sizes that divide the mini-batch and split evenly among
 // replicas, neighbouring stages' micro-batch sizes that divide one another
-// (Note [Micro-batch ratios]), parameters' sync methods known (sfb only on
+// (see Note [Micro-batch ratios]), parameters' sync methods known (sfb only on
 // Linear weights), and schedule actions that pass the schedule validator. Rebuilds `edges` from
 // the graph when the plan has none. Throws PlanError naming the problem.
 // Also runs check_sfb_order.
@@ -106,12 +106,12 @@ void validate_plan(Plan& plan, const graph::OpGraph& graph);
 void check_sfb_order(const Plan& plan, const graph::OpGraph& graph);
 
 // The schedule a plan's stage actions spell, with each stage's micro-batch
-// count (Note [Micro-batch ratios]); throws PlanError naming a stage whose
+// count (see Note [Micro-batch ratios]); throws PlanError naming a stage whose
 // actions do not parse. Not validated.
 schedule::Schedule schedule_of(const Plan& plan);
 
 // "8 micro-batches of 16", or "micro-batches of 32, 16, 8, 32 by stage"
-// (Note [Micro-batch ratios]), for banners and tables.
+// (see Note [Micro-batch ratios]), for banners and tables.
 std::string micro_batch_summary(const Plan& plan);
 
 // The stage of every device (by device id) of a plan; -1 for a device the

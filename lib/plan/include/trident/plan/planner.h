@@ -12,7 +12,7 @@
 // Every partitioner tries each power-of-two micro-batch that divides the
 // mini-batch (or the one requested), simulates each candidate plan, and keeps
 // the one with the most samples per second; graphpipe's stages may run up to
-// micro_batch_ratio times that micro-batch (Note [Per-stage micro-batch
+// micro_batch_ratio times that micro-batch (see Note [Per-stage micro-batch
 // sizes] in src/sp_engine.h). Stage data-parallel degrees are powers of two
 // that divide the stage's micro-batch. Each parameter of a stage with
 // several replicas gets a sync method (HybComm by default). See Note [Stage
@@ -20,10 +20,12 @@
 #pragma once
 
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "trident/cost/buckets.h"
 #include "trident/cost/cluster.h"
 #include "trident/cost/cost_model.h"
 #include "trident/graph/sp.h"
@@ -44,7 +46,7 @@ struct PlanRequest {
   std::string grad_sync = "hybrid";  // hybrid | allreduce | ps | sfb (sfb where it applies, else allreduce)
   int optimizer_states = 2;
   // The PS's staleness bound (parallel.staleness): under s > 0 every server
-  // keeps a copy of its 1/r of the PS-synced weights (Note [Server copy] in
+  // keeps a copy of its 1/r of the PS-synced weights (see Note [Server copy] in
   // comm/src/ps_sync.cc), which the memory model counts.
   int staleness = 0;
   std::optional<double> device_memory_bytes;  // default: the cluster's device memory
@@ -55,19 +57,22 @@ struct PlanRequest {
   // planner pipeline where it would otherwise replicate.
   int max_replicas = 0;
   // Compute threads per process where the cluster's processes share cores
-  // (0: the cores divided among the processes, Note [Thread defaults]).
+  // (0: the cores divided among the processes, see Note [Thread defaults]).
   int threads = 0;
-  // The runtime's all-reduce bucket size (Note [Gradient buckets]).
-  double bucket_bytes = 25.0 * 1024 * 1024;
-  // Which stages recompute their forward (Note [Recomputation costs] in
+  // The runtime's bucket size (see Note [Gradient buckets] in cost/buckets.h).
+  double bucket_bytes = static_cast<double>(cost::kDefaultBucketBytes);
+  // Which stages recompute their forward (see Note [Recomputation costs] in
   // estimate.h): auto (where a stage would not fit otherwise), never, always.
   std::string recompute = "auto";
-  // Note [Per-stage micro-batch sizes] (sp_engine.h): a stage's micro-batch
+  // See Note [Per-stage micro-batch sizes] (sp_engine.h): a stage's micro-batch
   // may be up to this many times the plan's smallest (a power of two; 1: one
   // size for every stage). 0: 2 for graphpipe when the micro-batch is
   // searched, else 1 (pipedream is the baseline as published, and a
   // requested micro-batch is every stage's).
   int micro_batch_ratio = 0;
+  // Per-parameter sync methods over the plan's (config parallel.sync):
+  // parameter name -> allreduce | ps | sfb. make() applies and checks them.
+  std::map<std::string, std::string> sync_overrides;
 };
 
 const std::vector<std::string>& recompute_names();  // auto, never, always
@@ -93,8 +98,10 @@ class Planner {
   // the emulator): with `given` (a plan file's plan, hand-written or made
   // elsewhere), that plan checked against the graph and the request (model,
   // preset, devices, mini-batch), the sync methods it leaves out filled by
-  // the request's rule (fill_sync), predicted and stamped for this
-  // planner's cluster; without, plan(). Throws PlanError naming the problem.
+  // the request's rule (fill_sync); without, plan(). Then the request's
+  // sync_overrides, each checked; the plan predicted and stamped for this
+  // planner's cluster once, and its SFB order checked. Throws PlanError
+  // naming the problem.
   Plan make(std::optional<Plan> given = std::nullopt) const;
 
   // Runs the requested partitioner. Throws PlanError "no feasible plan: ..."
@@ -117,6 +124,9 @@ class Planner {
   // does not name a sync method by the request's grad_sync (HybComm for
   // hybrid) on the stage's own link; e.g. for hand-written plans.
   void fill_sync(Plan& plan) const;
+  // Sets the request's sync_overrides in the plan; throws PlanError for a
+  // name that is not a parameter of the graph, or a method the plan cannot run.
+  void override_sync(Plan& plan) const;
 
   // One stage candidate: ops, data-parallel degree and micro-batch size
   // (0: the size the search ran at).
@@ -138,7 +148,7 @@ class Planner {
   };
   std::optional<Search> search(const graph::SpDecomposition& sp, int micro_batch) const;
   // The least-TPS search followed by the least TPS at each smaller depth
-  // that could still give a shorter iteration (Note [Depth sweep]); the
+  // that could still give a shorter iteration (see Note [Depth sweep]); the
   // partitioners simulate every candidate and keep the fastest. Plans whose
   // bottleneck alone would take longer than `bound_s` per iteration are not
   // searched for (empty result when none is left). `ratio` overrides the
@@ -153,10 +163,14 @@ class Planner {
 
 
  private:
+  // A plan file's plan checked against the graph and the request, its
+  // missing sync methods filled (make() with `given`, before overrides).
+  Plan checked_given(Plan plan) const;
+
   [[noreturn]] void no_plan(const std::vector<std::string>& reasons, int micro_batch) const;
   // assemble's parts: the stages in topological order, each input op the
   // search left out joined to its earliest consumer's stage; devices placed;
-  // recomputation where a stage does not fit (Note [Recomputation costs]),
+  // recomputation where a stage does not fit (see Note [Recomputation costs]),
   // then a PlanError for a stage that still does not.
   std::vector<StageChoice> ordered_stages(const std::vector<StageChoice>& stages) const;
   void place_devices(Plan& plan, const std::vector<StageChoice>& ordered) const;

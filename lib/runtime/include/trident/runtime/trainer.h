@@ -9,9 +9,9 @@
 //
 // The run keeps the plan (docs/design.md): rank 0 makes the plan and every rank
 // receives it; a rank builds only its stage's modules, parameters and
-// optimizer state (initial weights from (train.seed, name), Note [Initial
+// optimizer state (initial weights from (train.seed, name), see Note [Initial
 // weights] in nn/graph_module.h); evaluation runs through the pipeline;
-// checkpoints are written in shards (Note [Sharded checkpoints]).
+// checkpoints are written in shards (see Note [Sharded checkpoints]).
 //
 // Owns the run directory `runs_dir/name/` (rank 0 writes all but the shards):
 //   config.yaml     the resolved config (every default filled in)
@@ -26,7 +26,7 @@
 //   checkpoints/step-<N>/  the last checkpoint.keep checkpoints (manifest + shards)
 //   trace.json      Chrome trace of the last steps, every rank (Perfetto)
 //   ops.json        with train.profile_ops: each rank's self time per op
-//                   and step from its second step on (Note [Op self time])
+//                   and step from its second step on (see Note [Op self time])
 // A fresh run starts a new metrics file; a resumed run (resume = true) loads
 // the newest complete checkpoint — under any plan — and appends. With one
 // thread and a fixed seed a resumed run ends with the same weights as an
@@ -58,6 +58,7 @@
 #include "trident/executor/stage_executor.h"
 #include "trident/executor/tied_params.h"
 #include "trident/executor/trace.h"
+#include "trident/runtime/observer.h"
 
 namespace trident::runtime {
 
@@ -95,6 +96,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& graph);
 bool plan_from_file(const ParallelConfig& parallel);
 
 // Note [Elastic re-planning]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A job started again on fewer devices than parallel.devices (`trident
 // train --min-devices`, after a slot failed to start) runs its config with
 // these overrides: parallel.devices = `devices`, planned anew by the same
@@ -146,12 +148,27 @@ class Trainer {
   // Rank 0: the one rank that reports (progress, summaries, files of the run).
   bool leader() const { return rank_ == 0; }
 
+  // What observers see and do (see Note [Training events] in observer.h).
+  RunView view() const;
+  // Adds an observer, told of the steps after the built-in ones.
+  void add_observer(std::unique_ptr<TrainingObserver> observer);
+  // A sharded checkpoint of this step; every rank calls it.
+  void save_checkpoint() { save(wall_s()); }
+  // Rank 0 appends one line to metrics.jsonl (others: nothing).
+  void append_metrics(const std::string& line) const;
+  // The metrics line of a window (and, the first time, the per-parameter
+  // communication bytes).
+  void write_window(const WindowMetrics& window, double lr, double steps_per_s);
+  // The run's records at its end: trace.json, ops.json, the memory line;
+  // every rank calls it.
+  void write_records();
+
  private:
   TrainResult run_loop(std::optional<std::int64_t> stop_after);
   // Runs one phase of construction; an Error from it gets this rank's
   // context and the phase's name.
   void phase(const char* name, const std::function<void()>& run);
-  ErrorContext where() const;  // this rank, its stage and replica (Note [Errors])
+  ErrorContext where() const;  // this rank, its stage and replica (see Note [Errors])
   void join(std::optional<comm::Group> world);  // the group of every rank, checked by a preflight
   // Rank 0 makes the plan (plan_for), prints and saves it; every rank
   // receives it and checks that its config (and plan file) agree.
@@ -160,20 +177,12 @@ class Trainer {
   void check_memory_limit(int stage) const;
   void load(const std::string& run_dir);
   void show_plan_change(const CheckpointReader& ck) const;
-  void save(double wall_s);
-  void append_metrics(const std::string& line) const;
-  void record_memory();
   // Sums values over the ranks (a no-op on one process).
   std::vector<double> sum_over_ranks(std::vector<double> values) const;
   // Every rank's `mine`, in rank order, on every rank (one string when alone).
   std::vector<std::string> gather_strings(const std::string& mine) const;
-  // Rank 0 writes trace.json: every rank's events of the last traced steps.
-  void write_trace() const;
-  // With train.profile_ops, rank 0 writes ops.json: every rank's op self time
-  // per step, the step's wall time and the rest (outside any op).
-  void write_op_profile();
   // What this rank writes of the optimizer state, and what it loads of a
-  // parameter's (Note [Sharded optimizer state]).
+  // parameter's (see Note [Sharded optimizer state]).
   std::vector<std::pair<std::string, torch::Tensor>> state_to_write() const;
   struct Shard {
     bool sharded = false;  // this rank updates only `span` of the parameter (a PS block)
@@ -190,7 +199,7 @@ class Trainer {
   double sync_and_step(double lr, TraceLog& trace);
   std::string banner() const;
   // Figures summed over the ranks, of `steps` steps: one, or under
-  // staleness s those whose sums have arrived (Note [Lagged step totals]).
+  // staleness s those whose sums have arrived (see Note [Lagged step totals]).
   struct StepTotals {
     double loss = 0, correct = 0, exposed_s = 0;
     double read_staleness = 0;  // this rank's (comm::SyncStats::read_staleness)
@@ -198,7 +207,7 @@ class Trainer {
     std::int64_t steps = 1;
   };
   StepTotals step(double lr, TraceLog& trace);
-  // Note [Lagged step totals]
+  // See Note [Lagged step totals]
   StepTotals sum_step(std::vector<double> values);
   struct PendingSum {
     std::int64_t step = 0;
@@ -206,43 +215,32 @@ class Trainer {
     c10::intrusive_ptr<c10d::Work> work;
   };
   std::deque<PendingSum> pending_sums_;
-  // Sums over the steps since the last metrics line.
-  struct Window {
-    double loss = 0, correct = 0, exposed = 0;  // loss and correct: of the `summed` steps
-    double staleness = 0;                       // read staleness, summed over `steps`
-    std::int64_t steps = 0, summed = 0;         // steps run; steps whose sums arrived
-    void add(const StepTotals& t);
-    double mean_loss() const;
-    double accuracy(std::int64_t mini_batch) const;
-  };
-  void log_window(const Window& window, double lr, double steps_per_s, double wall_s);
-  // Note [Training events] (train_loop.cc): what happens around the steps.
-  struct StepDone;
-  class Observer;
-  class FaultInjection;
-  class ProgressReport;
-  class MetricsLog;
-  class Checkpoints;
-  class Evaluations;
-  class RunRecords;
+  void save(double wall_s);
+  // Rank 0 writes trace.json: every rank's events of the last traced steps.
+  void write_trace() const;
+  // With train.profile_ops, rank 0 writes ops.json: every rank's op self time
+  // per step, the step's wall time and the rest (outside any op).
+  void write_op_profile();
+  void record_memory();  // the memory line of metrics.jsonl: every rank's peak against the plan
   double wall_s() const;  // of the whole run, resumes included
   std::chrono::steady_clock::time_point run_start_;
+  std::vector<std::unique_ptr<TrainingObserver>> added_;  // add_observer's, after the built-in ones
 
   TrainConfig config_;
   std::ostream& out_;
   std::string run_dir_;
   int rank_ = 0, size_ = 1;
-  int local_processes_ = 1;  // the job's processes on this host (Note [Thread defaults])
+  int local_processes_ = 1;  // the job's processes on this host (see Note [Thread defaults])
   ThreadChoice threads_;
-  Placement placement_;  // where this process's tensors live (Note [Placement])
-  std::unique_ptr<DeviceClock> clock_;  // times compute spans on a GPU (Note [GPU spans]); null on the CPU
+  Placement placement_;  // where this process's tensors live (see Note [Placement])
+  std::unique_ptr<DeviceClock> clock_;  // times compute spans on a GPU (see Note [GPU spans]); null on the CPU
   std::optional<comm::Group> group_;
   plan::Plan plan_;
   std::shared_ptr<nn::GraphModule> module_;  // this stage's ops only
   std::unique_ptr<StageExecutor> stage_;
   bool classifies_ = true;  // the loss is cross_entropy: accuracy is reported (mse: it is not)
   std::unique_ptr<comm::GradSync> sync_;
-  std::unique_ptr<TiedSync> tied_;  // parameters read by several stages (Note [Tied parameters])
+  std::unique_ptr<TiedSync> tied_;  // parameters read by several stages (see Note [Tied parameters])
   data::Splits data_;
   std::unique_ptr<data::EpochSampler> sampler_;
   std::unique_ptr<Optimizer> optimizer_;

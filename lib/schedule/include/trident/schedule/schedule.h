@@ -7,7 +7,7 @@
 // Dependencies: F(s, m) needs F(p, m) of every predecessor p; B(s, m) needs
 // F(s, m) and B(t, m) of every successor t (gradients summed at a fan-out).
 //
-// Note [Micro-batch ratios] (GraphPipe's per-stage micro-batch sizes): each
+// See Note [Micro-batch ratios] (GraphPipe's per-stage micro-batch sizes): each
 // stage splits the mini-batch into its own number of micro-batches;
 // micro-batch m of a stage of n holds rows [m·B/n, (m+1)·B/n). Neighbours'
 // counts divide one another, so a stage of micro-batch k·b consumes k
@@ -39,7 +39,7 @@ struct Schedule {
   std::string name;
   int micro_batches = 0;
   std::vector<StageActions> stages;  // indexed by StageId
-  // Note [Micro-batch ratios]: micro-batches per stage; empty when every
+  // See Note [Micro-batch ratios]: micro-batches per stage; empty when every
   // stage has `micro_batches`.
   std::vector<int> counts;
   int count(StageId st) const { return counts.empty() ? micro_batches : counts[static_cast<std::size_t>(st)]; }
@@ -47,7 +47,7 @@ struct Schedule {
 
 // The micro-batches [first, last) of a stage of `to` micro-batches whose
 // rows overlap micro-batch m of a stage of `from` (one of the two counts
-// divides the other; Note [Micro-batch ratios]).
+// divides the other; see Note [Micro-batch ratios]).
 inline std::pair<int, int> overlapping(int m, int from, int to) {
   if (to >= from) return {m * (to / from), (m + 1) * (to / from)};
   return {m / (from / to), m / (from / to) + 1};
@@ -58,7 +58,7 @@ inline std::pair<int, int> overlapping(int m, int from, int to) {
 //             position i of S warms up with S−1−i forwards, then alternates.
 // graph-1f1b: GraphPipe's 1F1B on a stage DAG: warm-up = (longest path to a
 //             sink) − 1, so parallel branches do not pay for each other.
-// With per-stage counts, warm-ups count rows (Note [Micro-batch ratios]):
+// With per-stage counts, warm-ups count rows (see Note [Micro-batch ratios]):
 // a stage warms up with as many of its own micro-batches as cover the rows
 // its downstream stages need in flight before their first backward returns
 // (under graph-1f1b the most over paths to a sink of the successors' sizes;

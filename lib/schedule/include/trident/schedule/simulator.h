@@ -5,7 +5,7 @@
 // may start once its gradient is ready in that backward), waits for its
 // sends, then takes its optimizer step; the iteration ends with the loss
 // all-reduce (StageGraph::step_s) once every stage is done. Where processes
-// share a node's cores, busy stages slow each other (Note [Shared cores]).
+// share a node's cores, busy stages slow each other (see Note [Shared cores]).
 // The plan's predictions and `trident simulate` come from here.
 #pragma once
 

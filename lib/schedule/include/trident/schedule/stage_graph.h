@@ -31,7 +31,7 @@ struct StageCost {
   double forward_s = 0, backward_s = 0;
   double static_bytes = 0;      // weights, gradients, optimizer state (per replica)
   // Per micro-batch in flight (per replica): its activations, or what a
-  // recomputing stage keeps (plan/src/estimate.h, Note [Recomputation costs]).
+  // recomputing stage keeps (plan/src/estimate.h, see Note [Recomputation costs]).
   double activation_bytes = 0;
   std::vector<SyncTask> sync;   // gradient sync after the last backward, WFBP order
   double optimizer_s = 0;       // the optimizer step, once the sync (and every send) is done
@@ -48,11 +48,12 @@ struct StageEdge {
 };
 
 // Note [Shared cores]
+// ~~~~~~~~~~~~~~~~~~~
 // On GPUs each device computes on its own. On CPUs a "device" is a process,
 // and the processes of a node share its cores: when more compute threads are
 // busy than the node can serve, each runs slower. The simulator models this
 // as processor sharing of the node's throughput: with T busy threads the node
-// does the work of X(T) threads alone (measured, Note [Core throughput] in
+// does the work of X(T) threads alone (measured, see Note [Core throughput] in
 // cost/cluster.h; else min(T, cores)), shared in proportion to threads, so a
 // busy replica of t threads (profiled alone at t threads, X(t)) progresses at
 //   min(1, X(T) t / (T X(t)))
@@ -80,7 +81,7 @@ struct StageGraph {
   std::vector<int> heights() const;
   int depth() const;  // the longest path overall
   // The speed of a busy replica of `own` threads while its node has `busy`
-  // threads busy, its own included (Note [Shared cores]); 1 without sharing.
+  // threads busy, its own included (see Note [Shared cores]); 1 without sharing.
   double speed(int busy, int own) const;
   // Whether some node can run its replicas below their own speed (Note
   // [Shared cores]).

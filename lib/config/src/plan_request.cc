@@ -1,0 +1,47 @@
+#include "trident/config/plan_request.h"
+
+#include <algorithm>
+
+namespace trident::runtime {
+
+std::optional<PartitionerKind> partitioner_kind(const std::string& partitioner) {
+  const auto& names = plan::partitioner_names();  // the searches and dp
+  if (partitioner == "dp") return PartitionerKind::kDataParallel;
+  if (std::find(names.begin(), names.end(), partitioner) != names.end()) return PartitionerKind::kSearch;
+  const std::string suffix = ".json";
+  if (partitioner.size() > suffix.size() &&
+      partitioner.compare(partitioner.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return PartitionerKind::kPlanFile;
+  return std::nullopt;
+}
+
+PartitionerKind run_kind(const ParallelConfig& parallel) {
+  if (parallel.devices <= 1) return PartitionerKind::kDataParallel;  // one process: a plan of one stage
+  return partitioner_kind(parallel.partitioner).value_or(PartitionerKind::kPlanFile);
+}
+
+plan::PlanRequest plan_request(const TrainConfig& config) {
+  const auto& par = config.parallel;
+  const auto kind = run_kind(par);
+  const bool dp = kind == PartitionerKind::kDataParallel;
+  plan::PlanRequest r;
+  r.model = config.model.name, r.preset = config.model.preset, r.model_file = config.model.file;
+  r.devices = static_cast<int>(par.devices);
+  r.mini_batch = static_cast<int>(config.train.mini_batch);
+  if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
+  else if (dp) r.micro_batch = r.mini_batch;
+  r.partitioner = dp ? "dp" : kind == PartitionerKind::kPlanFile ? "graphpipe" : par.partitioner;
+  r.schedule = par.schedule == "auto" ? "" : par.schedule;
+  r.grad_sync = par.grad_sync;
+  r.optimizer_states = plan::optimizer_states_for(config.optimizer.name, config.optimizer.momentum);
+  r.staleness = static_cast<int>(par.staleness);
+  r.max_replicas = dp ? 0 : static_cast<int>(par.max_replicas);
+  r.threads = static_cast<int>(config.train.threads);
+  r.bucket_bytes = par.bucket_mb * cost::kBytesPerMiB;
+  r.recompute = par.recompute;
+  r.micro_batch_ratio = static_cast<int>(par.micro_batch_ratio);
+  r.sync_overrides = par.sync;
+  return r;
+}
+
+}  // namespace trident::runtime
