@@ -17,6 +17,7 @@
 #include "trident/host/process.h"
 #include "trident/zoo/builder.h"
 #include "trident/zoo/zoo.h"
+#include "trident/data/dataset.h"
 
 using namespace trident;
 
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
   oc.lr = 0.01;
   auto opt = runtime::Optimizer::make(oc);
   auto gen = at::detail::createCPUGenerator(world.rank + 1);
-  auto b = nn::random_batch(g, batch / world.world_size, gen);
+  auto b = data::random_batch(g, batch / world.world_size, gen);
   double bytes = 0, exposed = 0;
   auto step = [&] {
     auto loss = ex.forward({}, b).at(g.loss()) / static_cast<double>(batch);

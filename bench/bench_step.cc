@@ -17,6 +17,7 @@
 #include "trident/executor/placement.h"
 #include "trident/host/process.h"
 #include "trident/zoo/zoo.h"
+#include "trident/data/dataset.h"
 
 using namespace trident;
 
@@ -41,7 +42,7 @@ struct Bench {
     config.lr = 0.01;  // SGD, momentum 0.9
     optimizer = runtime::Optimizer::make(config);
     torch::manual_seed(0);
-    fields = where.batch(nn::random_batch(graph, batch));
+    fields = where.batch(data::random_batch(graph, batch));
   }
   double step() {
     auto loss = executor.forward({}, fields).at(graph.loss()) / static_cast<double>(batch);

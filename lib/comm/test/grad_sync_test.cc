@@ -23,6 +23,7 @@
 #include "trident/nn/graph_module.h"
 #include "trident/zoo/builder.h"
 #include "trident/zoo/zoo.h"
+#include "trident/data/dataset.h"
 
 namespace trident::comm {
 namespace {
@@ -140,7 +141,7 @@ Run train(const std::string& model, int ranks, int steps, std::int64_t batch, co
   nn::GraphModule reference(g);
   auto gen = at::detail::createCPUGenerator(7);
   std::vector<nn::Batch> batches;
-  for (int s = 0; s < steps; ++s) batches.push_back(nn::random_batch(g, batch, gen));
+  for (int s = 0; s < steps; ++s) batches.push_back(data::random_batch(g, batch, gen));
   // Modules are built here, on one thread: construction draws from torch's global generator.
   std::vector<std::shared_ptr<nn::GraphModule>> modules;
   for (int r = 0; r <= ranks; ++r) {

@@ -1,6 +1,6 @@
 #include "trident/data/dataset.h"
 
-#include "trident/nn/executor.h"
+#include "trident/tensor/spec.h"
 
 namespace trident::data {
 
@@ -26,8 +26,8 @@ void Dataset::check_fits(const graph::OpGraph& graph, const std::set<std::string
       throw DataError("data.name = " + name + ": model '" + graph.name() + "' reads field '" + field +
                       "', which this dataset lacks (it has " + have + ")");
     }
-    if (!nn::matches(it->second, op.output)) {
-      throw DataError("data.name = " + name + ": field '" + field + "' holds " + nn::describe(it->second) +
+    if (!tensor::matches(it->second, op.output)) {
+      throw DataError("data.name = " + name + ": field '" + field + "' holds " + tensor::describe(it->second) +
                       " but model '" + graph.name() + "' expects per sample " + graph::to_string(op.output));
     }
   }

@@ -2,9 +2,31 @@
 #include "trident/base/json.h"
 
 #include "trident/data/dataset.h"
-#include "trident/nn/executor.h"
+#include "trident/tensor/spec.h"
 
 namespace trident::data {
+
+Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator gen) {
+  const auto classes = graph.op(graph.loss()).inputs[0].expected.shape.at(0);
+  Batch b;
+  for (const auto& op : graph.ops()) {
+    if (!op.is_input()) continue;
+    std::vector<int64_t> shape = {rows};
+    shape.insert(shape.end(), op.output.shape.begin(), op.output.shape.end());
+    const std::string field = op.attrs.value("field", op.name);
+    if (field == "label") {
+      b[field] = torch::randint(classes, shape, gen, torch::kInt64);
+    } else if (op.output.dtype == graph::DType::kInt64) {
+      const auto range = value_checked(op.attrs, "range", std::int64_t{0});
+      if (range <= 0) throw graph::GraphError("int64 input '" + field + "' needs a positive attr 'range'");
+      b[field] = torch::randint(range, shape, gen, torch::kInt64);
+    } else {
+      b[field] = torch::randn(shape, gen).to(tensor::to_torch(op.output.dtype));
+    }
+  }
+  return b;
+}
+
 
 Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std::int64_t test_size,
                       std::uint64_t seed) {
@@ -15,7 +37,7 @@ Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std:
   all.name = "synthetic";
   all.num_classes = classes;
   try {
-    all.fields = nn::random_batch(graph, total, gen);
+    all.fields = random_batch(graph, total, gen);
   } catch (const graph::GraphError& e) {
     throw DataError("synthetic data: " + e.message());
   }

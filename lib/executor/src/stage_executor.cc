@@ -9,6 +9,7 @@
 
 #include "stage_parts.h"
 #include "trident/base/text.h"
+#include "trident/tensor/spec.h"
 #include "trident/data/sampler.h"
 #include "trident/schedule/schedule.h"
 
@@ -320,10 +321,10 @@ torch::Tensor StageExecutor::gather(Exchange& x, int d, int k, int m) {
 void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& value, int m, int d) {
   const auto& c = crossings_[piece.k];
   auto slice = value.narrow(0, piece.lo - x.layout->row_begin, piece.hi - piece.lo).detach().contiguous();
-  if (!nn::matches(slice, c.declared) || slice.size(0) != piece.hi - piece.lo)
+  if (!tensor::matches(slice, c.declared) || slice.size(0) != piece.hi - piece.lo)
     throw PipelineError("edge " + c.name + " declares [" +
                         std::to_string(piece.hi - piece.lo) + (c.declared.shape.empty() ? "" : ",") +
-                        graph::to_string(c.declared).substr(1) + " but the stage produced " + nn::describe(slice) +
+                        graph::to_string(c.declared).substr(1) + " but the stage produced " + tensor::describe(slice) +
                         (d ? " as its gradient" : ""));
   post_send(x, piece, slice, m, d);
 }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "trident/executor/stage_executor.h"
+#include "trident/tensor/spec.h"
 
 namespace trident::runtime {
 
@@ -117,7 +118,7 @@ class StageExecutor::TensorBackend final : public Backend {
   using Backend::Backend;
   torch::Tensor buffer(const Crossing& c, std::int64_t rows) const override {
     return torch::empty(batch_shape(rows, c.declared),
-                        torch::TensorOptions().dtype(nn::to_torch(c.declared.dtype)).device(s_.placement_.device()));
+                        torch::TensorOptions().dtype(tensor::to_torch(c.declared.dtype)).device(s_.placement_.device()));
   }
   void forward(Exchange& x, Pass& p, int m, const std::string& action) override;
   void backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) override;

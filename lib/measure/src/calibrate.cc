@@ -26,6 +26,7 @@
 #include "trident/host/process.h"
 #include "trident/measure/profiler.h"
 #include "trident/base/progress.h"
+#include "trident/data/dataset.h"
 
 namespace trident::runtime {
 namespace {
@@ -140,7 +141,7 @@ class SharingWork {
  public:
   explicit SharingWork(const zoo::ModelSpec& model)
       : g_(zoo::build_graph(model)), module_(g_), whole_(module_, graph::whole_graph(g_)),
-        batch_(nn::random_batch(g_, kSharingRows)) {}
+        batch_(data::random_batch(g_, kSharingRows)) {}
 
   // Passes done per second over `window` seconds.
   double rate(double window) {

@@ -6,6 +6,7 @@
 
 #include "trident/nn/executor.h"
 #include "trident/host/process.h"
+#include "trident/data/dataset.h"
 
 namespace trident::runtime {
 namespace {
@@ -24,7 +25,7 @@ void normalise(cost::Profile& p, std::size_t at, const graph::OpGraph& g, nn::Gr
                nn::GraphModule& module, int repeats) {
   const std::int64_t rows = p.rows[at];
   whole.set_observer({});
-  const auto batch = nn::random_batch(g, rows);
+  const auto batch = data::random_batch(g, rows);
   std::vector<double> fwd, bwd;
   for (int r = 0; r < repeats + 1; ++r) {
     auto t0 = Clock::now();
@@ -83,7 +84,7 @@ cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o
     });
     {
       torch::NoGradGuard no_grad;
-      whole.forward({}, nn::random_batch(g, rows));
+      whole.forward({}, data::random_batch(g, rows));
     }
     for (graph::OpId id = 0; id < g.size(); ++id) {
       const auto& op = g.op(id);

@@ -4,53 +4,9 @@
 #include <stdexcept>
 
 #include "trident/base/error.h"
+#include "trident/tensor/spec.h"
 
 namespace trident::nn {
-
-torch::ScalarType to_torch(graph::DType dtype) {
-  switch (dtype) {
-    case graph::DType::kFloat32: return torch::kFloat32;
-    case graph::DType::kFloat16: return torch::kFloat16;
-    case graph::DType::kBFloat16: return torch::kBFloat16;
-    case graph::DType::kInt64: return torch::kInt64;
-  }
-  return torch::kFloat32;
-}
-
-bool matches(const torch::Tensor& t, const graph::TensorSpec& spec) {
-  bool ok = t.defined() && t.dim() == static_cast<int64_t>(spec.shape.size()) + 1 &&
-            t.scalar_type() == to_torch(spec.dtype);
-  for (size_t a = 0; ok && a < spec.shape.size(); ++a) ok = t.size(a + 1) == spec.shape[a];
-  return ok;
-}
-
-std::string describe(const torch::Tensor& t) {
-  if (!t.defined()) return "no tensor";
-  std::string s = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "," : "") + std::to_string(t.size(d));
-  return s + "] " + std::string(c10::toString(t.scalar_type()));
-}
-
-Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator gen) {
-  const auto classes = graph.op(graph.loss()).inputs[0].expected.shape.at(0);
-  Batch b;
-  for (const auto& op : graph.ops()) {
-    if (!op.is_input()) continue;
-    std::vector<int64_t> shape = {rows};
-    shape.insert(shape.end(), op.output.shape.begin(), op.output.shape.end());
-    const std::string field = op.attrs.value("field", op.name);
-    if (field == "label") {
-      b[field] = torch::randint(classes, shape, gen, torch::kInt64);
-    } else if (op.output.dtype == graph::DType::kInt64) {
-      const auto range = value_checked(op.attrs, "range", std::int64_t{0});
-      if (range <= 0) throw graph::GraphError("int64 input '" + field + "' needs a positive attr 'range'");
-      b[field] = torch::randint(range, shape, gen, torch::kInt64);
-    } else {
-      b[field] = torch::randn(shape, gen).to(to_torch(op.output.dtype));
-    }
-  }
-  return b;
-}
 
 GraphExecutor::GraphExecutor(const GraphModule& module, graph::Subgraph subgraph)
     : module_(module), subgraph_(std::move(subgraph)) {
@@ -73,11 +29,11 @@ GraphExecutor::GraphExecutor(const GraphModule& module, graph::Subgraph subgraph
 
 void GraphExecutor::check(graph::OpId producer, const torch::Tensor& t, int64_t rows) const {
   const auto& op = module_.graph().op(producer);
-  if (matches(t, op.output) && (rows < 0 || t.size(0) == rows)) return;
+  if (tensor::matches(t, op.output) && (rows < 0 || t.size(0) == rows)) return;
   const std::string what = op.is_input() ? "dataset field '" + op.attrs.value("field", op.name) + "'"
                                          : "edge from '" + op.name + "'";
   throw Failure(what + " expects [batch" + (op.output.shape.empty() ? "" : ",") + graph::to_string(op.output).substr(1) +
-                (rows >= 0 ? " with batch " + std::to_string(rows) : "") + ", got " + describe(t));
+                (rows >= 0 ? " with batch " + std::to_string(rows) : "") + ", got " + tensor::describe(t));
 }
 
 TensorMap GraphExecutor::forward(const TensorMap& inputs, const Batch& fields) const {

@@ -6,6 +6,7 @@
 
 #include "reference_models.h"
 #include "trident/zoo/zoo.h"
+#include "trident/data/dataset.h"
 
 namespace trident::nn {
 namespace {
@@ -33,7 +34,7 @@ TEST_P(Equivalence, WholeGraphMatchesHandWrittenModule) {
       p.value().copy_(*mine);
     }
   }
-  auto batch = nn::random_batch(g, 6);
+  auto batch = data::random_batch(g, 6);
   GraphExecutor ex(gm, graph::whole_graph(g));
   auto loss = ex.forward({}, batch).at(g.loss());
   auto ref_loss = ref->loss(batch);
@@ -59,7 +60,7 @@ TEST(GraphExecutor, TwoStagesEqualTheWholeGraph) {
   torch::manual_seed(2);
   auto g = zoo::build_graph({"inception", "tiny"});
   GraphModule gm(g);
-  auto batch = nn::random_batch(g, 4);
+  auto batch = data::random_batch(g, 4);
 
   auto whole = GraphExecutor(gm, graph::whole_graph(g)).forward({}, batch).at(g.loss());
   whole.backward();
@@ -127,7 +128,7 @@ TEST(GraphExecutor, StageInputsAreAskedForWhenFirstRead) {
   ASSERT_EQ(ex.subgraph().inputs.size(), 1u);
   const auto pooled1 = ex.subgraph().inputs[0];
   ASSERT_EQ(g.op(pooled1).name, "branch1.pool");
-  auto batch = random_batch(g, 4);
+  auto batch = data::random_batch(g, 4);
   GraphExecutor producer(gm, graph::make_subgraph(g, [&] {
     std::set<graph::OpId> rest;
     for (graph::OpId id = 0; id < g.size(); ++id)

@@ -17,6 +17,7 @@
 #include "trident/schedule/schedule.h"
 #include "trident/schedule/simulator.h"
 #include "trident/zoo/zoo.h"
+#include "trident/data/dataset.h"
 
 namespace trident::runtime {
 namespace {
@@ -104,7 +105,7 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
   modules.push_back(std::make_shared<nn::GraphModule>(g, 7));
   auto gen = at::detail::createCPUGenerator(11);
   std::vector<nn::Batch> batches;
-  for (int s = 0; s < steps; ++s) batches.push_back(nn::random_batch(g, batch, gen));
+  for (int s = 0; s < steps; ++s) batches.push_back(data::random_batch(g, batch, gen));
   auto update = [](const std::string&, torch::Tensor& w, const torch::Tensor& grad) {
     torch::NoGradGuard no_grad;
     w.sub_(grad, 0.05);
@@ -435,7 +436,7 @@ TEST(Pipeline, WithADeviceClockEveryActionIsTimedByItsMarks) {
   const auto p = make_plan(g, request("pipedream", "1f1b", 2, 16, 4, 1));
   ASSERT_EQ(p.stages.size(), 2u);
   auto gen = at::detail::createCPUGenerator(3);
-  const auto batch = nn::random_batch(g, p.mini_batch, gen);
+  const auto batch = data::random_batch(g, p.mini_batch, gen);
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<TraceLog> traces(2);
   std::vector<std::string> errors(2);

@@ -53,6 +53,12 @@ Splits load_fashion_mnist(const std::string& dir = kFashionMnistDir, std::int64_
 Splits load_fashion_mnist(const std::string& dir, std::int64_t train_limit, std::int64_t test_limit,
                           const std::set<std::string>& fields);
 
+// A batch for every input op of `graph`: float fields N(0, 1), int64 fields
+// uniform ids below the op's `range`, labels uniform over the loss's classes.
+// Draws from `gen` in op order (torch's default generator when undefined).
+// Throws graph::GraphError for an int64 input without a positive `range`.
+Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator gen = {});
+
 // Teacher-labelled data for any graph's input fields: float fields are
 // N(0, 1), int64 fields uniform ids below the input op's `range`; the label is
 // the argmax of a fixed random teacher (a random linear read-out of tanh of

@@ -70,17 +70,4 @@ class GraphExecutor {
   Gate gate_;
 };
 
-torch::ScalarType to_torch(graph::DType dtype);
-
-// Whether `t` is a batch of `spec`: one leading batch axis, then spec's
-// per-sample shape, with spec's dtype.
-bool matches(const torch::Tensor& t, const graph::TensorSpec& spec);
-// "[6,1,28,28] Float" (or "no tensor"), for messages.
-std::string describe(const torch::Tensor& t);
-
-// A batch for every input op of `graph`: float fields N(0, 1), int64 fields
-// uniform ids below the op's `range`, labels uniform over the loss's classes.
-// Draws from `gen` in op order (torch's default generator when undefined).
-Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator gen = {});
-
 }  // namespace trident::nn
