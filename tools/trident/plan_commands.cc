@@ -5,7 +5,7 @@
 #include "trident/config/plan_request.h"
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
-#include "trident/plan/tables.h"
+#include "trident/report/plan_tables.h"
 #include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/schedule/simulator.h"
@@ -119,7 +119,7 @@ int run_plan(PlanArgs a) {
   plan::Planner planner(g, cluster, plan_cost_model({}, a.profile, cluster, g, a.model.preset, a.devices), r);
   auto p = planner.make();
   if (!cluster.note.empty()) std::cout << "cluster " << cluster.name << ": " << cluster.note << "\n";
-  std::cout << plan::stage_table(planner, p) << "\n" << plan::sync_table(planner, p, a.sync_rows);
+  std::cout << report::stage_table(planner, p) << "\n" << report::sync_table(planner, p, a.sync_rows);
   if (!a.out.empty()) {
     write_file_atomic(a.out, p.to_json().dump(1) + "\n");
     std::cout << "wrote " << a.out << "\n";
@@ -160,7 +160,7 @@ int run_simulate(const SimulateArgs& a) {
                                {"in_flight", st.in_flight}});
     std::cout << out.dump(1) << "\n";
   } else {
-    std::cout << plan::stage_table(planner, p) << "\nutilisation:";
+    std::cout << report::stage_table(planner, p) << "\nutilisation:";
     for (const auto& st : p.stages) std::cout << " s" << st.id << " " << static_cast<int>(100 * result.utilisation[st.id] + 0.5) << "%";
     std::cout << "\n";
   }

@@ -83,25 +83,17 @@ double input_bytes_per_row(const graph::OpGraph& g, const std::vector<graph::OpI
   return bytes;
 }
 
-StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,
-                             int micro_batch, const cost::LinkSpec& link,
-                             const std::map<std::string, std::string>* fixed) {
+namespace {
+
+// The sync of a replicated stage's gradients, as the runtime runs it: per
+// parameter the request's method (or `fixed`'s), ready as the stage's
+// backward reaches its op (`backward`: each op's backward seconds, in `ops`'
+// order); all-reduced and PS-synced gradients priced per bucket.
+void price_sync(const Planner& planner, const std::vector<graph::OpId>& ops, const std::vector<double>& backward,
+                int replicas, const cost::LinkSpec& link, const std::map<std::string, std::string>* fixed,
+                StageEstimate& e) {
   const auto& g = planner.graph();
-  const std::int64_t rows = micro_batch / replicas;
   const auto& req = planner.request();
-  StageEstimate e;
-  std::vector<double> backward(ops.size());
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const auto& op = g.op(ops[i]);
-    e.forward_s += planner.cost().forward_s(op, rows);
-    backward[i] = planner.cost().backward_s(op, rows);
-    e.backward_s += backward[i];
-    e.param_bytes += static_cast<double>(op.param_bytes());
-    e.activation_bytes += static_cast<double>(op.activation_bytes * rows);
-  }
-  e.input_bytes = input_bytes_per_row(g, ops) * static_cast<double>(rows);
-  e.static_bytes = e.param_bytes * (2 + req.optimizer_states);
-  if (replicas <= 1) return e;
   // WFBP: backward runs from the last op to the first; an op's gradients are
   // ready once its own backward is done. All-reduced and PS-synced
   // gradients travel in buckets as the runtime packs them (see Note [Gradient
@@ -155,6 +147,30 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   }
   flush(0);
   flush(1);
+}
+
+}  // namespace
+
+StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,
+                             int micro_batch, const cost::LinkSpec& link,
+                             const std::map<std::string, std::string>* fixed) {
+  const auto& g = planner.graph();
+  const std::int64_t rows = micro_batch / replicas;
+  const auto& req = planner.request();
+  StageEstimate e;
+  std::vector<double> backward(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto& op = g.op(ops[i]);
+    e.forward_s += planner.cost().forward_s(op, rows);
+    backward[i] = planner.cost().backward_s(op, rows);
+    e.backward_s += backward[i];
+    e.param_bytes += static_cast<double>(op.param_bytes());
+    e.activation_bytes += static_cast<double>(op.activation_bytes * rows);
+  }
+  e.input_bytes = input_bytes_per_row(g, ops) * static_cast<double>(rows);
+  e.static_bytes = e.param_bytes * (2 + req.optimizer_states);
+  if (replicas <= 1) return e;
+  price_sync(planner, ops, backward, replicas, link, fixed, e);
   // See Note [Sharded parameter server]: a PS-synced parameter's optimizer state
   // lives on its servers, 1/replicas of it on each; under staleness each
   // server also keeps a copy of its share of the weights (see Note [Server copy]).

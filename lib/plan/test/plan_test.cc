@@ -7,7 +7,6 @@
 
 #include "test_graphs.h"
 #include "trident/plan/planner.h"
-#include "trident/plan/tables.h"
 
 namespace trident::plan {
 namespace {
@@ -36,43 +35,6 @@ TEST(Plan, JsonRoundTripAndResimulationAgree) {
             std::string::npos) << dot;
   EXPECT_NE(dot.find(plan.edges[0].tensors[0].op + " ["), std::string::npos) << dot;
   EXPECT_NE(dot.find("per micro-batch"), std::string::npos) << dot;
-  const auto table = stage_table(p, plan);
-  EXPECT_NE(table.find("samples/s"), std::string::npos);
-}
-
-// Elastic re-planning prints the checkpoint's plan beside the new one: each
-// row holds one stage of each, with its devices and micro-batch.
-TEST(Plan, SideBySideShowsBothPlansRowByRow) {
-  const auto& g = model("mmt", "tiny");
-  const auto before = planner(g, "cpu-local", 4, 32, "pipedream").plan();
-  const auto after = planner(g, "cpu-local", 2, 32, "pipedream").plan();
-  const auto text = side_by_side(before, "checkpoint", after, "now");
-  std::vector<std::string> lines;
-  for (std::istringstream in(text); lines.emplace_back(), std::getline(in, lines.back());) {
-  }
-  lines.pop_back();
-  ASSERT_EQ(lines.size(), 3 + std::max(before.stages.size(), after.stages.size()));
-  const auto bar = lines[0].find(" |");
-  ASSERT_NE(bar, std::string::npos);
-  EXPECT_EQ(lines[0].substr(bar + 3), "now");
-  EXPECT_NE(lines[1].find(std::to_string(before.devices) + " devices"), std::string::npos) << text;
-  EXPECT_NE(lines[1].find(std::to_string(after.devices) + " devices"), std::string::npos) << text;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    EXPECT_EQ(lines[i].find(" |"), bar) << "line " << i << " of\n" << text;  // the columns line up
-    if (i < 3) continue;
-    const auto left = lines[i].substr(0, bar), right = lines[i].substr(std::min(bar + 3, lines[i].size()));
-    const std::size_t s = i - 3;
-    if (s < before.stages.size()) {
-      EXPECT_EQ(left.rfind(std::to_string(s) + " ", 0), 0u) << left;
-      EXPECT_NE(left.find(before.stages[s].ops.front()), std::string::npos) << left;
-    }
-    if (s < after.stages.size()) {
-      EXPECT_EQ(right.rfind(std::to_string(s) + " ", 0), 0u) << right;
-      EXPECT_NE(right.find(std::to_string(after.stages[s].micro_batch)), std::string::npos) << right;
-    } else {
-      EXPECT_TRUE(right.empty()) << right;
-    }
-  }
 }
 
 // Hand-written plans on mmt/tiny: 2 branches feeding a head.

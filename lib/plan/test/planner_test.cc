@@ -8,7 +8,6 @@
 
 #include "test_graphs.h"
 #include "trident/plan/planner.h"
-#include "trident/plan/tables.h"
 
 namespace trident::plan {
 namespace {
@@ -210,9 +209,6 @@ TEST(Planner, RecomputationFitsPlansThatDoNotFitOtherwise) {
     recomputing += st.recompute;
   }
   EXPECT_GT(recomputing, 0);
-  std::ostringstream table;
-  table << stage_table(planner(g, "summit-v100", 2, 64, "graphpipe"), fit);
-  EXPECT_NE(table.str().find("recompute: the stage keeps only its inputs"), std::string::npos) << table.str();
 }
 
 // Sanitizers slow the search about 7x (5.4 s under ASan and UBSan at -O1).

@@ -11,7 +11,7 @@
 
 #include "trident/base/files.h"
 #include "trident/base/text.h"
-#include "trident/plan/tables.h"
+#include "trident/report/plan_tables.h"
 
 namespace trident::report {
 namespace {

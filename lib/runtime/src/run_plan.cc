@@ -5,7 +5,7 @@
 #include "trident/cost/cost_model.h"
 #include "trident/config/plan_request.h"
 #include "trident/plan/planner.h"
-#include "trident/plan/tables.h"
+#include "trident/report/plan_tables.h"
 #include "trident/base/files.h"
 #include "trident/runtime/trainer.h"
 
@@ -57,7 +57,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
     out.plan = given ? std::move(*given) : planner.make();
     out.costs = planner.stage_graph(out.plan);
     out.table = "cluster " + cluster.name + (cluster.note.empty() ? "" : ": " + cluster.note) + "\nop times: " +
-                source + "\n" + plan::stage_table(planner, out.plan) + "\n" + plan::sync_table(planner, out.plan, 6);
+                source + "\n" + report::stage_table(planner, out.plan) + "\n" + report::sync_table(planner, out.plan, 6);
   } catch (const plan::PlanError& e) {
     if (e.kind() == ErrorKind::kFailure) throw;  // a planner bug stays a failure
     throw ConfigError(std::string("parallel: ") + e.what());

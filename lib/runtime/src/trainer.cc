@@ -19,7 +19,7 @@
 #include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/comm/grad_sync.h"
-#include "trident/plan/tables.h"
+#include "trident/report/plan_tables.h"
 #include "trident/host/blas.h"
 #include "trident/host/process.h"
 #include "trident/data/npy.h"

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "trident/base/test_hooks.h"
-#include "trident/plan/tables.h"
+#include "trident/report/plan_tables.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/runtime/trainer.h"
 
@@ -188,7 +188,7 @@ void Trainer::show_plan_change(const CheckpointReader& ck) const {
   if (same_layout(before, plan_)) return;
   out_ << "resuming step " << ck.step() << " under another plan than the checkpoint's; each rank reads its stage's "
        << "tensors from it\n"
-       << plan::side_by_side(before, "the checkpoint's plan", plan_, "this run's plan") << std::flush;
+       << report::side_by_side(before, "the checkpoint's plan", plan_, "this run's plan") << std::flush;
 }
 
 // Each rank reads only the tensors of its own stage, whatever plan wrote them.

@@ -1,4 +1,4 @@
-#include "trident/plan/tables.h"
+#include "trident/report/plan_tables.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,7 +10,12 @@
 #include "trident/base/text.h"
 #include "trident/cost/comm.h"
 
-namespace trident::plan {
+namespace trident::report {
+
+using plan::Plan;
+using plan::Planner;
+using plan::PlanStage;
+
 namespace {
 
 std::string fmt(const char* f, double v) { return format_number(f, v); }
@@ -156,4 +161,4 @@ std::string sync_table(const Planner& planner, const Plan& plan, int max_rows) {
   return s.str();
 }
 
-}  // namespace trident::plan
+}  // namespace trident::report

@@ -1,29 +1,30 @@
 // Text summaries of a plan for people: what `trident plan` and `trident
-// simulate` print. Torch-free, so tests can check them.
+// simulate` print, and a run shows at its start. Torch-free, so tests can
+// check them.
 #pragma once
 
 #include <string>
 
 #include "trident/plan/planner.h"
 
-namespace trident::plan {
+namespace trident::report {
 
 // One line of totals, then one row per stage: ops (count, first .. last),
 // devices, rows per device per micro-batch, in-flight micro-batches,
 // parameters, activations held (in-flight x one micro-batch), peak memory per
 // device against the limit, compute per micro-batch, and time per sample.
-std::string stage_table(const Planner& planner, const Plan& plan);
+std::string stage_table(const plan::Planner& planner, const plan::Plan& plan);
 
 // The gradient-sync choice for the largest parameters of stages with several
 // devices: shape, predicted time of each method, and the one in the plan.
-std::string sync_table(const Planner& planner, const Plan& plan, int max_rows = 12);
+std::string sync_table(const plan::Planner& planner, const plan::Plan& plan, int max_rows = 12);
 
 // Two plans of one model beside each other, for a run that continues under
 // another plan than its checkpoint's (elastic re-planning): a title line,
 // partitioner, devices and micro-batches, then per stage its ops (count,
 // first .. last), devices and micro-batch. Needs no planner: it shows what
 // the plans say, not predictions.
-std::string side_by_side(const Plan& before, const std::string& before_title, const Plan& after,
+std::string side_by_side(const plan::Plan& before, const std::string& before_title, const plan::Plan& after,
                          const std::string& after_title);
 
-}  // namespace trident::plan
+}  // namespace trident::report
