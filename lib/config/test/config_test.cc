@@ -204,9 +204,7 @@ TEST(Config, EveryKeyRoundTripsThroughYaml) {
   EXPECT_EQ(again.to_yaml(), c.to_yaml());
 }
 
-// Note [Config to request]
-// ~~~~~~~~~~~~~~~~~~~~~~~~
-// One classification of parallel.partitioner, and
+// See Note [Config to request]: one classification of parallel.partitioner, and
 // one request for every caller.
 TEST(PlanRequest, PartitionerKindsAndTheRequestOfAConfig) {
   EXPECT_EQ(partitioner_kind("dp"), PartitionerKind::kDataParallel);

@@ -240,9 +240,7 @@ TEST(CommCost, HybCommPicksSfbExactlyBelowTheBreakEven) {
   EXPECT_THROW(sync_cost(SyncMethod::kSfb, op, op.params[1], 32, 4, link, fast), ClusterError);
 }
 
-// Note [Gradient buckets]
-// ~~~~~~~~~~~~~~~~~~~~~~~
-// A new bucket when the next tensor would overflow
+// See Note [Gradient buckets]: a new bucket when the next tensor would overflow
 // the size; one larger than the size gets its own; a size below 1 is refused.
 TEST(Buckets, PackedAsTheRuntimeSendsThem) {
   BucketPacker p(100);

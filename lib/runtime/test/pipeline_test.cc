@@ -500,9 +500,7 @@ TEST(Pipeline, WrongEdgeShapeFailsAtTheSenderNamingTheEdge) {
 namespace trident::runtime {
 namespace {
 
-// Note [Emulation]
-// ~~~~~~~~~~~~~~~~
-// The emulated clock keeps the simulator's timing. Modelled
+// See Note [Emulation]: the emulated clock keeps the simulator's timing. Modelled
 // times of tens of ms per action make scheduling noise small; sleeps never
 // end early, so the measured iteration cannot be shorter than the simulated
 // one (the lower bound is exact), and the upper bound only allows noise.

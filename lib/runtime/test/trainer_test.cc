@@ -89,9 +89,7 @@ TEST(Trainer, LossFallsAndMetricsAreWritten) {
   std::filesystem::remove_all(runs);
 }
 
-// Note [Training events]
-// ~~~~~~~~~~~~~~~~~~~~~~
-// An added observer sees every step once, in order,
+// See Note [Training events]: an added observer sees every step once, in order,
 // through the read-only view, a window ending every train.log_every steps,
 // and the end once; it runs after the built-in ones (the checkpoint of the
 // end exists when it is told).

@@ -12,7 +12,9 @@
 // Gradients accumulate in the parameters over the micro-batches; the caller
 // syncs them among the stage's replicas and steps the optimizer.
 //
-// See Note [Rows and pieces] (docs/design.md, contract "A stage's replicas split each micro-batch"): micro-batch m is rows
+// Note [Rows and pieces]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// (docs/design.md, contract "A stage's replicas split each micro-batch"): micro-batch m is rows
 // [m·b, (m+1)·b) of the global batch; replica j of a stage with d devices
 // holds rows shard_range(b, j, d) of it. An edge between stages of
 // different d is split into pieces: one p2p message per (producer replica,
@@ -30,7 +32,9 @@
 // sends its gradients back split in two. A message is numbered by the finer
 // side's micro-batch, which lies in exactly one of the coarser side's.
 //
-// See Note [Tags] (docs/design.md, contract "Deterministic communication"): the tensors crossing edges are
+// Note [Tags]
+// ~~~~~~~~~~~
+// (docs/design.md, contract "Deterministic communication"): the tensors crossing edges are
 // numbered k in plan order (edges, then each edge's tensors); a message
 // carries tag (k·M + m)·2 + direction (0 forward, 1 backward), m its
 // micro-batch of the finer side and M the most micro-batches any stage has.
@@ -98,7 +102,9 @@ using PipelineError = ComponentError<struct PipelineErrorTag, ErrorKind::kFailur
 // Rows [begin, end) of the global batch, with the dataset fields a stage reads.
 using FieldSource = std::function<nn::Batch(std::int64_t begin, std::int64_t end, const std::set<std::string>& fields)>;
 
-// See Note [Emulation] (`trident train --emulate CLUSTER`): the processes,
+// Note [Emulation]
+// ~~~~~~~~~~~~~~~~~
+// `trident train --emulate CLUSTER`: the processes,
 // schedule actions, pieces, tags, timeouts and replica synchronisation are
 // the real ones; only durations are modelled, from the same stage graph the
 // simulator runs (Planner::stage_graph for the emulated cluster). A forward
