@@ -207,12 +207,11 @@ TEST(Config, EveryKeyRoundTripsThroughYaml) {
 // See Note [Config to request]: one classification of parallel.partitioner, and
 // one request for every caller.
 TEST(PlanRequest, PartitionerKindsAndTheRequestOfAConfig) {
-  EXPECT_EQ(partitioner_kind("dp"), PartitionerKind::kDataParallel);
-  EXPECT_EQ(partitioner_kind("graphpipe"), PartitionerKind::kSearch);
-  EXPECT_EQ(partitioner_kind("pipedream"), PartitionerKind::kSearch);
-  EXPECT_EQ(partitioner_kind("plans/a.json"), PartitionerKind::kPlanFile);
-  EXPECT_FALSE(partitioner_kind(".json"));
-  EXPECT_FALSE(partitioner_kind("piper"));
+  const std::map<std::string, std::optional<PartitionerKind>> kinds{
+      {"dp", PartitionerKind::kDataParallel}, {"graphpipe", PartitionerKind::kSearch},
+      {"pipedream", PartitionerKind::kSearch}, {"plans/a.json", PartitionerKind::kPlanFile},
+      {".json", std::nullopt},                {"piper", std::nullopt}};
+  for (const auto& [name, kind] : kinds) EXPECT_EQ(partitioner_kind(name), kind) << name;
   expect_error(kGood, {"parallel.partitioner=piper"}, {"parallel.partitioner", "allowed: graphpipe, pipedream, dp"});
 
   // One device is a one-stage data-parallel plan whatever the partitioner; dp takes the whole mini-batch.
