@@ -57,7 +57,7 @@ bench-plan: bench-build
 # Each libFuzzer target for 5 minutes in a clang build with sanitizers (make test
 # replays the corpus and regressions only); run it before a change to a parser lands.
 fuzz: deps
-	@FUZZ_BUILD=$(BUILD)/fuzz bash scripts/fuzz.sh 300
+	@FUZZ_BUILD=$(BUILD)-fuzz bash scripts/fuzz.sh 300
 
 # The CUDA variant (docs/gpu.md): LibTorch 2.x from a CUDA torch wheel (the
 # peer environment's, or TRIDENT_TORCH=<a wheel's torch directory>), NCCL.
@@ -76,4 +76,4 @@ gpu-check:
 	@bash scripts/gpu-check.sh --python $(or $(PY),python3)
 
 clean:
-	@rm -rf $(BUILD)
+	@rm -rf $(BUILD) $(BUILD)-fuzz

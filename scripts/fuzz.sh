@@ -21,7 +21,8 @@ for t in "${targets[@]}"; do
 done
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is missing; run scripts/install-deps.sh" >&2; exit 2; }
 
-build=${FUZZ_BUILD:-build/fuzz}
+# Not inside build/: the main build has a fuzz/ folder of its own (the replay programs).
+build=${FUZZ_BUILD:-build-fuzz}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
   -DTRIDENT_WITH_TORCH=OFF -DTRIDENT_FUZZ=ON >/dev/null
 cmake --build "$build" -j"${JOBS:-2}" --target fuzz_all >/dev/null
