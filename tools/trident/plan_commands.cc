@@ -125,7 +125,7 @@ int run_plan(PlanArgs a) {
     std::cout << "wrote " << a.out << "\n";
   }
   if (!a.dot.empty()) {
-    write_file_atomic(a.dot, plan::to_dot(p));
+    write_file_atomic(a.dot, report::to_dot(p));
     std::cout << "wrote " << a.dot << " (render: dot -Tsvg " << a.dot << " -o plan.svg)\n";
   }
   return 0;

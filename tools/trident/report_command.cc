@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "trident/plan/plan.h"
+#include "trident/report/plan_tables.h"
 #include "trident/report/report.h"
 #include "trident/base/files.h"
 
@@ -39,7 +40,7 @@ int run_report(const std::string& run_dir) {
       write_file_atomic(run_dir + "/timeline-simulated.svg", simulated_svg);
       written.push_back("timeline-simulated.svg");
     }
-    write_file_atomic(run_dir + "/stages.dot", plan::to_dot(plan));
+    write_file_atomic(run_dir + "/stages.dot", report::to_dot(plan));
     written.push_back("stages.dot");
     const std::string cmd = "dot -Tsvg '" + run_dir + "/stages.dot' -o '" + run_dir + "/stages.svg' 2>/dev/null";
     if (std::system("command -v dot >/dev/null 2>&1") == 0 && std::system(cmd.c_str()) == 0) {

@@ -41,4 +41,19 @@ TEST(Json, IntegersInRangeReadAsGetDoes) {
 }
 
 }  // namespace
+// Where two documents first differ, as a JSON pointer: rank 0's plan beside another rank's.
+TEST(Json, FirstDifferenceNamesThePointerAndBothValues) {
+  const auto a = nlohmann::json::parse(R"({"stages": [{"devices": [0, 3]}], "model": "mmt"})");
+  auto b = a;
+  EXPECT_EQ(first_difference(a, b), "");
+  b["stages"][0]["devices"][1] = 2;
+  EXPECT_EQ(first_difference(a, b), "/stages/0/devices/1: 3 vs 2");
+  b = a;
+  b.erase("model");
+  EXPECT_EQ(first_difference(a, b), "/model: \"mmt\" vs (missing)");
+  b = a;
+  b["stages"].push_back(nullptr);
+  EXPECT_EQ(first_difference(a, b), "/stages: 1 vs 2 entries");
+}
+
 }  // namespace trident

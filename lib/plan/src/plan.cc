@@ -1,15 +1,10 @@
 #include "trident/plan/plan.h"
-#include "trident/base/json.h"
-
-#include "trident/base/text.h"
-
-#include <functional>
 
 #include <algorithm>
 #include <set>
-#include <sstream>
 
 #include "trident/base/files.h"
+#include "trident/base/json.h"
 #include "trident/cost/comm.h"
 #include "trident/graph/subgraph.h"
 #include "trident/schedule/schedule.h"
@@ -382,74 +377,12 @@ void check_sfb_order(const Plan& plan, const graph::OpGraph& g) {
   }
 }
 
-std::string to_dot(const Plan& plan) {
-  std::ostringstream s;
-  s << "digraph plan {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\"];\n";
-  for (const auto& st : plan.stages) {
-    s << "  s" << st.id << " [label=\"stage " << st.id << " (" << st.ops.size() << " ops)\\n";
-    if (!st.ops.empty()) s << st.ops.front() << (st.ops.size() > 1 ? " .. " + st.ops.back() : "") << "\\n";
-    s << "devices";
-    for (int d : st.devices) s << " " << d;
-    s << "\\nmicro-batch " << st.micro_batch << ", in flight " << st.in_flight << (st.recompute ? ", recompute" : "")
-      << "\"];\n";
-  }
-  // Each edge: the tensors it carries and their bytes per micro-batch.
-  for (const auto& e : plan.edges) {
-    const int rows = e.from >= 0 && e.from < static_cast<int>(plan.stages.size()) ? plan.stages[e.from].micro_batch : 1;
-    s << "  s" << e.from << " -> s" << e.to << " [label=\"";
-    double total = 0;
-    for (std::size_t i = 0; i < e.tensors.size(); ++i) {
-      const auto& t = e.tensors[i];
-      double bytes = static_cast<double>(graph::element_bytes(graph::dtype_from_string(t.dtype))) * rows;
-      for (auto d : t.shape) bytes *= static_cast<double>(d);
-      total += bytes;
-      s << (i ? "\\n" : "") << t.op << " [";
-      for (std::size_t k = 0; k < t.shape.size(); ++k) s << (k ? "," : "") << t.shape[k];
-      s << "] " << human_bytes(bytes);
-    }
-    if (e.tensors.size() > 1) s << "\\n" << human_bytes(total) << " per micro-batch";
-    else s << " per micro-batch";
-    s << "\"];\n";
-  }
-  s << "}\n";
-  return s.str();
-}
-
 std::vector<int> stage_of_devices(const Plan& plan) {
   std::vector<int> stage(static_cast<std::size_t>(std::max(plan.devices, 0)), -1);
   for (const auto& st : plan.stages)
     for (int d : st.devices)
       if (d >= 0 && d < plan.devices) stage[d] = st.id;
   return stage;
-}
-
-std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
-  auto brief = [](const nlohmann::json& v) {
-    auto text = v.dump();
-    return text.size() > 60 ? text.substr(0, 57) + "..." : text;
-  };
-  std::function<std::string(const nlohmann::json&, const nlohmann::json&, const std::string&)> walk =
-      [&](const nlohmann::json& x, const nlohmann::json& y, const std::string& at) -> std::string {
-    if (x.type() != y.type()) return (at.empty() ? "/" : at) + ": " + brief(x) + " vs " + brief(y);
-    if (x.is_object()) {
-      for (const auto& [key, value] : x.items()) {
-        if (!y.contains(key)) return at + "/" + key + ": " + brief(value) + " vs (missing)";
-        if (auto d = walk(value, y.at(key), at + "/" + key); !d.empty()) return d;
-      }
-      for (const auto& [key, value] : y.items())
-        if (!x.contains(key)) return at + "/" + key + ": (missing) vs " + brief(value);
-      return "";
-    }
-    if (x.is_array()) {
-      for (std::size_t i = 0; i < std::min(x.size(), y.size()); ++i)
-        if (auto d = walk(x[i], y[i], at + "/" + std::to_string(i)); !d.empty()) return d;
-      if (x.size() != y.size())
-        return at + ": " + std::to_string(x.size()) + " vs " + std::to_string(y.size()) + " entries";
-      return "";
-    }
-    return x == y ? "" : (at.empty() ? "/" : at) + ": " + brief(x) + " vs " + brief(y);
-  };
-  return walk(a, b, "");
 }
 
 }  // namespace trident::plan

@@ -322,29 +322,27 @@ void Planner::override_sync(Plan& plan) const {
 }
 
 Plan Planner::make(std::optional<Plan> given) const {
-  Plan p = given ? checked_given(std::move(*given)) : plan();  // plan() predicts and stamps its result
+  Plan p = given ? std::move(*given) : plan();  // plan() predicts and stamps its result
+  if (given) {  // a plan file's: checked against the graph and the request
+    validate_plan(p, graph_);
+    if (p.model != request_.model || p.preset != request_.preset)
+      throw PlanError("the plan is for " + p.model + "/" + p.preset + ", not " + request_.model + "/" + request_.preset);
+    if (p.devices != request_.devices)
+      throw PlanError("the plan is for " + std::to_string(p.devices) + " devices, not " +
+                      std::to_string(request_.devices) + "; run it on " + std::to_string(p.devices) +
+                      " processes or plan again");
+    if (p.mini_batch != request_.mini_batch)
+      throw PlanError("the plan is for mini-batch " + std::to_string(p.mini_batch) + ", not " +
+                      std::to_string(request_.mini_batch));
+    p.model_file = request_.model_file;
+    fill_sync(p);  // methods the plan leaves out: the request's rule
+  }
   if (given || !request_.sync_overrides.empty()) {
     override_sync(p);
     predict(p);  // for this planner's cluster, shown beside the measurements
     stamp(p);
   }
   check_sfb_order(p, graph_);  // now that the actions and sync methods are known
-  return p;
-}
-
-Plan Planner::checked_given(Plan p) const {
-  validate_plan(p, graph_);
-  if (p.model != request_.model || p.preset != request_.preset)
-    throw PlanError("the plan is for " + p.model + "/" + p.preset + ", not " + request_.model + "/" + request_.preset);
-  if (p.devices != request_.devices)
-    throw PlanError("the plan is for " + std::to_string(p.devices) + " devices, not " +
-                    std::to_string(request_.devices) + "; run it on " + std::to_string(p.devices) +
-                    " processes or plan again");
-  if (p.mini_batch != request_.mini_batch)
-    throw PlanError("the plan is for mini-batch " + std::to_string(p.mini_batch) + ", not " +
-                    std::to_string(request_.mini_batch));
-  p.model_file = request_.model_file;
-  fill_sync(p);  // methods the plan leaves out: the request's rule
   return p;
 }
 

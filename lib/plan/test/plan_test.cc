@@ -30,11 +30,6 @@ TEST(Plan, JsonRoundTripAndResimulationAgree) {
   ASSERT_EQ(read.edges.size(), plan.edges.size());
   ASSERT_FALSE(read.edges.empty());
   EXPECT_EQ(read.edges[0].tensors.size(), plan.edges[0].tensors.size());
-  const auto dot = to_dot(read);
-  EXPECT_NE(dot.find("s" + std::to_string(plan.edges[0].from) + " -> s" + std::to_string(plan.edges[0].to)),
-            std::string::npos) << dot;
-  EXPECT_NE(dot.find(plan.edges[0].tensors[0].op + " ["), std::string::npos) << dot;
-  EXPECT_NE(dot.find("per micro-batch"), std::string::npos) << dot;
 }
 
 // Hand-written plans on mmt/tiny: 2 branches feeding a head.

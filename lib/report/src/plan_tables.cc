@@ -161,4 +161,37 @@ std::string sync_table(const Planner& planner, const Plan& plan, int max_rows) {
   return s.str();
 }
 
+std::string to_dot(const Plan& plan) {
+  std::ostringstream s;
+  s << "digraph plan {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\"];\n";
+  for (const auto& st : plan.stages) {
+    s << "  s" << st.id << " [label=\"stage " << st.id << " (" << st.ops.size() << " ops)\\n";
+    if (!st.ops.empty()) s << st.ops.front() << (st.ops.size() > 1 ? " .. " + st.ops.back() : "") << "\\n";
+    s << "devices";
+    for (int d : st.devices) s << " " << d;
+    s << "\\nmicro-batch " << st.micro_batch << ", in flight " << st.in_flight << (st.recompute ? ", recompute" : "")
+      << "\"];\n";
+  }
+  // Each edge: the tensors it carries and their bytes per micro-batch.
+  for (const auto& e : plan.edges) {
+    const int rows = e.from >= 0 && e.from < static_cast<int>(plan.stages.size()) ? plan.stages[e.from].micro_batch : 1;
+    s << "  s" << e.from << " -> s" << e.to << " [label=\"";
+    double total = 0;
+    for (std::size_t i = 0; i < e.tensors.size(); ++i) {
+      const auto& t = e.tensors[i];
+      double bytes = static_cast<double>(graph::element_bytes(graph::dtype_from_string(t.dtype))) * rows;
+      for (auto d : t.shape) bytes *= static_cast<double>(d);
+      total += bytes;
+      s << (i ? "\\n" : "") << t.op << " [";
+      for (std::size_t k = 0; k < t.shape.size(); ++k) s << (k ? "," : "") << t.shape[k];
+      s << "] " << human_bytes(bytes);
+    }
+    if (e.tensors.size() > 1) s << "\\n" << human_bytes(total) << " per micro-batch";
+    else s << " per micro-batch";
+    s << "\"];\n";
+  }
+  s << "}\n";
+  return s.str();
+}
+
 }  // namespace trident::report

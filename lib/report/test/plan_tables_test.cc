@@ -19,6 +19,20 @@ plan::Planner planner(const graph::OpGraph& g, int devices, const std::string& p
   return plan::Planner(g, c, cost::analytic_cost_model(c.device), r);
 }
 
+// A plan read back, unvalidated (as `trident report` reads a run's): the
+// stage graph draws its edges with their tensors and bytes.
+TEST(PlanTables, TheStageGraphDrawsTheEdgesOfAPlanReadBack) {
+  const auto g = zoo::build_graph({"mmt", "tiny"});
+  const auto plan = planner(g, 4, "graphpipe").plan();
+  const auto read = plan::Plan::from_json(nlohmann::json::parse(plan.to_json().dump()), "mem");
+  ASSERT_FALSE(read.edges.empty());
+  const auto dot = to_dot(read);
+  EXPECT_NE(dot.find("s" + std::to_string(plan.edges[0].from) + " -> s" + std::to_string(plan.edges[0].to)),
+            std::string::npos) << dot;
+  EXPECT_NE(dot.find(plan.edges[0].tensors[0].op + " ["), std::string::npos) << dot;
+  EXPECT_NE(dot.find("per micro-batch"), std::string::npos) << dot;
+}
+
 TEST(PlanTables, TheStageTableGivesTotalsAndSaysWhatRecomputingStagesKeep) {
   const auto g = zoo::build_graph({"mmt", "tiny"});
   const auto p = planner(g, 4, "graphpipe");

@@ -8,6 +8,7 @@
 
 #include "trident/plan/plan.h"
 #include "trident/base/files.h"
+#include "trident/base/json.h"
 #include "trident/runtime/trainer.h"
 
 namespace trident::runtime {
@@ -88,7 +89,7 @@ void Trainer::agree_on_plan(const graph::OpGraph& graph) {
       throw ConfigError("rank " + std::to_string(r) + " was started with another config than rank 0 (" +
                         config_diff + "); start every rank with the same --config and --set");
     if (!theirs.at("plan").is_null()) {
-      const auto plan_diff = plan::first_difference(root.at("plan"), theirs.at("plan"));
+      const auto plan_diff = first_difference(root.at("plan"), theirs.at("plan"));
       if (!plan_diff.empty())
         throw ConfigError("rank " + std::to_string(r) + " holds another plan than rank 0: " + plan_diff +
                           "; give every rank the same plan file");

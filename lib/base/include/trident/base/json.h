@@ -95,6 +95,11 @@ T value_checked(const nlohmann::json& obj, const std::string& key, T fallback) {
   return it == obj.end() ? fallback : get_checked<T>(*it);
 }
 
+// The first place where two documents differ, as "JSON pointer: a vs b"
+// (e.g. "/stages/1/devices/0: 3 vs 2"), values cut at 60 characters; empty
+// when they are equal. For messages such as "rank 2's plan differs at ...".
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b);
+
 // Whether `doc` is an object whose "format" is the string `format`. Unlike
 // doc.value("format", "") == format, which throws a type_error when
 // "format" holds a number or a list (found by fuzz_profile), it never throws.

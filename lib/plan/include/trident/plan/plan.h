@@ -121,12 +121,4 @@ std::vector<int> stage_of_devices(const Plan& plan);
 // The stage of every op (by op id) of a validated plan.
 std::vector<int> stage_of_ops(const Plan& plan, const graph::OpGraph& graph);
 
-// The first place where two plan documents differ, as "JSON pointer: a vs
-// b" (e.g. "/stages/1/devices/0: 3 vs 2"); empty when they are equal.
-std::string first_difference(const nlohmann::json& a, const nlohmann::json& b);
-
-// Graphviz DOT of the stage graph: one box per stage (ops, devices), edges
-// labelled with the tensors that cross them.
-std::string to_dot(const Plan& plan);
-
 }  // namespace trident::plan

@@ -124,9 +124,6 @@ class Planner {
   // does not name a sync method by the request's grad_sync (HybComm for
   // hybrid) on the stage's own link; e.g. for hand-written plans.
   void fill_sync(Plan& plan) const;
-  // Sets the request's sync_overrides in the plan; throws PlanError for a
-  // name that is not a parameter of the graph, or a method the plan cannot run.
-  void override_sync(Plan& plan) const;
 
   // One stage candidate: ops, data-parallel degree and micro-batch size
   // (0: the size the search ran at).
@@ -163,10 +160,9 @@ class Planner {
 
 
  private:
-  // A plan file's plan checked against the graph and the request, its
-  // missing sync methods filled (make() with `given`, before overrides).
-  Plan checked_given(Plan plan) const;
-
+  // Sets the request's sync_overrides in the plan; throws PlanError for a
+  // name that is not a parameter of the graph, or a method the plan cannot run.
+  void override_sync(Plan& plan) const;
   [[noreturn]] void no_plan(const std::vector<std::string>& reasons, int micro_batch) const;
   // assemble's parts: the stages in topological order, each input op the
   // search left out joined to its earliest consumer's stage; devices placed;

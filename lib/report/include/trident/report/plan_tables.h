@@ -1,4 +1,4 @@
-// Text summaries of a plan for people: what `trident plan` and `trident
+// Text summaries and pictures of a plan for people: what `trident plan` and `trident
 // simulate` print, and a run shows at its start. Torch-free, so tests can
 // check them.
 #pragma once
@@ -26,5 +26,10 @@ std::string sync_table(const plan::Planner& planner, const plan::Plan& plan, int
 // the plans say, not predictions.
 std::string side_by_side(const plan::Plan& before, const std::string& before_title, const plan::Plan& after,
                          const std::string& after_title);
+
+// Graphviz DOT of the stage graph: one box per stage (ops, devices), edges
+// labelled with the tensors that cross them (`trident plan --dot`, a run's
+// stages.dot). Reads the plan as written: it need not be validated.
+std::string to_dot(const plan::Plan& plan);
 
 }  // namespace trident::report
