@@ -36,6 +36,11 @@ class HybridSync final : public GradSync {
   void flush() override {
     for (auto& p : parts_) p->flush();
   }
+  double grad_square_sum() override {
+    double sum = 0;
+    for (auto& p : parts_) sum += p->grad_square_sum();
+    return sum;
+  }
   const SyncStats& stats() const override { return stats_; }
   std::string name() const override { return "hybrid"; }
   std::optional<Span> shard(const std::string& name) const override {

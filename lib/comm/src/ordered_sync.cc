@@ -83,6 +83,13 @@ void OrderedSync::apply(const Update& update) {
   }
 }
 
+double OrderedSync::grad_square_sum() {
+  if (group_.rank() != 0) return 0;
+  double sum = 0;
+  for (const auto& [name, param] : params_) sum += square_sum(param.grad());
+  return sum;
+}
+
 double OrderedSync::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
@@ -120,3 +127,13 @@ std::vector<std::vector<int>> reverse_buckets(const NamedParams& params, std::in
 }
 
 }  // namespace trident::comm::detail
+
+namespace trident::comm {
+
+double square_sum(const torch::Tensor& t) {
+  if (!t.defined()) return 0;
+  torch::NoGradGuard no_grad;
+  return t.to(torch::kFloat64).pow(2).sum().item<double>();
+}
+
+}  // namespace trident::comm

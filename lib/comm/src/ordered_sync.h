@@ -24,6 +24,8 @@ class OrderedSync : public GradSync {
   void finish() override;
   void apply(const Update& update) override;
   const SyncStats& stats() const override { return stats_; }
+  // Member 0 counts every parameter (see Note [Global gradient norm]).
+  double grad_square_sum() override;
   // A parameter's gradient (or, for SFB, its factors) is ready; called by
   // hooks under state_->mu.
   void mark_ready(int param);

@@ -27,6 +27,7 @@ struct Flight {
   torch::Tensor sent, received;       // [P × block]: this worker's gradients by server; this server's P pieces
   torch::Tensor pull_in, pulled;      // [P × block]: this server's block P times; every server's block
   std::chrono::steady_clock::time_point push_start, pull_start;
+  torch::Tensor sum;  // this server's block of the summed gradients, once the pushes are in (summed())
 };
 
 struct Round {
@@ -279,17 +280,44 @@ class PsSync final : public detail::OrderedSync {
     }
   }
 
+  // This server's block of bucket b: the P workers' pushed pieces summed
+  // in member order (waits for the pushes; once per round).
+  const torch::Tensor& summed(Round& round, std::size_t b) {
+    const auto& l = layouts_[b];
+    auto& f = round.flights[b];
+    if (f.sum.defined()) return f.sum;
+    if (f.push) wait(*f.push, "push", round, b);
+    event("ps push bucket " + std::to_string(b), f.push_start);
+    const auto len = l.end(me()) - l.begin(me());
+    auto pieces = f.received.view({size(), l.block});
+    f.sum = pieces[0].narrow(0, 0, len);
+    for (int j = 1; j < size(); ++j) f.sum.add_(pieces[j].narrow(0, 0, len));
+    f.push.reset();
+    return f.sum;
+  }
+
+ public:
+  // See Note [Global gradient norm]: the blocks this server serves.
+  double grad_square_sum() override {
+    if (rounds_.empty() || rounds_.back().clock != clock_)
+      throw CommError(group_.member(group_.rank()) + ": ps: grad_square_sum() without a backward since apply()");
+    auto& round = rounds_.back();
+    double total = 0;
+    for (std::size_t b = 0; b < round.flights.size(); ++b) {
+      if (round.flights[b].state != Flight::State::kPushing || !round.flights[b].received.defined())
+        throw CommError(group_.member(group_.rank()) + ": ps: bucket " + std::to_string(b) +
+                        " was updated before the gradient norm (set_update must not be given when clipping)");
+      total += square_sum(summed(round, b));
+    }
+    return total;
+  }
+
+ private:
   void update(Round& round, std::size_t b) {
     const auto& l = layouts_[b];
     auto& f = round.flights[b];
-    if (f.push) wait(*f.push, "push", round, b);
-    event("ps push bucket " + std::to_string(b), f.push_start);
-    // This server's block: the P workers' pieces summed in member order.
     const auto begin = l.begin(me()), len = l.end(me()) - begin;
-    auto pieces = f.received.view({size(), l.block});
-    auto sum = pieces[0].narrow(0, 0, len);
-    for (int j = 1; j < size(); ++j) sum.add_(pieces[j].narrow(0, 0, len));
-    f.push.reset();
+    auto sum = summed(round, b);
     const auto t0 = std::chrono::steady_clock::now();
     torch::NoGradGuard no_grad;
     if (size() > 1) {  // the push is done with `sent`: the pull's input takes it (two buffers per bucket)
@@ -312,7 +340,7 @@ class PsSync final : public detail::OrderedSync {
     server_fresh_[b] = 1;
     event("ps update bucket " + std::to_string(b), t0);
     if (size() == 1) {
-      f.sent = f.received = torch::Tensor();
+      f.sent = f.received = f.sum = torch::Tensor();
       if (!copy_) {
         f.state = Flight::State::kLanded;
         newest_[b] = round.clock;
@@ -323,6 +351,7 @@ class PsSync final : public detail::OrderedSync {
       f.state = Flight::State::kPulling;
       return;
     }
+    f.sum = torch::Tensor();
     recycle(b, f.received);
     // An alltoall whose every block is this server's: Gloo's all-gather took
     // three times as long for the same bytes (docs/benchmarks.md).

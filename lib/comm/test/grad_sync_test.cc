@@ -352,6 +352,7 @@ TEST(SfbSync, RebuiltGradientEqualsTheAllReducedOneAndBytesFollowTheFormula) {
           for (auto& [n, t] : params) (*out)[n] = t.grad().clone();
         }
         void apply(const Update& u) override { inner->apply(u); }
+        double grad_square_sum() override { return inner->grad_square_sum(); }
         OpObserver observer() override { return inner->observer(); }
         const SyncStats& stats() const override { return inner->stats(); }
         std::string name() const override { return inner->name(); }

@@ -162,6 +162,12 @@ std::vector<Key> train_keys() {
                                           : c.data.train_size;
                       },
                       "1 to the training-set size"));
+  k.push_back(int_key("train.accumulate", [](TrainConfig& c) -> auto& { return c.train.accumulate; }, bound(1),
+                      [](const TrainConfig& c) { return c.train.mini_batch; },
+                      "divides `mini_batch`; data parallelism: each optimizer step runs `mini_batch / accumulate` "
+                      "samples at a time, `accumulate` times, syncing gradients once"));
+  k.push_back(real_key("train.label_smoothing", [](TrainConfig& c) -> auto& { return c.train.label_smoothing; },
+                       within({0, 1, false, true}), "[0, 1): cross_entropy's, as torch's `label_smoothing`"));
   k.push_back(int_key("train.seed", [](TrainConfig& c) -> auto& { return c.train.seed; }, bound(0), bound(kNoLimit),
                       "≥ 0; seeds weights, data order and synthetic data"));
   k.push_back(int_key("train.threads", [](TrainConfig& c) -> auto& { return c.train.threads; }, bound(0),
@@ -180,28 +186,42 @@ std::vector<Key> train_keys() {
 
 std::vector<Key> optimizer_keys() {
   std::vector<Key> k;
-  k.push_back(text_key("optimizer.name", [](TrainConfig& c) -> auto& { return c.optimizer.name; }, {"sgd", "adam"},
-                       "`sgd`, `adam`"));
+  k.push_back(text_key("optimizer.name", [](TrainConfig& c) -> auto& { return c.optimizer.name; }, {"sgd", "adam", "adamw"},
+                       "`sgd`, `adam`, `adamw` (decoupled weight decay, as torch's `AdamW`)"));
   k.push_back(real_key("optimizer.lr", [](TrainConfig& c) -> auto& { return c.optimizer.lr; },
                        within({0, kInf, true, false}), "> 0",
-                       {[](const TrainConfig& c) { return c.optimizer.name == "adam" ? 1e-3 : 0.05; },
-                        "0.05 (sgd), 0.001 (adam)"}));
+                       {[](const TrainConfig& c) { return c.optimizer.name == "sgd" ? 0.05 : 1e-3; },
+                        "0.05 (sgd), 0.001 (adam, adamw)"}));
   k.push_back(real_key("optimizer.momentum", [](TrainConfig& c) -> auto& { return c.optimizer.momentum; },
                        within({0, 1, false, true}), "[0, 1) (sgd)"));
   k.push_back(real_key("optimizer.weight_decay", [](TrainConfig& c) -> auto& { return c.optimizer.weight_decay; },
-                       within({0, kInf}), "≥ 0"));
+                       within({0, kInf}), "≥ 0",
+                       {[](const TrainConfig& c) { return c.optimizer.name == "adamw" ? 0.01 : 0.0; },
+                        "0, 0.01 (adamw)"}));
   k.push_back(real_key("optimizer.beta1", [](TrainConfig& c) -> auto& { return c.optimizer.beta1; },
-                       within({0, 1, false, true}), "[0, 1) (adam)"));
+                       within({0, 1, false, true}), "[0, 1) (adam, adamw)"));
   k.push_back(real_key("optimizer.beta2", [](TrainConfig& c) -> auto& { return c.optimizer.beta2; },
-                       within({0, 1, false, true}), "[0, 1) (adam)"));
+                       within({0, 1, false, true}), "[0, 1) (adam, adamw)"));
   k.push_back(real_key("optimizer.eps", [](TrainConfig& c) -> auto& { return c.optimizer.eps; },
-                       within({0, kInf, true, false}), "> 0 (adam)"));
+                       within({0, kInf, true, false}), "> 0 (adam, adamw)"));
   k.push_back(text_key("optimizer.schedule", [](TrainConfig& c) -> auto& { return c.optimizer.schedule; },
-                       {"constant", "cosine"}, "`constant`, `cosine` (to `min_lr` at the last step)"));
+                       {"constant", "cosine", "linear", "step"},
+                       "`constant`, `cosine` or `linear` (to `min_lr` at the last step), `step` (times `gamma` every "
+                       "`step_size` steps)"));
   k.push_back(int_key("optimizer.warmup_steps", [](TrainConfig& c) -> auto& { return c.optimizer.warmup_steps; },
                       bound(0), bound(kNoLimit), "≥ 0, linear warm-up"));
   k.push_back(real_key("optimizer.min_lr", [](TrainConfig& c) -> auto& { return c.optimizer.min_lr; },
                        [](const TrainConfig& c) { return Interval{0, c.optimizer.lr}; }, "[0, lr]"));
+  k.push_back(int_key("optimizer.step_size", [](TrainConfig& c) -> auto& { return c.optimizer.step_size; },
+                      bound(1), bound(kNoLimit), "≥ 1 steps (schedule `step`; counted after the warm-up)",
+                      {nullptr, "— (required by `step`)"}, true));
+  k.push_back(real_key("optimizer.gamma", [](TrainConfig& c) -> auto& { return c.optimizer.gamma; },
+                       within({0, 1, true, false}), "(0, 1] (schedule `step`)"));
+  k.push_back(real_key("optimizer.clip_norm", [](TrainConfig& c) -> auto& { return c.optimizer.clip_norm; },
+                       within({0, kInf, true, false}),
+                       "> 0: the gradients' global L2 norm (every parameter once, after gradient sync) is clipped "
+                       "to it; the norm is logged as `grad_norm`",
+                       {nullptr, "— (no clipping)"}, true));
   return k;
 }
 
@@ -392,6 +412,31 @@ void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
 }
 
 // Checks that relate several keys, after every key is read.
+// The keys of the training recipe that depend on others.
+void check_recipe(const Reader& r, const YAML::Node& root, const TrainConfig& c, std::optional<PartitionerKind> kind) {
+  if (c.optimizer.schedule == "step" && !c.optimizer.step_size)
+    r.fail("optimizer.schedule", root["optimizer"]["schedule"],
+           "needs optimizer.step_size: the rate is multiplied by optimizer.gamma every step_size steps");
+  if (c.optimizer.clip_norm > 0 && c.parallel.devices > 1 && c.parallel.staleness > 0)
+    r.fail("optimizer.clip_norm", root["optimizer"]["clip_norm"],
+           "needs every replica's gradients of one step; use parallel.staleness=0 (BSP) to clip");
+  const auto k = c.train.accumulate;
+  if (k == 1) return;
+  const YAML::Node& given = root["train"]["accumulate"];
+  if (c.parallel.devices > 1 && kind != PartitionerKind::kDataParallel)
+    r.fail("train.accumulate", given,
+           "applies to data parallelism (parallel.partitioner=dp); a pipeline accumulates over its micro-batches "
+           "already (parallel.micro_batch)");
+  if (c.parallel.micro_batch)
+    r.fail("train.accumulate", given, "give train.accumulate or parallel.micro_batch, not both");
+  if (c.train.mini_batch % k)
+    r.fail("train.accumulate", given, "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));
+  if ((c.train.mini_batch / k) % c.parallel.devices)
+    r.fail("train.accumulate", given,
+           "train.mini_batch / accumulate = " + std::to_string(c.train.mini_batch / k) +
+               " must split evenly among parallel.devices = " + std::to_string(c.parallel.devices));
+}
+
 void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
   if (!std::regex_match(c.name, std::regex("[A-Za-z0-9._-]+")))
     r.fail("name", root["name"], "must be letters, digits, '.', '_' or '-' (it names the run directory)");
@@ -407,6 +452,7 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
   if (c.parallel.micro_batch && c.train.mini_batch % c.parallel.micro_batch)
     r.fail("parallel.micro_batch", root["parallel"]["micro_batch"],
            "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));
+  check_recipe(r, root, c, kind);
   if (const auto k = c.parallel.micro_batch_ratio; k & (k - 1))
     r.fail("parallel.micro_batch_ratio", root["parallel"]["micro_batch_ratio"],
            "allowed: a power of two (1: one micro-batch size for every stage; 0: the planner's default)");

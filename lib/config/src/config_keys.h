@@ -209,9 +209,9 @@ struct Interval {
 };
 
 inline Key real_key(std::string path, Ref<double> ref, std::function<Interval(const TrainConfig&)> range,
-                    std::string allowed, Default<double> dflt = {}) {
+                    std::string allowed, Default<double> dflt = {}, bool omit_zero = false) {
   Key k{path, "", std::move(allowed)};
-  finish(k, ref, dflt);
+  finish(k, ref, dflt, omit_zero);
   k.read = [=](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
     const auto i = range(c);
     ref(c) = r.real(sec, path, dflt.value(c), i.lo, i.hi, i.open_hi, i.open_lo);

@@ -29,7 +29,7 @@ plan::PlanRequest plan_request(const TrainConfig& config) {
   r.devices = static_cast<int>(par.devices);
   r.mini_batch = static_cast<int>(config.train.mini_batch);
   if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);
-  else if (dp) r.micro_batch = r.mini_batch;
+  else if (dp) r.micro_batch = r.mini_batch / static_cast<int>(config.train.accumulate);
   r.partitioner = dp ? "dp" : kind == PartitionerKind::kPlanFile ? "graphpipe" : par.partitioner;
   r.schedule = par.schedule == "auto" ? "" : par.schedule;
   r.grad_sync = par.grad_sync;

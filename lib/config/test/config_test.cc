@@ -204,6 +204,46 @@ TEST(Config, EveryKeyRoundTripsThroughYaml) {
   EXPECT_EQ(again.to_yaml(), c.to_yaml());
 }
 
+// The training recipe: AdamW's defaults, schedules, clipping, accumulation
+// and label smoothing, each bad value one line naming its key.
+TEST(Config, TheRecipeKeysAndTheirErrors) {
+  auto w = parse_config(kGood, {"optimizer.name=adamw", "optimizer.lr=null"});
+  EXPECT_DOUBLE_EQ(w.optimizer.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(w.optimizer.weight_decay, 0.01);  // torch's AdamW default
+  EXPECT_DOUBLE_EQ(parse_config(kGood).optimizer.weight_decay, 0);
+  auto c = parse_config(kGood, {"optimizer.clip_norm=1.5", "train.accumulate=4", "train.label_smoothing=0.1",
+                                "optimizer.schedule=step", "optimizer.step_size=10", "optimizer.gamma=0.5"});
+  auto again = parse_config(c.to_yaml());
+  EXPECT_DOUBLE_EQ(again.optimizer.clip_norm, 1.5);
+  EXPECT_EQ(again.train.accumulate, 4);
+  EXPECT_DOUBLE_EQ(again.train.label_smoothing, 0.1);
+  EXPECT_EQ(again.optimizer.step_size, 10);
+  EXPECT_DOUBLE_EQ(again.optimizer.gamma, 0.5);
+  EXPECT_DOUBLE_EQ(parse_config(parse_config(kGood).to_yaml()).optimizer.clip_norm, 0);  // absent: no clipping
+
+  expect_error(kGood, {"optimizer.clip_norm=0"}, {"optimizer.clip_norm = '0'", "(0, inf)"});
+  expect_error(kGood, {"train.accumulate=0"}, {"train.accumulate = '0'", "[1, 64]"});
+  expect_error(kGood, {"train.accumulate=3"}, {"train.accumulate = '3'", "must divide train.mini_batch = 64"});
+  expect_error(kGood, {"optimizer.schedule=exponential"},
+               {"optimizer.schedule = 'exponential'", "allowed: constant, cosine, linear, step"});
+  expect_error(kGood, {"optimizer.schedule=step"}, {"optimizer.schedule = 'step'", "needs optimizer.step_size"});
+  expect_error(kGood, {"train.label_smoothing=1"}, {"train.label_smoothing = '1'", "[0, 1)"});
+  expect_error(kGood, {"optimizer.name=lamb"}, {"optimizer.name = 'lamb'", "allowed: sgd, adam, adamw"});
+  expect_error(kGood, {"train.accumulate=2", "parallel.devices=2", "parallel.partitioner=graphpipe"},
+               {"train.accumulate = '2'", "applies to data parallelism"});
+  expect_error(kGood, {"train.accumulate=2", "parallel.micro_batch=16"}, {"train.accumulate", "not both"});
+  expect_error(kGood, {"train.accumulate=8", "parallel.devices=16"},
+               {"train.accumulate = '8'", "must split evenly among parallel.devices = 16"});
+  expect_error(kGood,
+               {"optimizer.clip_norm=1", "parallel.devices=2", "parallel.grad_sync=ps", "parallel.staleness=2"},
+               {"optimizer.clip_norm", "parallel.staleness=0"});
+
+  // Accumulation is the data-parallel plan's micro-batch (see Note [Config to request]).
+  EXPECT_EQ(plan_request(parse_config(kGood, {"train.accumulate=4"})).micro_batch, 16);
+  EXPECT_EQ(plan_request(parse_config(kGood, {"train.accumulate=4", "parallel.devices=2"})).micro_batch, 16);
+  EXPECT_EQ(plan_request(parse_config(kGood, {"optimizer.name=adamw"})).optimizer_states, 2);
+}
+
 // See Note [Config to request]: one classification of parallel.partitioner, and
 // one request for every caller.
 TEST(PlanRequest, PartitionerKindsAndTheRequestOfAConfig) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "trident/comm/grad_sync.h"
+
 namespace trident::runtime {
 
 std::map<std::string, std::vector<int>> tied_parameters(const plan::Plan& plan, const graph::OpGraph& graph) {
@@ -39,6 +41,13 @@ void TiedSync::all_reduce() {
     std::vector<at::Tensor> grads{t.param.mutable_grad()};
     t.group->pg().allreduce(grads)->wait();
   }
+}
+
+double TiedSync::grad_square_sum() const {
+  double sum = 0;
+  for (const auto& t : tied_)
+    if (t.group->rank() == 0) sum += comm::square_sum(t.param.grad());
+  return sum;
 }
 
 }  // namespace trident::runtime

@@ -40,6 +40,11 @@ OpId OpGraph::add(Op op) {
   return id;
 }
 
+void OpGraph::set_attr(OpId id, const std::string& key, nlohmann::json value) {
+  op(id);  // the range check
+  ops_[static_cast<std::size_t>(id)].attrs[key] = std::move(value);
+}
+
 const Op& OpGraph::op(OpId id) const {
   if (id < 0 || id >= size()) {
     throw GraphError("op id " + std::to_string(id) + " is out of range [0, " +

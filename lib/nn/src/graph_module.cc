@@ -234,11 +234,17 @@ OpFn function_of(const Op& op) {
     return [axis, start, end](const Inputs& in) { return in[0].slice(axis, start, end); };
   }
   // Losses: the sum over the batch of each sample's loss (see Note [Loss scale]).
-  if (k == "cross_entropy")
-    return [](const Inputs& in) {
+  // attr label_smoothing (train.label_smoothing) as torch's.
+  if (k == "cross_entropy") {
+    const double smoothing = op.attrs.value("label_smoothing", 0.0);
+    if (!(smoothing >= 0 && smoothing < 1))
+      throw GraphError("op '" + op.name + "' (cross_entropy): attr 'label_smoothing' must be in [0, 1)");
+    return [smoothing](const Inputs& in) {
       return torch::nn::functional::cross_entropy(
-          in[0], in[1], torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+          in[0], in[1],
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(smoothing));
     };
+  }
   // Each sample's mean squared error over its elements: divided by the rows,
   // PyTorch's mse_loss.
   if (k == "mse")

@@ -178,6 +178,27 @@ TEST(GraphExecutor, WrongEdgeShapeNamesTheEdge) {
   EXPECT_THROW(ex.forward({}, b), Failure);  // input not given
 }
 
+// train.label_smoothing reaches the loss op as an attribute: the sum over
+// rows of (1 − ε)·(−log p_label) + ε·mean_k(−log p_k), as torch's
+// cross_entropy with label_smoothing ε.
+TEST(GraphModule, LabelSmoothingFollowsTheFormula) {
+  auto g = zoo::build_graph({"mlp", "tiny"});
+  const double eps = 0.2;
+  g.set_attr(g.loss(), "label_smoothing", eps);
+  GraphModule gm(g, 3);
+  auto sg = graph::whole_graph(g);
+  const auto logits_id = g.op(g.loss()).inputs[0].producer;
+  sg.outputs.push_back(logits_id);
+  auto batch = data::random_batch(g, 5);
+  const auto out = GraphExecutor(gm, sg).forward({}, batch);
+  const auto logp = torch::log_softmax(out.at(logits_id).to(torch::kFloat64), 1);
+  const auto nll = -logp.gather(1, batch.at("label").unsqueeze(1)).squeeze(1);
+  const auto expected = ((1 - eps) * nll - eps * logp.mean(1)).sum().item<double>();
+  EXPECT_NEAR(out.at(g.loss()).item<double>(), expected, 1e-4 * std::abs(expected));
+  g.set_attr(g.loss(), "label_smoothing", 1.5);
+  EXPECT_THROW(GraphModule(g, 3), graph::GraphError);
+}
+
 TEST(GraphModule, ParameterNamesFollowOpNames) {
   auto g = zoo::build_graph({"mmt", "tiny"});
   GraphModule gm(g);

@@ -27,9 +27,11 @@ class Sgd : public Optimizer {
   OptimizerConfig c_;
 };
 
+// Adam, and with `decoupled` AdamW: the weights decay by lr · weight_decay
+// before the update instead of the decay joining the gradient.
 class Adam : public Optimizer {
  public:
-  explicit Adam(const OptimizerConfig& c) : c_(c) {}
+  Adam(const OptimizerConfig& c, bool decoupled) : c_(c), decoupled_(decoupled) {}
   void step(const std::string& name, torch::Tensor& p, const torch::Tensor& grad, double lr) override {
     torch::NoGradGuard no_grad;
     auto& s = state_[name];
@@ -40,7 +42,8 @@ class Adam : public Optimizer {
     }
     s["step"].add_(1);
     const double t = s["step"].item<double>();
-    auto g = c_.weight_decay != 0 ? grad.add(p, c_.weight_decay) : grad;
+    if (decoupled_ && c_.weight_decay != 0) p.mul_(1 - lr * c_.weight_decay);
+    auto g = !decoupled_ && c_.weight_decay != 0 ? grad.add(p, c_.weight_decay) : grad;
     s["exp_avg"].mul_(c_.beta1).add_(g, 1 - c_.beta1);
     s["exp_avg_sq"].mul_(c_.beta2).addcmul_(g, g, 1 - c_.beta2);
     const double bc1 = 1 - std::pow(c_.beta1, t), bc2 = 1 - std::pow(c_.beta2, t);
@@ -59,6 +62,7 @@ class Adam : public Optimizer {
 
  private:
   OptimizerConfig c_;
+  bool decoupled_;
 };
 
 }  // namespace
@@ -74,15 +78,19 @@ void Optimizer::apply(const std::vector<std::pair<std::string, torch::Tensor>>& 
 
 std::unique_ptr<Optimizer> Optimizer::make(const OptimizerConfig& config) {
   if (config.name == "sgd") return std::make_unique<Sgd>(config);
-  if (config.name == "adam") return std::make_unique<Adam>(config);
-  throw ConfigError("optimizer.name = '" + config.name + "': allowed: sgd, adam");
+  if (config.name == "adam") return std::make_unique<Adam>(config, false);
+  if (config.name == "adamw") return std::make_unique<Adam>(config, true);
+  throw ConfigError("optimizer.name = '" + config.name + "': allowed: sgd, adam, adamw");
 }
 
 double learning_rate(const OptimizerConfig& c, std::int64_t step, std::int64_t total_steps) {
   if (step < c.warmup_steps) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
-  if (c.schedule != "cosine") return c.lr;
+  const std::int64_t after = step - c.warmup_steps;
+  if (c.schedule == "step") return c.lr * std::pow(c.gamma, static_cast<double>(after / c.step_size));
+  if (c.schedule != "cosine" && c.schedule != "linear") return c.lr;
   const double span = static_cast<double>(std::max<std::int64_t>(1, total_steps - 1 - c.warmup_steps));
-  const double progress = std::min(1.0, static_cast<double>(step - c.warmup_steps) / span);
+  const double progress = std::min(1.0, static_cast<double>(after) / span);
+  if (c.schedule == "linear") return c.lr + (c.min_lr - c.lr) * progress;
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * progress));
 }
 

@@ -6,12 +6,12 @@
 namespace trident::runtime {
 namespace {
 
-TEST(Optimizer, SgdAndAdamMatchTorchOptim) {
-  for (const std::string name : {"sgd", "adam"}) {
+TEST(Optimizer, SgdAdamAndAdamWMatchTorchOptimFor20Steps) {
+  for (const std::string name : {"sgd", "adam", "adamw"}) {
     OptimizerConfig c;
     c.name = name;
     c.lr = name == "sgd" ? 0.1 : 0.01;
-    c.weight_decay = 0.01;
+    c.weight_decay = name == "adamw" ? 0.1 : 0.01;  // large enough that coupled decay would differ
     torch::manual_seed(0);
     auto mine = torch::randn({5, 3});
     auto theirs = mine.clone().requires_grad_(true);
@@ -20,11 +20,14 @@ TEST(Optimizer, SgdAndAdamMatchTorchOptim) {
     if (name == "sgd") {
       ref = std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{theirs},
                                                 torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
+    } else if (name == "adamw") {
+      ref = std::make_unique<torch::optim::AdamW>(std::vector<torch::Tensor>{theirs},
+                                                  torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
     } else {
       ref = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{theirs},
                                                  torch::optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
     }
-    for (int step = 0; step < 5; ++step) {
+    for (int step = 0; step < 20; ++step) {
       auto grad = torch::randn({5, 3});
       opt->step("w", mine, grad, c.lr);
       theirs.mutable_grad() = grad.clone();
@@ -45,6 +48,25 @@ TEST(Optimizer, CosineScheduleWithWarmup) {
   EXPECT_NEAR(learning_rate(c, 11, 12), 0.1, 1e-12);
   c.schedule = "constant";
   EXPECT_DOUBLE_EQ(learning_rate(c, 11, 12), 1.0);
+}
+
+TEST(Optimizer, LinearAndStepSchedules) {
+  OptimizerConfig c;
+  c.lr = 1.0;
+  c.warmup_steps = 2;
+  c.min_lr = 0.1;
+  c.schedule = "linear";  // from lr after the warm-up to min_lr at the last step
+  EXPECT_DOUBLE_EQ(learning_rate(c, 1, 12), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 2, 12), 1.0);
+  EXPECT_NEAR(learning_rate(c, 7, 12), 0.5, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 11, 12), 0.1, 1e-12);
+  c.schedule = "step";  // times gamma every step_size steps after the warm-up
+  c.step_size = 3;
+  c.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(learning_rate(c, 0, 12), 0.5);  // warm-up
+  EXPECT_DOUBLE_EQ(learning_rate(c, 4, 12), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 5, 12), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 11, 12), 0.125);
 }
 
 }  // namespace

@@ -36,9 +36,9 @@ const std::vector<std::string>& recompute_names() {
 }
 
 int optimizer_states_for(const std::string& optimizer, double momentum) {
-  if (optimizer == "adam") return 2;
+  if (optimizer == "adam" || optimizer == "adamw") return 2;
   if (optimizer == "sgd") return momentum > 0 ? 1 : 0;
-  throw PlanError("optimizer '" + optimizer + "' is unknown; use adam or sgd");
+  throw PlanError("optimizer '" + optimizer + "' is unknown; use sgd, adam or adamw");
 }
 
 Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::CostModel cost, PlanRequest request)

@@ -91,6 +91,12 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   graph::OpGraph graph;
   phase("model", [&] { graph = zoo::build_graph(config_.model); });
   classifies_ = graph.op(graph.loss()).kind == "cross_entropy";
+  if (config_.train.label_smoothing > 0) {
+    if (!classifies_)
+      throw ConfigError("train.label_smoothing = " + fixed(config_.train.label_smoothing, 3) + ": the model's loss is " +
+                        graph.op(graph.loss()).kind + "; label smoothing applies to cross_entropy");
+    graph.set_attr(graph.loss(), "label_smoothing", config_.train.label_smoothing);
+  }
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
   placement_ = Placement::choose(config_.train.device, comm::world_from_env().local_rank);
   clock_ = placement_.clock();
@@ -177,20 +183,39 @@ Evaluation Trainer::evaluate(const data::Dataset& split) {
 // The optimizer step for one parameter (or a PS block of it) at `lr`. By
 // value: a PS server may apply it during backward or after apply() returns
 // (see Note [Sharded parameter server], see Note [Staleness]).
-comm::GradSync::Update Trainer::update_at(double lr) const {
-  return [optimizer = optimizer_.get(), lr](const std::string& name, torch::Tensor& p, const torch::Tensor& grad) {
-    optimizer->step(name, p, grad, lr);
+comm::GradSync::Update Trainer::update_at(double lr, double scale) const {
+  return [optimizer = optimizer_.get(), lr, scale](const std::string& name, torch::Tensor& p,
+                                                   const torch::Tensor& grad) {
+    optimizer->step(name, p, scale == 1 ? grad : grad * scale, lr);
   };
 }
 
 void Trainer::arm_sync(double lr) {
   if (!sync_) return;
   sync_armed_us_ = now_us();
-  sync_->set_update(update_at(lr));
+  // A PS server may update during backward, unless the update waits for the
+  // global norm (see Note [Global gradient norm]).
+  if (config_.optimizer.clip_norm <= 0) sync_->set_update(update_at(lr));
   sync_->arm();
 }
 
-double Trainer::sync_and_step(double lr, TraceLog& trace) {
+Trainer::Clip Trainer::clip() {
+  const double limit = config_.optimizer.clip_norm;
+  if (limit <= 0) return {};
+  double mine = tied_->grad_square_sum();
+  if (sync_) {
+    mine += sync_->grad_square_sum();
+  } else {  // one replica: this rank holds the stage's whole gradient
+    for (const auto& [name, p] : stage_->params())
+      if (!tied_->names().count(name)) mine += comm::square_sum(p.grad());
+  }
+  Clip c;
+  c.norm = std::sqrt(sum_over_ranks({mine})[0]);
+  c.scale = std::min(1.0, limit / (c.norm + 1e-6));  // torch's clip_grad_norm_
+  return c;
+}
+
+Trainer::Stepped Trainer::sync_and_step(double lr, TraceLog& trace) {
   const auto& params = stage_->params();
   if (tied_ && !tied_->empty()) {
     const auto t0 = trace.stamp();
@@ -199,27 +224,32 @@ double Trainer::sync_and_step(double lr, TraceLog& trace) {
   }
   if (!sync_) {
     const auto t0 = trace.stamp();
+    const auto c = clip();
+    if (c.scale != 1)
+      for (const auto& [name, p] : params)
+        if (p.grad().defined()) p.grad().mul_(c.scale);
     optimizer_->apply(params, lr);
     trace.add_stamped("optimizer", "optimizer", t0, trace.stamp());
-    return 0;
+    return {0, c.norm};
   }
   const auto t0 = trace.stamp();
   sync_->finish();
   const auto t1 = trace.stamp();
   trace.add_stamped("wait for sync", "wait", t0, t1);
-  sync_->apply(update_at(lr));
+  const auto c = clip();
+  sync_->apply(update_at(lr, c.scale));
   for (const auto& e : sync_->stats().events)
     trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
               sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
   for (const auto& [name, p] : params)  // the replica sync left them (see Note [Tied parameters])
     if (tied_->names().count(name)) {
       auto weights = p;  // a handle: the optimizer updates the parameter itself
-      optimizer_->step(name, weights, p.grad(), lr);
+      update_at(lr, c.scale)(name, weights, p.grad());
     }
   for (const auto& [name, p] : params)
     if (p.grad().defined()) p.mutable_grad().zero_();
   trace.add_stamped("optimizer", "optimizer", t1, trace.stamp());
-  return sync_->stats().exposed_s;
+  return {sync_->stats().exposed_s, c.norm};
 }
 
 // The first line of a run: what trains, on what, where.
@@ -256,7 +286,8 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   if (slow_step_ms() && step_ % size_ == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms()));
   const auto r = stage_->run(source, batch, [this, lr] { arm_sync(lr); }, &trace);
   StepTotals t;
-  t.exposed_s = sync_and_step(lr, trace);
+  const auto stepped = sync_and_step(lr, trace);
+  t.exposed_s = stepped.exposed_s, t.grad_norm = stepped.grad_norm;
   if (sync_) t.read_staleness = sync_->stats().read_staleness;
   const auto global = sum_step({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0});
   trace.add("step " + std::to_string(step_), "step", kCommLane, start, now_us());
@@ -336,6 +367,7 @@ void Trainer::write_window(const WindowMetrics& w, double lr, double steps_per_s
     line["exposed_comm_s"] = w.exposed / w.steps;
     if (config_.parallel.staleness > 0) line["read_staleness"] = w.staleness / w.steps;  // See Note [Server copy]
   }
+  if (config_.optimizer.clip_norm > 0) line["grad_norm"] = w.grad_norm / w.steps;  // the mean, before clipping
   append_metrics(line.dump());
 }
 

@@ -212,6 +212,84 @@ TEST(Resharding, GraphpipeToDataParallelToOneProcessToPipedream) {
   std::filesystem::remove_all(runs);
 }
 
+// The recipe across plans (see Note [Global gradient norm] in comm/grad_sync.h):
+// SGD with momentum (which, unlike Adam, a scaled gradient moves) and
+// optimizer.clip_norm small enough that every step clips.
+TrainConfig recipe_config(const std::string& runs, const std::string& name, int devices,
+                          const std::string& partitioner, const std::string& extra) {
+  return parse_config("name: " + name + "\nmodel: {name: candle_uno}\n"
+                      "data: {name: synthetic, train_size: 240, test_size: 24}\n"
+                      "train: {steps: 8, mini_batch: 24, seed: 3, threads: 1, log_every: 8, eval: false}\n"
+                      "optimizer: {name: sgd, lr: 0.2}\n"
+                      "parallel: {devices: " + std::to_string(devices) + ", partitioner: " + partitioner +
+                      ", cluster: cpu-local" + (partitioner == "dp" ? "" : ", max_replicas: 1, micro_batch: 4") +
+                      "}\nruns_dir: " + runs + "\n", {extra});
+}
+
+// Every parameter of the runs' final checkpoints: `b` equals `a` (or, with
+// `differ`, does not).
+void expect_same_weights(const std::string& a, const std::string& b, bool differ = false) {
+  const auto x = CheckpointReader::latest(a), y = CheckpointReader::latest(b);
+  ASSERT_EQ(x.keys("param/"), y.keys("param/"));
+  double most = 0;
+  for (const auto& key : x.keys("param/")) {
+    const auto p = x.read(key), q = y.read(key);
+    most = std::max(most, (p - q).abs().max().item<double>());
+    if (!differ) EXPECT_TRUE(torch::allclose(p, q, 1e-5, 1e-5)) << key << " differs by " << (p - q).abs().max().item<double>();
+  }
+  if (differ) EXPECT_GT(most, 1e-3) << a << " and " << b << " should differ";
+}
+
+// The mean global norm of the run's last metrics window.
+double logged_grad_norm(const std::string& run_dir) {
+  std::ifstream metrics(run_dir + "/metrics.jsonl");
+  double norm = -1;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("grad_norm")) norm = j["grad_norm"].get<double>();
+  }
+  return norm;
+}
+
+// Clipping by the global norm on a pinned 3-stage pipeline (the norm summed
+// over stages), on 3 parameter-server ranks (over the servers' blocks) and
+// on 3 all-reduce ranks (counted once) equals one process's clipped run; an
+// unclipped run differs.
+TEST(Recipe, ClippingOnAPipelineAndOnPsRanksEqualsOneProcess) {
+  const auto runs = temp_dir("clip");
+  const std::string clip = "optimizer.clip_norm=0.05";
+  train_segment(recipe_config(runs, "whole", 1, "dp", clip), false, std::nullopt);
+  train_segment(recipe_config(runs, "free", 1, "dp", "optimizer.clip_norm=null"), false, std::nullopt);
+  const auto pipe = recipe_config(runs, "pipe", 3, "pipedream", clip);
+  ASSERT_EQ(plan_for(pipe, zoo::build_graph(pipe.model)).plan.stages.size(), 3u);  // the plan this test means
+  train_segment(pipe, false, std::nullopt);
+  train_segment(recipe_config(runs, "ar", 3, "dp", clip), false, std::nullopt);  // all-reduce: member 0 counts
+  auto ps = recipe_config(runs, "ps", 3, "dp", clip);
+  ps.parallel.grad_sync = "ps";
+  train_segment(ps, false, std::nullopt);
+  const double norm = logged_grad_norm(runs + "/whole");
+  EXPECT_GT(norm, 0.05);  // every step clipped
+  EXPECT_NEAR(logged_grad_norm(runs + "/pipe"), norm, 1e-4 * norm);
+  EXPECT_NEAR(logged_grad_norm(runs + "/ps"), norm, 1e-4 * norm);
+  expect_same_weights(runs + "/whole", runs + "/pipe");
+  expect_same_weights(runs + "/whole", runs + "/ps");
+  expect_same_weights(runs + "/whole", runs + "/ar");
+  expect_same_weights(runs + "/whole", runs + "/free", true);
+  std::filesystem::remove_all(runs);
+}
+
+// train.accumulate = 4 on 2 data-parallel ranks: four micro-steps of 6
+// samples, one gradient sync, equal one process's step on the whole 24.
+TEST(Recipe, AccumulationOfFourEqualsOneStepOnTheWholeBatch) {
+  const auto runs = temp_dir("accumulate");
+  train_segment(recipe_config(runs, "whole", 1, "dp", "train.steps=8"), false, std::nullopt);
+  const auto acc = recipe_config(runs, "acc", 2, "dp", "train.accumulate=4");
+  EXPECT_EQ(plan_for(acc, zoo::build_graph(acc.model)).plan.stages.at(0).micro_batch, 6);
+  train_segment(acc, false, std::nullopt);
+  expect_same_weights(runs + "/whole", runs + "/acc");
+  std::filesystem::remove_all(runs);
+}
+
 // docs/design.md, contract "The run keeps the plan": rank 0 makes the plan; a rank started with another
 // config stops every rank at start, naming itself and the first difference.
 TEST(Plan, RanksWithDifferentConfigsFailAtStartNamingTheDifference) {

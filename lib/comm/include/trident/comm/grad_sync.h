@@ -100,12 +100,32 @@ class GradSync {
   // everything in apply().
   using OpGate = std::function<void(graph::OpId)>;
   virtual OpGate gate() { return {}; }
+  // Note [Global gradient norm]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Clipping by the global norm (optimizer.clip_norm) needs ‖g‖² over every
+  // parameter of the model, each element once, of the gradient the update
+  // will use: after sync, before any update. Each rank contributes its
+  // part and one all-reduce over the world sums them: a sync whose members
+  // all hold the summed gradient counts it on member 0 only; a PS server
+  // counts the blocks it serves (each element has one server); tied
+  // parameters are counted once by the first of their holders (TiedSync).
+  // The update then takes the gradient times min(1, clip / (‖g‖ + 1e-6)),
+  // torch's clip_grad_norm_. A PS server cannot update a bucket during
+  // backward when clipping, as it waits for the norm: set_update is not
+  // given, and apply() updates every block.
+  //
+  // After finish(), before apply(): this member's part of ‖g‖² (in float64)
+  // of the summed gradients of the parameters this sync holds.
+  virtual double grad_square_sum() = 0;
   // Waits for anything still in flight (PS pulls under staleness > 0), so
   // every rank holds the same parameters; before a checkpoint and at the end.
   virtual void flush() {}
   virtual const SyncStats& stats() const = 0;
   virtual std::string name() const = 0;
 };
+
+// ‖t‖², summed in float64 (0 for an undefined tensor).
+double square_sum(const torch::Tensor& t);
 
 // Bucketed ring all-reduce with WFBP: parameters are packed in reverse order
 // into buckets of at most `bucket_bytes` (a parameter larger than that gets

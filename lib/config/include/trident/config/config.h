@@ -37,17 +37,27 @@ struct TrainLoopConfig {
   std::int64_t log_every = 50;  // steps between metrics lines
   bool eval = true;             // test accuracy each epoch and at the end
   bool profile_ops = false;     // ops.json: each rank's op self times (see Note [Op self time])
+  // Optimizer steps of data parallelism take mini_batch in `accumulate`
+  // sequential micro-steps (gradients accumulate; the replicas sync on the
+  // last): the plan's micro-batch is mini_batch / accumulate.
+  std::int64_t accumulate = 1;
+  double label_smoothing = 0;   // cross_entropy: torch's label_smoothing
 };
 
 struct OptimizerConfig {
-  std::string name = "sgd";  // sgd | adam
+  std::string name = "sgd";  // sgd | adam | adamw
   double lr = 0.05;
   double momentum = 0.9;     // sgd
-  double weight_decay = 0.0;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
-  std::string schedule = "constant";  // constant | cosine
+  double weight_decay = 0.0; // sgd, adam: L2 added to the gradient; adamw: decoupled
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  std::string schedule = "constant";  // constant | cosine | linear | step
   std::int64_t warmup_steps = 0;
-  double min_lr = 0.0;  // cosine floor
+  double min_lr = 0.0;  // cosine and linear: the rate at the last step
+  std::int64_t step_size = 0;  // step: the rate is multiplied by gamma every step_size steps
+  double gamma = 0.1;
+  // > 0: gradients are scaled so that their global L2 norm (every parameter
+  // of the model, once) is at most this (see Note [Global gradient norm]).
+  double clip_norm = 0;
 };
 
 // Training on `devices` processes (one per device, see `trident launch`):

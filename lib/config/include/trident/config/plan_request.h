@@ -9,8 +9,9 @@
 // search (graphpipe, pipedream), data parallelism (dp), or a plan file (a
 // path ending in .json), and on one device every partitioner is a plan of
 // one stage (data parallelism over one device). parallel.micro_batch 0 means
-// the whole mini-batch for dp (one micro-batch, no accumulation) and
-// "searched" for the pipelines. Everything the memory and time models read
+// the mini-batch divided by train.accumulate for dp (K micro-batches of one
+// stage accumulate their gradients and sync once: gradient accumulation is
+// a plan like any other) and "searched" for the pipelines. Everything the memory and time models read
 // comes from the config too: the optimizer's state count, staleness (the
 // PS's server copy), threads, the bucket size, parallel.sync's overrides.
 #pragma once

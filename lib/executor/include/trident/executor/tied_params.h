@@ -43,6 +43,9 @@ class TiedSync {
   // Sums each tied parameter's gradient over its holders (a missing
   // gradient counts as zeros); blocks until done.
   void all_reduce();
+  // After all_reduce(): ‖g‖² of the tied parameters of which this rank is
+  // the first holder (see Note [Global gradient norm] in comm/grad_sync.h).
+  double grad_square_sum() const;
 
  private:
   struct Tied {

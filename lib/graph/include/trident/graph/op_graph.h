@@ -86,6 +86,9 @@ class OpGraph {
 
   std::int32_t size() const { return static_cast<std::int32_t>(ops_.size()); }
   const Op& op(OpId id) const;
+  // Sets attribute `key` of op `id` (e.g. the training recipe's
+  // label_smoothing on the loss); the op's inputs and shapes stay.
+  void set_attr(OpId id, const std::string& key, nlohmann::json value);
   const std::vector<Op>& ops() const { return ops_; }
   std::optional<OpId> find(const std::string& name) const;
   OpId id_of(const std::string& name) const;  // throws GraphError if absent

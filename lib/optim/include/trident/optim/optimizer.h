@@ -2,8 +2,9 @@
 // by parameter name. Per-parameter steps let a parameter-server shard update
 // only the parameters it owns (optimizer state lives on the owner), and
 // by-name state lets a checkpoint resume under another plan.
-// The update rules equal torch.optim.SGD (dampening 0, no Nesterov) and
-// torch.optim.Adam (no AMSGrad) of PyTorch 1.13, with coupled weight decay.
+// The update rules equal torch.optim.SGD (dampening 0, no Nesterov),
+// torch.optim.Adam (no AMSGrad; weight decay added to the gradient) and
+// torch.optim.AdamW (decoupled weight decay) of PyTorch 1.13.
 #pragma once
 
 #include <map>
@@ -41,7 +42,9 @@ class Optimizer {
 };
 
 // Learning rate at `step` (0-based) of `total_steps`: linear warm-up over
-// warmup_steps, then constant or cosine decay to min_lr at the last step.
+// warmup_steps, then constant; cosine or linear decay to min_lr at the last
+// step; or step decay (times gamma every step_size steps after the warm-up,
+// as torch's StepLR counted in optimizer steps).
 double learning_rate(const OptimizerConfig& config, std::int64_t step, std::int64_t total_steps);
 
 }  // namespace trident::runtime

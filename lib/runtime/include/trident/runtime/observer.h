@@ -27,9 +27,10 @@ namespace trident::runtime {
 
 // The steps since the last metrics line, summed over the ranks: loss and
 // correct of the `summed` steps whose sums have arrived, exposed
-// communication and read staleness of all `steps`.
+// communication, read staleness and (with optimizer.clip_norm) the global
+// gradient norm before clipping, of all `steps`.
 struct WindowMetrics {
-  double loss = 0, correct = 0, exposed = 0, staleness = 0;
+  double loss = 0, correct = 0, exposed = 0, staleness = 0, grad_norm = 0;
   std::int64_t steps = 0, summed = 0;
   double mean_loss() const;
   double accuracy(std::int64_t mini_batch) const;  // correct of the summed steps' samples

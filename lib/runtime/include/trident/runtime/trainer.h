@@ -192,17 +192,30 @@ class Trainer {
   ParamState state_to_load(const CheckpointReader& ck, const std::string& name, const torch::Tensor& param) const;
   // Arms the gradient sync (if any) before the backward that completes the gradients.
   void arm_sync(double lr);
-  comm::GradSync::Update update_at(double lr) const;
+  // The optimizer's update at `lr` of the gradient times `scale`.
+  comm::GradSync::Update update_at(double lr, double scale = 1) const;
+  // With optimizer.clip_norm, after the gradients are synced: their global
+  // norm (every rank calls it) and the factor that clips it; {0, 1} without.
+  // See Note [Global gradient norm] in comm/grad_sync.h.
+  struct Clip {
+    double norm = 0, scale = 1;
+  };
+  Clip clip();
   // After backward: waits for the gradient sync (if any) and steps the
   // optimizer on this stage's parameters, zeroing their gradients; records
-  // both in `trace`. Returns the exposed communication seconds (0 without sync).
-  double sync_and_step(double lr, TraceLog& trace);
+  // both in `trace`. Returns the exposed communication seconds (0 without
+  // sync) and the gradient norm when clipping.
+  struct Stepped {
+    double exposed_s = 0, grad_norm = 0;
+  };
+  Stepped sync_and_step(double lr, TraceLog& trace);
   std::string banner() const;
   // Figures summed over the ranks, of `steps` steps: one, or under
   // staleness s those whose sums have arrived (see Note [Lagged step totals]).
   struct StepTotals {
     double loss = 0, correct = 0, exposed_s = 0;
     double read_staleness = 0;  // this rank's (comm::SyncStats::read_staleness)
+    double grad_norm = 0;       // the global gradient norm before clipping (with optimizer.clip_norm)
     bool stop = false;
     std::int64_t steps = 1;
   };
