@@ -6,7 +6,11 @@ check missing-config 2 "cannot read" -- train --config "$work/nope.yaml"
 check unknown-key 2 "unknown key 'train.epoch'" -- train --config "$cfg" --set train.epoch=1
 check wrong-type 2 "train.mini_batch = 'many'" -- train --config "$cfg" --set train.mini_batch=many
 check out-of-range 2 "optimizer.lr = '0'" -- train --config "$cfg" --set optimizer.lr=0
-check bad-choice 2 "allowed: sgd, adam" -- train --config "$cfg" --set optimizer.name=lbfgs
+check bad-choice 2 "allowed: sgd, adam, adamw" -- train --config "$cfg" --set optimizer.name=lbfgs
+# The recipe's keys (docs/config.md).
+check clip-zero 2 "optimizer.clip_norm = '0'" -- train --config "$cfg" --set optimizer.clip_norm=0
+check accumulate-zero 2 "train.accumulate = '0'" -- train --config "$cfg" --set train.accumulate=0
+check no-such-schedule 2 "optimizer.schedule = 'poly'" -- train --config "$cfg" --set optimizer.schedule=poly
 check missing-data 2 "dataset-fashion-mnist" -- train --config "$cfg" --set data.path=$work/none
 check bad-flag 2 "--bogus" -- train --config "$cfg" --bogus
 check bad-model 2 "allowed: mlp" -- graph --model resnet
