@@ -24,28 +24,36 @@ std::string temp_dir(const std::string& tag) {
   return d.string();
 }
 
-TrainConfig small_config(const std::string& runs, const std::string& optimizer) {
+TrainConfig small_config(const std::string& runs, const std::string& optimizer,
+                         const std::vector<std::string>& extra = {}) {
   return parse_config("name: resume\nmodel: {name: mlp}\ndata: {name: synthetic, train_size: 512, test_size: 128}\n"
                       "train: {steps: 12, mini_batch: 32, seed: 5, threads: 1, log_every: 4}\n"
                       "optimizer: {name: " + optimizer + ", schedule: cosine}\ncheckpoint: {every: 5}\n"
-                      "runs_dir: " + runs + "\n");
+                      "runs_dir: " + runs + "\n", extra);
 }
 
 // An interrupted run resumed from its checkpoint ends with bitwise the same
-// weights (and optimizer state) as an uninterrupted run.
+// weights (and optimizer state) as an uninterrupted run — also with the
+// whole recipe (AdamW, a step schedule, clipping, accumulation, smoothing).
 TEST(Trainer, ResumeReachesBitwiseTheSameWeights) {
-  for (const std::string opt : {"sgd", "adam"}) {
+  const std::vector<std::string> recipe{"optimizer.name=adamw", "optimizer.lr=null", "optimizer.schedule=step",
+                                        "optimizer.step_size=4", "optimizer.clip_norm=0.5", "train.accumulate=2",
+                                        "train.label_smoothing=0.1"};
+  for (const std::string opt : {"sgd", "adam", "recipe"}) {
+    auto config = [&](const std::string& runs) {
+      return opt == "recipe" ? small_config(runs, "adamw", recipe) : small_config(runs, opt);
+    };
     const auto a = temp_dir("full_" + opt), b = temp_dir("stopped_" + opt);
     std::ostringstream log;
-    Trainer full(small_config(a, opt), false, log);
+    Trainer full(config(a), false, log);
     auto r = full.run();
     EXPECT_EQ(r.steps, 12);
 
     {
-      Trainer stopped(small_config(b, opt), false, log);
+      Trainer stopped(config(b), false, log);
       stopped.run(7);  // "crashes" after step 7; the last checkpoint is at step 5
     }
-    Trainer resumed(small_config(b, opt), true, log);
+    Trainer resumed(config(b), true, log);
     EXPECT_EQ(resumed.steps_done(), 5);
     resumed.run();
     const auto& pa = full.params();
