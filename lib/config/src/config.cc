@@ -166,6 +166,10 @@ std::vector<Key> train_keys() {
                       [](const TrainConfig& c) { return c.train.mini_batch; },
                       "divides `mini_batch`; data parallelism: each optimizer step runs `mini_batch / accumulate` "
                       "samples at a time, `accumulate` times, syncing gradients once"));
+  k.push_back(text_key("train.precision", [](TrainConfig& c) -> auto& { return c.train.precision; }, {"fp32", "bf16"},
+                       "`fp32`, `bf16`: matrix products and convolutions in bf16, norms, softmax, losses and "
+                       "reductions in fp32, weights, gradients and optimizer state fp32 (docs/design.md); "
+                       "fp16 is not built"));
   k.push_back(real_key("train.label_smoothing", [](TrainConfig& c) -> auto& { return c.train.label_smoothing; },
                        within({0, 1, false, true}), "[0, 1): cross_entropy's, as torch's `label_smoothing`"));
   k.push_back(int_key("train.seed", [](TrainConfig& c) -> auto& { return c.train.seed; }, bound(0), bound(kNoLimit),
@@ -420,6 +424,11 @@ void check_recipe(const Reader& r, const YAML::Node& root, const TrainConfig& c,
   if (c.optimizer.clip_norm > 0 && c.parallel.devices > 1 && c.parallel.staleness > 0)
     r.fail("optimizer.clip_norm", root["optimizer"]["clip_norm"],
            "needs every replica's gradients of one step; use parallel.staleness=0 (BSP) to clip");
+  if (c.train.precision == "bf16" && c.parallel.devices > 1 &&
+      (c.parallel.grad_sync == "sfb" || c.parallel.grad_sync == "hybrid" || !c.parallel.sync.empty()))
+    r.fail("train.precision", root["train"]["precision"],
+           "bf16 with sufficient-factor broadcasting is not built (its factors would be bf16); use "
+           "parallel.grad_sync=allreduce or ps, without parallel.sync overrides");
   const auto k = c.train.accumulate;
   if (k == 1) return;
   const YAML::Node& given = root["train"]["accumulate"];

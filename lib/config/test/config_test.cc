@@ -221,6 +221,10 @@ TEST(Config, TheRecipeKeysAndTheirErrors) {
   EXPECT_DOUBLE_EQ(again.optimizer.gamma, 0.5);
   EXPECT_DOUBLE_EQ(parse_config(parse_config(kGood).to_yaml()).optimizer.clip_norm, 0);  // absent: no clipping
 
+  EXPECT_EQ(parse_config(kGood, {"train.precision=bf16"}).train.precision, "bf16");
+  expect_error(kGood, {"train.precision=fp16"}, {"train.precision = 'fp16'", "allowed: fp32, bf16"});
+  expect_error(kGood, {"train.precision=bf16", "parallel.devices=2", "parallel.grad_sync=sfb"},
+               {"train.precision = 'bf16'", "sufficient-factor"});
   expect_error(kGood, {"optimizer.clip_norm=0"}, {"optimizer.clip_norm = '0'", "(0, inf)"});
   expect_error(kGood, {"train.accumulate=0"}, {"train.accumulate = '0'", "[1, 64]"});
   expect_error(kGood, {"train.accumulate=3"}, {"train.accumulate = '3'", "must divide train.mini_batch = 64"});

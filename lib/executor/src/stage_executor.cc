@@ -321,6 +321,11 @@ torch::Tensor StageExecutor::gather(Exchange& x, int d, int k, int m) {
 void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& value, int m, int d) {
   const auto& c = crossings_[piece.k];
   auto slice = value.narrow(0, piece.lo - x.layout->row_begin, piece.hi - piece.lo).detach().contiguous();
+  // A bf16 activation (see Note [Precision policy]) crosses in its edge's
+  // declared dtype; exact, and the receiver computes as one process would.
+  const auto declared = tensor::to_torch(c.declared.dtype);
+  if (slice.is_floating_point() && c10::isFloatingType(declared) && slice.scalar_type() != declared)
+    slice = slice.to(declared);
   if (!tensor::matches(slice, c.declared) || slice.size(0) != piece.hi - piece.lo)
     throw PipelineError("edge " + c.name + " declares [" +
                         std::to_string(piece.hi - piece.lo) + (c.declared.shape.empty() ? "" : ",") +

@@ -81,7 +81,7 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool la
   }
   for (auto& [op, grad] : out_grads) {
     const auto& value = saved.outputs.at(op);
-    if (value.requires_grad()) roots.push_back(value), grads.push_back(grad);
+    if (value.requires_grad()) roots.push_back(value), grads.push_back(grad.to(value.scalar_type()));
   }
   const auto t1 = p.stamp();
   if (p.trace) p.trace->add_stamped("wait " + action, "wait", t0, t1);

@@ -1,5 +1,6 @@
 // Runs parsed ATen programs (see Note [ATen programs] in graph/aten_program.h).
 #include "aten_op.h"
+#include "precision_casts.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/version.h>
@@ -48,6 +49,7 @@ struct Call {
   std::vector<Arg> args;  // in schema order, defaults filled in
   size_t returns = 1;
   int generator = -1;     // a random call: the index of its Generator? argument (see Note [Random ops])
+  graph::OpPrecision precision = graph::OpPrecision::kFollow;  // its class under bf16 (Note [Precision policy])
 };
 
 c10::ScalarType scalar_type_of(const std::string& name, const std::string& where) {
@@ -178,8 +180,8 @@ class Program {
  public:
   Program(const graph::Op& op, const graph::AtenProgram& program,
           const std::function<torch::Tensor(const std::string&)>& param,
-          const std::map<std::string, torch::Tensor>& constants)
-      : name_(op.name) {
+          const std::map<std::string, torch::Tensor>& constants, const graph::Precision* precision)
+      : name_(op.name), precision_(precision) {
     const Builder b(param, constants);
     for (size_t i = 0; i < program.calls.size(); ++i) {
       const auto& c = program.calls[i];
@@ -187,6 +189,7 @@ class Program {
       auto handle = find_op(c.op, c.overload);
       if (!handle) throw GraphError(where + ": operator " + c.op + (c.overload.empty() ? "" : "." + c.overload) + " is unknown");
       Call call{*handle, {}, handle->schema().returns().size()};
+      call.precision = graph::aten_call_precision(handle->schema().name());
       const auto& schema = handle->schema();
       if (c.args.size() > schema.arguments().size())
         throw GraphError(where + ": " + std::to_string(c.args.size()) + " arguments for " + toString(schema));
@@ -229,6 +232,7 @@ class Program {
           stack[calls_[i].generator] = seeded_generator(env.device, *seed);
         }
       }
+      if (precision_ && *precision_ == graph::Precision::kBf16) cast_stack(stack, calls_[i].precision);
       calls_[i].op.callBoxed(&stack);
     }
     return materialise(result_, env).toTensor();
@@ -297,6 +301,7 @@ class Program {
   }
 
   std::string name_;
+  const graph::Precision* precision_ = nullptr;  // the module's (it outlives the program)
   std::vector<Call> calls_;
   Arg result_;
 };
@@ -360,8 +365,8 @@ void check_aten_ops(const graph::OpGraph& graph) {
 
 OpFn aten_function(const graph::OpGraph& graph, const graph::Op& op,
                    const std::function<torch::Tensor(const std::string&)>& param,
-                   const std::map<std::string, torch::Tensor>& constants) {
-  auto program = std::make_shared<Program>(op, graph::parse_aten_program(graph, op), param, constants);
+                   const std::map<std::string, torch::Tensor>& constants, const graph::Precision* precision) {
+  auto program = std::make_shared<Program>(op, graph::parse_aten_program(graph, op), param, constants, precision);
   return [program](const std::vector<torch::Tensor>& in) { return (*program)(in); };
 }
 

@@ -14,6 +14,7 @@
 
 #include "trident/graph/aten_program.h"
 #include "trident/graph/op_graph.h"
+#include "trident/graph/precision.h"
 #include "trident/nn/graph_module.h"
 
 namespace trident::nn {
@@ -38,6 +39,7 @@ void check_aten_ops(const graph::OpGraph& graph);
 // operator takes no generator).
 OpFn aten_function(const graph::OpGraph& graph, const graph::Op& op,
                    const std::function<torch::Tensor(const std::string&)>& param,
-                   const std::map<std::string, torch::Tensor>& constants);
+                   const std::map<std::string, torch::Tensor>& constants,
+                   const graph::Precision* precision = nullptr);
 
 }  // namespace trident::nn

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "aten_op.h"
+#include "precision_casts.h"
 #include "trident/base/files.h"
 #include "trident/nn/random.h"
 #include "trident/nn/small_matmul.h"
@@ -49,7 +50,8 @@ class SelfAttentionImpl : public torch::nn::Module {
     const auto b = x.size(0), s = x.size(1), h = x.size(2), dh = h / heads_;
     auto qkv = in_proj_->forward(x).view({b, s, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
     auto q = qkv[0], k = qkv[1], v = qkv[2];  // [b, heads, s, dh]
-    auto att = torch::softmax(nn::batched_matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh)), -1);
+    auto att = torch::softmax(nn::batched_matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh)), -1,
+                              torch::kFloat32);  // fp32 under bf16 too (Note [Precision policy])
     auto y = nn::batched_matmul(att, v).transpose(1, 2).reshape({b, s, h});
     return out_proj_->forward(y);
   }
@@ -96,7 +98,8 @@ class MultiheadAttentionImpl : public torch::nn::Module {
     const auto b = x.size(0), s = x.size(1), h = x.size(2), dh = h / heads_;
     auto qkv = torch::linear(x, in_w_, in_b_).view({b, s, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
     auto q = qkv[0], k = qkv[1], v = qkv[2];
-    auto att = torch::softmax(nn::batched_matmul(q / std::sqrt(static_cast<double>(dh)), k.transpose(-2, -1)), -1);
+    auto att = torch::softmax(nn::batched_matmul(q / std::sqrt(static_cast<double>(dh)), k.transpose(-2, -1)), -1,
+                              torch::kFloat32);  // fp32 under bf16 too (Note [Precision policy])
     return out_proj_->forward(nn::batched_matmul(att, v).transpose(1, 2).reshape({b, s, h}));
   }
 
@@ -313,7 +316,7 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
             if (it == params.end()) throw GraphError("op '" + op.name + "' reads parameter '" + name + "', which it does not declare");
             return it->second;
           },
-          constants);
+          constants, &precision_);
     } else if (auto layer = make_layer(op)) {
       place(op.name, layer->ptr());
       fns_[id] = [layer](const std::vector<torch::Tensor>& in) { return layer->forward(in[0]); };
@@ -321,7 +324,28 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
       fns_[id] = function_of(op);
     }
   }
+  raw_ = fns_;
   initialise(seed);
+}
+
+// See Note [Precision policy]: the policy wraps each op's fp32 function; a
+// captured program casts per call itself (it reads precision_).
+void GraphModule::set_precision(graph::Precision precision) {
+  precision_ = precision;
+  fns_ = raw_;
+  if (precision == graph::Precision::kFp32) return;
+  for (graph::OpId id = 0; id < graph_.size(); ++id) {
+    const auto& op = graph_.op(id);
+    if (!raw_[id] || op.is_input() || op.kind == "aten") continue;
+    const auto cls = graph::op_precision(op.kind);
+    fns_[id] = [fn = raw_[id], cls](const std::vector<torch::Tensor>& in) {
+      auto cast = in;
+      cast_inputs(cast, cls);
+      if (cls != graph::OpPrecision::kLow) return fn(cast);
+      Bf16Autocast bf16;  // the layer's weights, cast at this use
+      return fn(cast);
+    };
+  }
 }
 
 // See Note [Initial weights] in graph_module.h.

@@ -143,6 +143,7 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
                         ErrorKind::kFailure, where());
   }
   if (!config_.model.weights.empty()) nn::load_weights(*module_, config_.model.weights);  // See Note [User weights]
+  module_->set_precision(graph::precision_from_string(config_.train.precision).value());  // checked by the config
   placement_.place(*module_);
   stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_, placement_);
   const auto& par = config_.parallel;
@@ -266,7 +267,8 @@ std::string Trainer::banner() const {
   return "trident: training " + model + " on " + config_.data.name + " (" +
          std::to_string(data_.train.size()) + " samples), " + std::to_string(total_steps_) + " steps of " +
          std::to_string(config_.train.mini_batch) + ", " + config_.optimizer.name + " lr " +
-         fixed(config_.optimizer.lr, 4) + ", " + std::to_string(threads_.threads) +
+         fixed(config_.optimizer.lr, 4) + (config_.train.precision == "fp32" ? "" : ", " + config_.train.precision) +
+         ", " + std::to_string(threads_.threads) +
          (threads_.threads == 1 ? " thread (" : " threads (") + threads_.reason + ")" + layout + "; BLAS " +
          blas_in_use().describe() + "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
 }

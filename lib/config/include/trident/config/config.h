@@ -41,6 +41,9 @@ struct TrainLoopConfig {
   // sequential micro-steps (gradients accumulate; the replicas sync on the
   // last): the plan's micro-batch is mini_batch / accumulate.
   std::int64_t accumulate = 1;
+  // fp32 | bf16: the dtype of matrix products and convolutions (see Note
+  // [Precision policy] in graph/precision.h); weights and state stay fp32.
+  std::string precision = "fp32";
   double label_smoothing = 0;   // cross_entropy: torch's label_smoothing
 };
 

@@ -34,6 +34,7 @@
 #include <torch/torch.h>
 
 #include "trident/graph/op_graph.h"
+#include "trident/graph/precision.h"
 
 namespace trident::nn {
 
@@ -48,6 +49,11 @@ class GraphModule : public torch::nn::Module {
                        const std::optional<std::set<graph::OpId>>& ops = std::nullopt);
 
   const graph::OpGraph& graph() const { return graph_; }
+
+  // From now on every op computes under `precision` (see Note [Precision
+  // policy] in graph/precision.h); fp32 until set. Parameters stay fp32.
+  void set_precision(graph::Precision precision);
+  graph::Precision precision() const { return precision_; }
   // Throws graph::GraphError when the op was not built here.
   const OpFn& op_fn(graph::OpId id) const;
   bool holds(graph::OpId id) const { return static_cast<bool>(fns_.at(id)); }
@@ -64,7 +70,9 @@ class GraphModule : public torch::nn::Module {
   void initialise(std::uint64_t seed);
 
   graph::OpGraph graph_;
-  std::vector<OpFn> fns_;
+  std::vector<OpFn> raw_;  // each op's function in fp32
+  std::vector<OpFn> fns_;  // under precision_
+  graph::Precision precision_ = graph::Precision::kFp32;
 };
 
 // Note [User weights]

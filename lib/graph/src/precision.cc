@@ -1,0 +1,45 @@
+#include "trident/graph/precision.h"
+
+#include <set>
+
+namespace trident::graph {
+
+std::optional<Precision> precision_from_string(const std::string& text) {
+  if (text == "fp32") return Precision::kFp32;
+  if (text == "bf16") return Precision::kBf16;
+  return std::nullopt;
+}
+
+std::string to_string(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "fp32"; }
+
+// See Note [Precision policy].
+OpPrecision op_precision(const std::string& kind) {
+  static const std::set<std::string> low = {"linear", "conv1d", "conv2d", "matmul", "self_attention",
+                                            "multihead_attention"};
+  static const std::set<std::string> fp32 = {"layer_norm",  "batch_norm", "softmax",
+                                             "cross_entropy", "mse",      "mean",
+                                             "sum",         "mean_seq",   "global_avg_pool",
+                                             "avg_pool2d",  "adaptive_avg_pool2d"};
+  if (low.count(kind)) return OpPrecision::kLow;
+  if (fp32.count(kind)) return OpPrecision::kFp32;
+  return OpPrecision::kFollow;
+}
+
+OpPrecision aten_call_precision(const std::string& name) {
+  static const std::set<std::string> low = {
+      "aten::linear",  "aten::matmul",  "aten::mm",          "aten::bmm",          "aten::addmm",
+      "aten::baddbmm", "aten::addbmm",  "aten::conv1d",      "aten::conv2d",       "aten::conv3d",
+      "aten::convolution", "aten::_convolution", "aten::conv_transpose1d", "aten::conv_transpose2d",
+      "aten::conv_transpose3d"};
+  static const std::set<std::string> fp32 = {
+      "aten::layer_norm",   "aten::native_layer_norm", "aten::batch_norm",  "aten::native_batch_norm",
+      "aten::_native_batch_norm_legit", "aten::group_norm", "aten::native_group_norm",
+      "aten::softmax",      "aten::_softmax",          "aten::log_softmax", "aten::_log_softmax",
+      "aten::cross_entropy_loss", "aten::nll_loss",    "aten::nll_loss_nd", "aten::mse_loss",
+      "aten::mean",         "aten::sum",               "aten::avg_pool2d",  "aten::adaptive_avg_pool2d"};
+  if (low.count(name)) return OpPrecision::kLow;
+  if (fp32.count(name)) return OpPrecision::kFp32;
+  return OpPrecision::kFollow;
+}
+
+}  // namespace trident::graph
