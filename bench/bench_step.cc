@@ -1,13 +1,14 @@
 // Times trident's single-process training step: GraphExecutor forward on the
 // whole graph, loss / batch, backward, per-parameter optimizer step — the
 // same code path as runtime::Trainer. Prints one JSON line.
-//   bench_step MODEL BATCH THREADS STEPS [PRESET [DEVICE]]
+//   bench_step MODEL BATCH THREADS STEPS [PRESET [DEVICE [PRECISION]]]
 // Inputs are one fixed random batch (as in bench/pytorch_step.py), so only
 // the step is timed, not data loading. PRESET is tiny (default) or paper;
 // DEVICE is cpu (default) or cuda (see Note [Placement]: the model and batch
 // are placed as the trainer places them). BATCH "max" doubles the batch
 // from 64 up to 1024 while a step fits in the device's memory and times the
-// largest that fits.
+// largest that fits. PRECISION is fp32 (default) or bf16 (train.precision,
+// see Note [Precision policy]).
 #include <chrono>
 #include <iostream>
 #include <optional>
@@ -34,10 +35,11 @@ struct Bench {
   std::unique_ptr<runtime::Optimizer> optimizer;
   nn::Batch fields;
 
-  Bench(graph::OpGraph g, runtime::Placement p, std::int64_t rows)
+  Bench(graph::OpGraph g, runtime::Placement p, std::int64_t rows, graph::Precision precision)
       : graph(std::move(g)), where(std::move(p)), batch(rows), module(graph),
         executor(module, graph::whole_graph(graph)) {
     where.place(module);
+    module.set_precision(precision);
     params = module.parameters_of(executor.subgraph().ops);
     config.lr = 0.01;  // SGD, momentum 0.9
     optimizer = runtime::Optimizer::make(config);
@@ -55,11 +57,11 @@ struct Bench {
 bool out_of_memory(const c10::Error& e) { return std::string(e.what()).find("out of memory") != std::string::npos; }
 
 // The largest batch of 64, 128, ... 1024 whose step fits.
-std::int64_t largest_batch(const graph::OpGraph& g, const runtime::Placement& where) {
+std::int64_t largest_batch(const graph::OpGraph& g, const runtime::Placement& where, graph::Precision precision) {
   std::int64_t fits = 0;
   for (std::int64_t b = 64; b <= 1024; b *= 2) {
     try {
-      Bench(g, where, b).step();
+      Bench(g, where, b, precision).step();
       fits = b;
     } catch (const c10::Error& e) {
       if (!out_of_memory(e)) throw;
@@ -73,26 +75,29 @@ std::int64_t largest_batch(const graph::OpGraph& g, const runtime::Placement& wh
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5 || argc > 7) {
-    std::cerr << "usage: bench_step MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda]]\n";
+  if (argc < 5 || argc > 8) {
+    std::cerr << "usage: bench_step MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda [fp32|bf16]]]\n";
     return 2;
   }
   runtime::prepare_process(argv);  // as `trident train` starts (see Note [CPU process settings], see Note [BLAS kernel])
   try {
     const std::string model = argv[1], preset = argc > 5 ? argv[5] : "tiny", device = argc > 6 ? argv[6] : "cpu";
     const int64_t threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);
+    const auto precision = graph::precision_from_string(argc > 7 ? argv[7] : "fp32");
+    if (!precision) throw std::runtime_error(std::string("precision '") + argv[7] + "': allowed: fp32, bf16");
     runtime::configure_process(static_cast<int>(threads));  // as the trainer does
     const auto where = runtime::Placement::choose(device, 0);
     auto g = zoo::build_graph({model, preset});
-    const std::int64_t batch = std::string(argv[2]) == "max" ? largest_batch(g, where) : std::stoll(argv[2]);
-    Bench bench(g, where, batch);
+    const std::int64_t batch = std::string(argv[2]) == "max" ? largest_batch(g, where, *precision) : std::stoll(argv[2]);
+    Bench bench(g, where, batch, *precision);
     for (int i = 0; i < 5; ++i) bench.step();  // warm-up
     const auto t0 = std::chrono::steady_clock::now();
     double last = 0;
     for (int64_t i = 0; i < steps; ++i) last = bench.step();  // item() waits for the device each step
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "{\"system\": \"trident\", \"model\": \"" << model << "\", \"preset\": \"" << preset
-              << "\", \"device\": \"" << where.describe() << "\", \"batch\": " << batch << ", \"threads\": " << threads
+              << "\", \"device\": \"" << where.describe() << "\", \"precision\": \"" << graph::to_string(*precision)
+              << "\", \"batch\": " << batch << ", \"threads\": " << threads
               << ", \"steps\": " << steps << ", \"steps_per_s\": " << steps / s
               << ", \"samples_per_s\": " << static_cast<double>(steps * batch) / s << ", \"last_loss\": " << last
               << "}\n";

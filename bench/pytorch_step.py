@@ -4,7 +4,9 @@ environment's current torch, scripts/install-peers.sh): the zoo's
 tiny models written as a PyTorch user would, trained with the same batch,
 threads and optimizer (SGD, momentum 0.9, lr 0.01) on one fixed random batch.
 Prints one JSON line.
-    pytorch_step.py MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda]]
+    pytorch_step.py MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda [fp32|bf16]]]
+PRECISION bf16 wraps forward and loss in torch.autocast(device, torch.bfloat16),
+the one line a PyTorch user adds.
 PRESET paper takes the zoo's paper sizes (lib/zoo/src/zoo.cc); BATCH max
 doubles the batch from 64 to 1024 while a step fits in the device's memory,
 as bench_step does."""
@@ -126,12 +128,15 @@ class Transformer(nn.Module):
         return self.head(self.ln_f(x).mean(1))
 
 
-def timed_steps(net, opt, b, batch, steps):
+def timed_steps(net, opt, b, batch, steps, precision="fp32"):
     """5 warm-up steps, then `steps` timed ones: (last loss, seconds). The
     loss is the sum over the rows divided by the global batch `batch`, as in
-    trident (see Note [Loss scale])."""
+    trident (see Note [Loss scale]); bf16: forward and loss under autocast."""
+    device = next(net.parameters()).device.type
+
     def step():
-        loss = F.cross_entropy(net(b), b["label"], reduction="sum") / batch
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = F.cross_entropy(net(b), b["label"], reduction="sum") / batch
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=False)
@@ -191,10 +196,12 @@ def main():
     model, threads, steps = sys.argv[1], int(sys.argv[3]), int(sys.argv[4])
     preset = sys.argv[5] if len(sys.argv) > 5 else "tiny"
     device = sys.argv[6] if len(sys.argv) > 6 else "cpu"
+    precision = sys.argv[7] if len(sys.argv) > 7 else "fp32"
     batch = largest_batch(model, threads, preset, device) if sys.argv[2] == "max" else int(sys.argv[2])
     net, b, opt = setup(model, batch, threads, preset, device)
-    last, s = timed_steps(net, opt, b, batch, steps)
-    print(json.dumps({"system": "pytorch", "model": model, "preset": preset, "device": device, "batch": batch,
+    last, s = timed_steps(net, opt, b, batch, steps, precision)
+    print(json.dumps({"system": "pytorch", "torch": torch.__version__, "model": model, "preset": preset,
+                      "device": device, "precision": precision, "batch": batch,
                       "threads": threads, "steps": steps, "steps_per_s": steps / s,
                       "samples_per_s": steps * batch / s, "last_loss": last}))
 

@@ -9,6 +9,7 @@
 
 #include "stage_parts.h"
 #include "trident/base/text.h"
+#include "trident/graph/precision.h"
 #include "trident/tensor/spec.h"
 #include "trident/data/sampler.h"
 #include "trident/schedule/schedule.h"
@@ -54,12 +55,15 @@ void StageExecutor::build() {
     const auto& devices = plan_.stages[stage_].devices;
     replica_ = static_cast<int>(std::find(devices.begin(), devices.end(), world_.rank()) - devices.begin());
   }
+  // See Note [Precision policy]: a tensor crosses in the dtype it is computed in.
+  const auto computed = graph::computed_dtypes(g, module_ ? module_->precision() : graph::Precision::kFp32);
   for (const auto& e : plan_.edges) {
     for (const auto& t : e.tensors) {
       Crossing c;
       c.op = g.id_of(t.op);
       c.from = e.from, c.to = e.to;
       c.declared = {t.shape, graph::dtype_from_string(t.dtype)};
+      if (c.declared.dtype == graph::DType::kFloat32) c.declared.dtype = computed[static_cast<std::size_t>(c.op)];
       c.differentiable = !g.op(c.op).is_input() && c.declared.dtype != graph::DType::kInt64;
       c.name = "'" + t.op + "' (stage " + std::to_string(e.from) + " -> stage " + std::to_string(e.to) + ")";
       crossings_.push_back(c);
@@ -321,8 +325,8 @@ torch::Tensor StageExecutor::gather(Exchange& x, int d, int k, int m) {
 void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& value, int m, int d) {
   const auto& c = crossings_[piece.k];
   auto slice = value.narrow(0, piece.lo - x.layout->row_begin, piece.hi - piece.lo).detach().contiguous();
-  // A bf16 activation (see Note [Precision policy]) crosses in its edge's
-  // declared dtype; exact, and the receiver computes as one process would.
+  // An ATen op's bf16 result crosses as its declared fp32 (exact; see Note
+  // [Precision policy]).
   const auto declared = tensor::to_torch(c.declared.dtype);
   if (slice.is_floating_point() && c10::isFloatingType(declared) && slice.scalar_type() != declared)
     slice = slice.to(declared);
@@ -339,6 +343,7 @@ void StageExecutor::post_send(Exchange& x, const Piece& piece, const torch::Tens
   try {
     const auto t = tag(piece.k, piece.message(m), x.layout->tag_micro_batches, d);
     x.sends.push_back({message, link(d).pg().send(v, piece.peer, static_cast<int>(t)), piece.peer});
+    bytes_sent_ += static_cast<std::int64_t>(message.nbytes());
   } catch (const std::exception& e) {
     fail("could not send " + std::string(d ? "gradients of " : "activations of ") + crossings_[piece.k].name +
              " for micro-batch " + std::to_string(m) + " to",

@@ -20,7 +20,7 @@ namespace trident::runtime {
 struct StageExecutor::Crossing {
   graph::OpId op = -1;
   int from = 0, to = 0;
-  graph::TensorSpec declared;
+  graph::TensorSpec declared;   // the plan's, in the dtype the policy computes it in (see Note [Precision policy])
   bool differentiable = false;  // gradients travel back (float, not a dataset field)
   std::string name;             // "'block1.cat' (stage 0 -> stage 2)"
 };

@@ -42,4 +42,30 @@ OpPrecision aten_call_precision(const std::string& name) {
   return OpPrecision::kFollow;
 }
 
+std::vector<DType> computed_dtypes(const OpGraph& graph, Precision precision) {
+  std::vector<DType> out;
+  for (const auto& op : graph.ops()) {
+    DType d = op.output.dtype;
+    const bool floating = d == DType::kFloat32;
+    if (precision == Precision::kBf16 && floating && !op.is_input() && op.kind != "aten") {
+      const auto cls = op_precision(op.kind);
+      if (cls == OpPrecision::kLow) {
+        d = DType::kBFloat16;
+      } else if (cls == OpPrecision::kFollow) {
+        std::optional<DType> shared;
+        bool differ = false;
+        for (const auto& in : op.inputs) {
+          const DType t = out[static_cast<std::size_t>(in.producer)];
+          if (t != DType::kFloat32 && t != DType::kBFloat16) continue;
+          if (shared && *shared != t) differ = true;
+          shared = t;
+        }
+        if (shared) d = differ ? DType::kFloat32 : *shared;
+      }
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
 }  // namespace trident::graph

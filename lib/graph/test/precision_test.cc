@@ -26,5 +26,37 @@ TEST(PrecisionPolicy, ProductsLowNormsSoftmaxLossesAndReductionsFp32RestFollow) 
   EXPECT_EQ(to_string(Precision::kBf16), "bf16");
 }
 
+// What the interpreter computes each op's output in, hence what crosses a
+// stage boundary: a product's output and what follows it in bf16, a norm's
+// in fp32, a join of the two in fp32, indices and inputs as declared.
+TEST(PrecisionPolicy, ComputedDtypesFollowTheClasses) {
+  OpGraph g("t");
+  auto input = [&](const std::string& name, DType dtype) {
+    Op op;
+    op.name = name, op.kind = "input", op.output = {{4}, dtype};
+    op.attrs["field"] = name;
+    return g.add(op);
+  };
+  auto add = [&](const std::string& name, const std::string& kind, std::vector<OpId> in, DType dtype = DType::kFloat32) {
+    Op op;
+    op.name = name, op.kind = kind, op.output = {{4}, dtype};
+    for (auto p : in) op.inputs.push_back({p, g.op(p).output});
+    return g.add(op);
+  };
+  const auto x = input("x", DType::kFloat32), label = input("label", DType::kInt64);
+  const auto fc = add("fc", "linear", {x}), act = add("act", "relu", {fc}), norm = add("norm", "layer_norm", {act});
+  const auto join = add("join", "add", {act, norm}), same = add("same", "add", {act, act});
+  add("loss", "cross_entropy", {join, label});
+  const auto bf16 = computed_dtypes(g, Precision::kBf16);
+  EXPECT_EQ(bf16[x], DType::kFloat32);
+  EXPECT_EQ(bf16[label], DType::kInt64);
+  EXPECT_EQ(bf16[fc], DType::kBFloat16);
+  EXPECT_EQ(bf16[act], DType::kBFloat16);
+  EXPECT_EQ(bf16[norm], DType::kFloat32);
+  EXPECT_EQ(bf16[join], DType::kFloat32);
+  EXPECT_EQ(bf16[same], DType::kBFloat16);
+  for (auto d : computed_dtypes(g, Precision::kFp32)) EXPECT_NE(d, DType::kBFloat16);
+}
+
 }  // namespace
 }  // namespace trident::graph

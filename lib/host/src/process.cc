@@ -1,5 +1,7 @@
 #include "trident/host/process.h"
 
+#include <fstream>
+
 #include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -41,6 +43,18 @@ void configure_process(int threads) {
   constexpr int kTrimThreshold = 256 << 20;
   ::mallopt(M_MMAP_THRESHOLD, kMmapThreshold);
   ::mallopt(M_TRIM_THRESHOLD, kTrimThreshold);
+}
+
+std::string cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("flags", 0) == 0) return " " + line.substr(line.find(':') + 1) + " ";
+  return "";
+}
+
+bool cpu_has_bf16() {
+  const auto flags = cpu_flags();
+  return flags.find(" avx512_bf16 ") != std::string::npos || flags.find(" amx_bf16 ") != std::string::npos;
 }
 
 }  // namespace trident::runtime

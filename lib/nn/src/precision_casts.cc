@@ -1,6 +1,7 @@
 #include "precision_casts.h"
 
 #include <ATen/autocast_mode.h>
+#include <torch/version.h>
 
 namespace trident::nn {
 namespace {
@@ -56,24 +57,46 @@ void cast_stack(torch::jit::Stack& stack, OpPrecision cls) {
   });
 }
 
+// 1.13 names the CPU and CUDA settings apart; 2.x takes the device type
+// (its old names are deprecated). See LIBTORCH-NOTES: autocast is per thread.
+#if TORCH_VERSION_MAJOR >= 2
+namespace {
+bool enabled(bool cpu) { return at::autocast::is_autocast_enabled(cpu ? at::kCPU : at::kCUDA); }
+void enable(bool cpu, bool on) { at::autocast::set_autocast_enabled(cpu ? at::kCPU : at::kCUDA, on); }
+at::ScalarType dtype(bool cpu) { return at::autocast::get_autocast_dtype(cpu ? at::kCPU : at::kCUDA); }
+void set_dtype(bool cpu, at::ScalarType t) { at::autocast::set_autocast_dtype(cpu ? at::kCPU : at::kCUDA, t); }
+}  // namespace
+#else
+namespace {
+bool enabled(bool cpu) { return cpu ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled(); }
+void enable(bool cpu, bool on) { cpu ? at::autocast::set_cpu_enabled(on) : at::autocast::set_enabled(on); }
+at::ScalarType dtype(bool cpu) {
+  return cpu ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+}
+void set_dtype(bool cpu, at::ScalarType t) {
+  cpu ? at::autocast::set_autocast_cpu_dtype(t) : at::autocast::set_autocast_gpu_dtype(t);
+}
+}  // namespace
+#endif
+
 Bf16Autocast::Bf16Autocast()
-    : cpu_(at::autocast::is_cpu_enabled()),
-      gpu_(at::autocast::is_enabled()),
+    : cpu_(enabled(true)),
+      gpu_(enabled(false)),
       cache_(at::autocast::is_autocast_cache_enabled()),
-      cpu_dtype_(at::autocast::get_autocast_cpu_dtype()),
-      gpu_dtype_(at::autocast::get_autocast_gpu_dtype()) {
+      cpu_dtype_(dtype(true)),
+      gpu_dtype_(dtype(false)) {
   at::autocast::set_autocast_cache_enabled(false);
-  at::autocast::set_autocast_cpu_dtype(torch::kBFloat16);
-  at::autocast::set_autocast_gpu_dtype(torch::kBFloat16);
-  at::autocast::set_cpu_enabled(true);
-  at::autocast::set_enabled(true);
+  set_dtype(true, torch::kBFloat16);
+  set_dtype(false, torch::kBFloat16);
+  enable(true, true);
+  enable(false, true);
 }
 
 Bf16Autocast::~Bf16Autocast() {
-  at::autocast::set_cpu_enabled(cpu_);
-  at::autocast::set_enabled(gpu_);
-  at::autocast::set_autocast_cpu_dtype(cpu_dtype_);
-  at::autocast::set_autocast_gpu_dtype(gpu_dtype_);
+  enable(true, cpu_);
+  enable(false, gpu_);
+  set_dtype(true, cpu_dtype_);
+  set_dtype(false, gpu_dtype_);
   at::autocast::set_autocast_cache_enabled(cache_);
 }
 

@@ -148,9 +148,9 @@ class RunRecords final : public TrainingObserver {
 };
 
 void add(WindowMetrics& w, double loss, double correct, double exposed, double staleness, double grad_norm,
-         std::int64_t summed) {
+         double p2p_bytes, std::int64_t summed) {
   w.loss += loss, w.correct += correct, w.exposed += exposed, w.staleness += staleness, ++w.steps;
-  w.grad_norm += grad_norm;
+  w.grad_norm += grad_norm, w.p2p_bytes += p2p_bytes;
   w.summed += summed;
 }
 
@@ -212,7 +212,7 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
       op_profile_ = std::make_unique<nn::OpProfile>();
       profiled_from_ = step_;
     }
-    add(window, t.loss, t.correct, t.exposed_s, t.read_staleness, t.grad_norm, t.steps);
+    add(window, t.loss, t.correct, t.exposed_s, t.read_staleness, t.grad_norm, t.p2p_bytes, t.steps);
     const double window_s = seconds_since(window_start);
     const auto run = view();
     const StepEvent done{run, lr, window, window_s > 0 ? window.steps / window_s : 0,

@@ -253,6 +253,16 @@ Trainer::Stepped Trainer::sync_and_step(double lr, TraceLog& trace) {
   return {sync_->stats().exposed_s, c.norm};
 }
 
+// The banner's word on precision: nothing for fp32; for bf16 on a CPU that
+// multiplies bf16 only by emulation, that it will be slower.
+std::string Trainer::precision_note() const {
+  if (config_.train.precision == "fp32") return "";
+  if (placement_.device().is_cpu() && !cpu_has_bf16())
+    return ", " + config_.train.precision + " (this CPU has neither AVX512-BF16 nor AMX: bf16 products are emulated, "
+           "several times slower than fp32)";
+  return ", " + config_.train.precision;
+}
+
 // The first line of a run: what trains, on what, where.
 std::string Trainer::banner() const {
   std::string layout;
@@ -267,7 +277,7 @@ std::string Trainer::banner() const {
   return "trident: training " + model + " on " + config_.data.name + " (" +
          std::to_string(data_.train.size()) + " samples), " + std::to_string(total_steps_) + " steps of " +
          std::to_string(config_.train.mini_batch) + ", " + config_.optimizer.name + " lr " +
-         fixed(config_.optimizer.lr, 4) + (config_.train.precision == "fp32" ? "" : ", " + config_.train.precision) +
+         fixed(config_.optimizer.lr, 4) + precision_note() +
          ", " + std::to_string(threads_.threads) +
          (threads_.threads == 1 ? " thread (" : " threads (") + threads_.reason + ")" + layout + "; BLAS " +
          blas_in_use().describe() + "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
@@ -284,6 +294,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
     return placement_.batch(data_.train.batch(indices.slice(0, begin, end), fields));
   };
   const auto start = now_us();
+  const auto sent_before = stage_->bytes_sent();
   stage_->set_random_key(config_.train.seed, step_);
   if (slow_step_ms() && step_ % size_ == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms()));
   const auto r = stage_->run(source, batch, [this, lr] { arm_sync(lr); }, &trace);
@@ -291,13 +302,15 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   const auto stepped = sync_and_step(lr, trace);
   t.exposed_s = stepped.exposed_s, t.grad_norm = stepped.grad_norm;
   if (sync_) t.read_staleness = sync_->stats().read_staleness;
-  const auto global = sum_step({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0});
+  const auto global = sum_step({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0,
+                                static_cast<double>(stage_->bytes_sent() - sent_before)});
   trace.add("step " + std::to_string(step_), "step", kCommLane, start, now_us());
   trace.resolve();
   if (!std::isfinite(global.loss))
     throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global.loss) +
                         "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
   t.loss = global.loss, t.correct = global.correct, t.stop = global.stop, t.steps = global.steps;
+  t.p2p_bytes = global.p2p_bytes;
   return t;
 }
 
@@ -314,7 +327,7 @@ Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
   StepTotals t;
   if (s == 0 || size_ == 1) {
     const auto v = sum_over_ranks(std::move(values));
-    t.loss = v[0], t.correct = v[1], t.stop = v[2] > 0;
+    t.loss = v[0], t.correct = v[1], t.stop = v[2] > 0, t.p2p_bytes = v[3];
     return t;
   }
   PendingSum p{step_, torch::tensor(values, torch::kFloat64), {}};
@@ -334,7 +347,7 @@ Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
                             ErrorKind::kFailure, where());
     }
     const auto* d = front.values.data_ptr<double>();
-    t.loss += d[0], t.correct += d[1], t.stop = t.stop || d[2] > 0, ++t.steps;
+    t.loss += d[0], t.correct += d[1], t.stop = t.stop || d[2] > 0, t.p2p_bytes += d[3], ++t.steps;
     pending_sums_.pop_front();
   }
   return t;
@@ -370,6 +383,7 @@ void Trainer::write_window(const WindowMetrics& w, double lr, double steps_per_s
     if (config_.parallel.staleness > 0) line["read_staleness"] = w.staleness / w.steps;  // See Note [Server copy]
   }
   if (config_.optimizer.clip_norm > 0) line["grad_norm"] = w.grad_norm / w.steps;  // the mean, before clipping
+  if (plan_.stages.size() > 1) line["p2p_bytes_per_step"] = w.p2p_bytes / std::max<std::int64_t>(1, w.summed);
   append_metrics(line.dump());
 }
 

@@ -248,16 +248,17 @@ void expect_same_weights(const std::string& a, const std::string& b, bool differ
   if (differ) EXPECT_GT(most, 1e-3) << a << " and " << b << " should differ";
 }
 
-// The mean global norm of the run's last metrics window.
-double logged_grad_norm(const std::string& run_dir) {
+// `key` of the run's last metrics line that has it (-1 when none does).
+double logged(const std::string& run_dir, const std::string& key) {
   std::ifstream metrics(run_dir + "/metrics.jsonl");
-  double norm = -1;
+  double value = -1;
   for (std::string line; std::getline(metrics, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j.contains("grad_norm")) norm = j["grad_norm"].get<double>();
+    if (j.contains(key)) value = j[key].get<double>();
   }
-  return norm;
+  return value;
 }
+double logged_grad_norm(const std::string& run_dir) { return logged(run_dir, "grad_norm"); }
 
 // Clipping by the global norm on a pinned 3-stage pipeline (the norm summed
 // over stages), on 3 parameter-server ranks (over the servers' blocks) and
@@ -319,6 +320,7 @@ TEST(Precision, Bf16EqualsItselfAcrossPlans) {
   const auto pipe = recipe_config(runs, "pipe", 3, "pipedream", bf16);
   ASSERT_EQ(plan_for(pipe, zoo::build_graph(pipe.model)).plan.stages.size(), 3u);  // the plan this test means
   train_segment(pipe, false, std::nullopt);
+  train_segment(recipe_config(runs, "pipe32", 3, "pipedream", "train.precision=fp32"), false, std::nullopt);
   train_segment(recipe_config(runs, "ar", 3, "dp", bf16), false, std::nullopt);
   auto ps = recipe_config(runs, "ps", 3, "dp", bf16);
   ps.parallel.grad_sync = "ps";
@@ -328,8 +330,16 @@ TEST(Precision, Bf16EqualsItselfAcrossPlans) {
   // other groupings — and the fp32 run 8.8e-3 from it.
   constexpr double kBf16PlanTolerance = 2e-3;
   EXPECT_GT(most_difference(runs + "/whole", runs + "/fp32"), 3 * kBf16PlanTolerance);
-  for (const auto* plan : {"pipe", "ar", "ps"})
-    EXPECT_LT(most_difference(runs + "/whole", runs + "/" + plan), kBf16PlanTolerance) << plan;
+  for (const auto* plan : {"pipe", "ar", "ps"}) {
+    const double d = most_difference(runs + "/whole", runs + "/" + plan);
+    std::cout << "bf16 " << plan << " against one process: " << d << "\n";  // the measurement above
+    EXPECT_LT(d, kBf16PlanTolerance) << plan;
+  }
+  // What crosses the stages travels in bf16: half the bytes of the fp32 run
+  // (every crossing of this model is a product's output or follows one).
+  const double bf16_bytes = logged(runs + "/pipe", "p2p_bytes_per_step");
+  EXPECT_GT(bf16_bytes, 0);
+  EXPECT_DOUBLE_EQ(2 * bf16_bytes, logged(runs + "/pipe32", "p2p_bytes_per_step"));
   std::filesystem::remove_all(runs);
 }
 

@@ -148,6 +148,9 @@ class StageExecutor {
   int stage() const { return stage_; }  // -1 when idle
   int replica() const { return replica_; }
   int replicas() const;
+  // Bytes of every message this rank has sent to other stages so far
+  // (activations and their gradients, in the dtype they crossed in).
+  std::int64_t bytes_sent() const { return bytes_sent_; }
   bool has_loss() const { return has_loss_; }
   // This stage's parameters by name, and the dataset fields it reads.
   const comm::NamedParams& params() const { return params_; }
@@ -212,6 +215,7 @@ class StageExecutor {
 
   const graph::OpGraph& graph_;
   nn::GraphModule* module_ = nullptr;  // null when emulated
+  std::int64_t bytes_sent_ = 0;
   plan::Plan plan_;
   comm::Group world_;
   std::vector<comm::Group> links_;  // [activations, gradients]; empty: world_ carries both

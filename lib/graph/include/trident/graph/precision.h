@@ -22,12 +22,17 @@
 //          its floating inputs differ, in the widest (fp32).
 // Weights, gradients and optimizer state stay fp32: a cast's backward
 // returns the gradient in the weight's dtype. A tensor that crosses a stage
-// boundary travels in its edge's declared dtype (fp32 for now: the cast is
-// exact for bf16 values; bf16 on the wire is future work of issue 41).
+// boundary travels in the dtype the policy computes it in (computed_dtypes),
+// its gradient likewise: a bf16 activation moves half an fp32's bytes. An
+// ATen op's output is taken as declared (its calls are cast inside it; a
+// bf16 result is cast up exactly before it is sent).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "trident/graph/op_graph.h"
 
 namespace trident::graph {
 
@@ -46,5 +51,12 @@ OpPrecision op_precision(const std::string& kind);
 // The class of one call of a captured program, by its operator name
 // ("aten::linear", "aten::native_layer_norm", ...).
 OpPrecision aten_call_precision(const std::string& name);
+
+// The dtype of each op's output (by op id) when the interpreter runs the
+// graph under `precision`: the declared one under fp32, for inputs, for
+// integer outputs and for aten ops; bf16 for kLow; fp32 for kFp32; for
+// kFollow the dtype its floating inputs share (fp32 when they differ; the
+// declared one when it reads none, as an embedding reads indices).
+std::vector<DType> computed_dtypes(const OpGraph& graph, Precision precision);
 
 }  // namespace trident::graph

@@ -50,6 +50,13 @@ ThreadChoice choose_threads(int requested, int cores, int local_processes);
 // See Note [CPU process settings].
 void configure_process(int threads);
 
+// Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16 in
+// /proc/cpuinfo's flags). Without either, LibTorch 1.13 emulates bf16
+// products, measured 20× slower than fp32 (docs/benchmarks/precision.md).
+bool cpu_has_bf16();
+// The CPU flags of /proc/cpuinfo's first processor ("" when unreadable).
+std::string cpu_flags();
+
 // Process start of the commands that compute: chooses the BLAS kernel
 // (see Note [BLAS kernel] in blas.h) and, without OMP_WAIT_POLICY in the
 // environment, sets it to PASSIVE (see Note [CPU process settings]); when either

@@ -31,6 +31,7 @@ namespace trident::runtime {
 // gradient norm before clipping, of all `steps`.
 struct WindowMetrics {
   double loss = 0, correct = 0, exposed = 0, staleness = 0, grad_norm = 0;
+  double p2p_bytes = 0;  // sent between pipeline stages by every rank, of the summed steps
   std::int64_t steps = 0, summed = 0;
   double mean_loss() const;
   double accuracy(std::int64_t mini_batch) const;  // correct of the summed steps' samples

@@ -17,7 +17,9 @@
 //   config.yaml     the resolved config (every default filled in)
 //   plan.json       the plan that ran
 //   metrics.jsonl   one JSON object per line: training windows
-//                   {step, epoch, loss, accuracy, lr, samples_per_s, wall_s},
+//                   {step, epoch, loss, accuracy, lr, samples_per_s, wall_s;
+//                   with clipping grad_norm; in a pipeline
+//                   p2p_bytes_per_step, what every rank sent to other stages},
 //                   evaluations {step, epoch, test_loss, test_accuracy, wall_s}
 //                   (accuracy only for a cross_entropy loss; mse has none),
 //                   and at the end {step, memory: [per rank: rank, stage,
@@ -210,12 +212,14 @@ class Trainer {
   };
   Stepped sync_and_step(double lr, TraceLog& trace);
   std::string banner() const;
+  std::string precision_note() const;
   // Figures summed over the ranks, of `steps` steps: one, or under
   // staleness s those whose sums have arrived (see Note [Lagged step totals]).
   struct StepTotals {
     double loss = 0, correct = 0, exposed_s = 0;
     double read_staleness = 0;  // this rank's (comm::SyncStats::read_staleness)
     double grad_norm = 0;       // the global gradient norm before clipping (with optimizer.clip_norm)
+    double p2p_bytes = 0;       // sent between stages by every rank (of the summed steps)
     bool stop = false;
     std::int64_t steps = 1;
   };
