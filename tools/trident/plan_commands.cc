@@ -32,6 +32,9 @@ runtime::TrainConfig plan_config(const PlanArgs& a) {
   if (a.optimizer == "adam" || a.optimizer == "sgd") c.optimizer.name = a.optimizer;  // sgd: with momentum 0.9
   else if (a.optimizer == "sgd-plain") c.optimizer.name = "sgd", c.optimizer.momentum = 0;
   else throw plan::PlanError("--optimizer '" + a.optimizer + "' is unknown; use adam, sgd (with momentum) or sgd-plain");
+  if (!graph::precision_from_string(a.precision))
+    throw plan::PlanError("--precision '" + a.precision + "' is unknown; use fp32 or bf16");
+  c.train.precision = a.precision;
   return c;
 }
 
@@ -86,6 +89,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   c->add_option("--schedule", a.schedule, "gpipe | 1f1b | graph-1f1b (default: graph-1f1b for graphpipe, else 1f1b)");
   c->add_option("--grad-sync", a.grad_sync, "hybrid | allreduce | ps | sfb");
   c->add_option("--optimizer", a.optimizer, "adam | sgd | sgd-plain (sets optimizer-state memory)");
+  c->add_option("--precision", a.precision, "fp32 | bf16 (train.precision: activation memory and edge bytes)");
   c->add_option("--max-replicas", a.max_replicas, "at most this many data-parallel replicas per stage (default: no limit)");
   c->add_option("--micro-batch-ratio", a.micro_batch_ratio,
                 "a stage's micro-batch may be up to this many times the plan's smallest (a power of two; 1: one size for "
@@ -140,6 +144,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
   r.model = p.model, r.preset = p.preset, r.model_file = p.model_file;
   r.devices = p.devices, r.mini_batch = p.mini_batch;
   r.optimizer_states = p.optimizer_states;
+  r.precision = graph::precision_from_string(p.precision).value_or(graph::Precision::kFp32);
   const auto& names = schedule::schedule_names();
   r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
   return plan::Planner(g, cluster, plan_cost_model(p.cost_model, "", cluster, g, p.preset, p.devices), r);

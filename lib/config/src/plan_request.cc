@@ -41,6 +41,7 @@ plan::PlanRequest plan_request(const TrainConfig& config) {
   r.recompute = par.recompute;
   r.micro_batch_ratio = static_cast<int>(par.micro_batch_ratio);
   r.sync_overrides = par.sync;
+  r.precision = graph::precision_from_string(config.train.precision).value_or(graph::Precision::kFp32);
   return r;
 }
 

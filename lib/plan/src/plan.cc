@@ -6,6 +6,7 @@
 #include "trident/base/files.h"
 #include "trident/base/json.h"
 #include "trident/cost/comm.h"
+#include "trident/graph/precision.h"
 #include "trident/graph/subgraph.h"
 #include "trident/schedule/schedule.h"
 
@@ -84,6 +85,7 @@ nlohmann::json Plan::to_json() const {
                        {"depth", predicted.depth}}},
                      {"search_seconds", search_seconds}};
   if (!space.empty()) doc["space"] = space;
+  if (precision != "fp32") doc["precision"] = precision;
   for (const auto& [name, pr] : space_best)
     doc["space_best"][name] = {{"iteration_s", pr.iteration_s}, {"samples_per_s", pr.samples_per_s}};
   for (const auto& s : stages) {
@@ -126,6 +128,9 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     p.partitioner = doc.value("partitioner", "hand-written");
     p.schedule = doc.value("schedule", "graph-1f1b");
     p.optimizer_states = doc.contains("optimizer_states") ? field<int>(doc, "optimizer_states", "", origin, "an integer") : 2;
+    p.precision = doc.contains("precision") ? field<std::string>(doc, "precision", "", origin, "fp32 or bf16") : "fp32";
+    if (!graph::precision_from_string(p.precision))
+      throw PlanError("plan " + origin + ": precision = '" + p.precision + "': allowed: fp32, bf16");
     if (!doc.contains("stages") || !doc["stages"].is_array())
       throw PlanError("plan " + origin + ": stages must be a list of {id, ops, devices, micro_batch}");
     for (std::size_t i = 0; i < doc["stages"].size(); ++i) {

@@ -44,6 +44,7 @@ int optimizer_states_for(const std::string& optimizer, double momentum) {
 Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::CostModel cost, PlanRequest request)
     : graph_(graph), cluster_(std::move(cluster)), cost_(std::move(cost)), request_(std::move(request)) {
   auto& r = request_;
+  dtypes_ = graph::computed_dtypes(graph_, r.precision);
   if (r.devices < 1) throw PlanError("devices must be >= 1, got " + std::to_string(r.devices));
   if (r.devices > cluster_.capacity())
     throw PlanError("devices " + std::to_string(r.devices) + " is more than cluster " + cluster_.name + " has (" +
@@ -121,7 +122,8 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     const auto& b = plan.stages[e.to];
     double fwd = 0, bwd = 0;
     for (const auto& t : e.tensors) {
-      const auto& spec = graph_.op(graph_.id_of(t.op)).output;
+      const auto id = graph_.id_of(t.op);
+      const auto spec = graph::TensorSpec{graph_.op(id).output.shape, dtypes_[static_cast<std::size_t>(id)]};
       fwd += static_cast<double>(spec.bytes());
       if (spec.dtype != graph::DType::kInt64) bwd += static_cast<double>(spec.bytes());
     }
@@ -248,6 +250,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
   plan.partitioner = partitioner, plan.schedule = request_.schedule;
   plan.optimizer_states = request_.optimizer_states;
+  plan.precision = graph::to_string(request_.precision);
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     PlanStage st;
     st.id = static_cast<int>(i);

@@ -122,6 +122,40 @@ TEST(Planner, ParameterServerShardsOptimizerStateInTheMemoryModel) {
   EXPECT_EQ(with("ps", cap).stages[0].devices.size(), 4u);
 }
 
+// See Note [Precision policy]: under bf16 a product's activations are kept in
+// bf16 and each in-flight micro-batch holds a bf16 copy of its weights;
+// what a pipeline's edges move is priced in the computed dtype; the plan
+// says which precision it was made for, also when read back.
+TEST(Planner, Bf16HalvesProductActivationsAddsWeightCopiesAndRecordsItself) {
+  const auto& g = model("mlp", "paper");
+  auto with = [&](graph::Precision precision, int devices) {
+    auto c = cost::load_cluster("cpu-local");
+    PlanRequest r;
+    r.devices = devices, r.mini_batch = 64, r.micro_batch = 64, r.partitioner = devices == 1 ? "dp" : "pipedream";
+    r.max_replicas = 1, r.precision = precision;
+    return Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
+  };
+  const auto fp32 = with(graph::Precision::kFp32, 1), bf16 = with(graph::Precision::kBf16, 1);
+  // Per row: everything kept, and what is kept of ops computed in bf16 (the
+  // products and what follows them); the products' weights.
+  const auto dtypes = graph::computed_dtypes(g, graph::Precision::kBf16);
+  double kept = 0, in_bf16 = 0, params = 0;
+  for (graph::OpId id = 0; id < g.size(); ++id) {
+    const auto& op = g.op(id);
+    kept += static_cast<double>(op.activation_bytes);
+    if (dtypes[id] == graph::DType::kBFloat16) in_bf16 += static_cast<double>(op.activation_bytes);
+    if (graph::op_precision(op.kind) == graph::OpPrecision::kLow) params += static_cast<double>(op.param_bytes());
+  }
+  ASSERT_GT(in_bf16, 0);
+  EXPECT_DOUBLE_EQ(fp32.stages[0].activation_bytes, kept * 64);
+  EXPECT_NEAR(bf16.stages[0].activation_bytes, (kept - in_bf16 / 2) * 64 + params / 2, 1e-9 * kept * 64);
+  EXPECT_EQ(bf16.precision, "bf16");
+  EXPECT_EQ(fp32.to_json().count("precision"), 0u);  // fp32 plans read as they always did
+  EXPECT_EQ(Plan::from_json(bf16.to_json(), "test").precision, "bf16");
+  // A pipeline: its edges move bf16, so the modelled iteration is no slower.
+  EXPECT_LE(with(graph::Precision::kBf16, 2).predicted.iteration_s, with(graph::Precision::kFp32, 2).predicted.iteration_s);
+}
+
 // See Note [Server copy]: under staleness every server also holds a copy of its
 // 1/r of the PS-synced weights; the memory model counts it.
 TEST(Planner, StalenessCountsTheServersCopyOfTheirBlocks) {

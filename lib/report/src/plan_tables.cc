@@ -37,7 +37,8 @@ std::string device_list(const std::vector<int>& d) {
 std::vector<std::string> plan_lines(const Plan& plan, const std::string& title) {
   std::vector<std::string> lines{title, "partitioner " + plan.partitioner + ", " + std::to_string(plan.devices) +
                                             " devices, mini-batch " + std::to_string(plan.mini_batch) + " = " +
-                                            micro_batch_summary(plan)};
+                                            micro_batch_summary(plan) +
+                                            (plan.precision == "fp32" ? "" : ", " + plan.precision)};
   char line[256];
   std::snprintf(line, sizeof line, "%-5s %-30s %-8s %5s", "stage", "ops", "devices", "micro");
   lines.emplace_back(line);
@@ -72,6 +73,7 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
   const auto& p = plan.predicted;
   s << "plan: " << plan.model << "/" << plan.preset << " on " << plan.devices << " x " << planner.cluster().device.name
     << " (" << planner.cluster().name << "), partitioner " << plan.partitioner << ", schedule " << plan.schedule
+    << (plan.precision == "fp32" ? "" : ", " + plan.precision)
     << "\n      mini-batch " << plan.mini_batch << " = " << micro_batch_summary(plan) << "; " << plan.stages.size()
     << " stages, depth " << p.depth
     << "; search " << fmt("%.3f", plan.search_seconds) << " s\n"

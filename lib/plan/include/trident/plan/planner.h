@@ -28,6 +28,7 @@
 #include "trident/cost/buckets.h"
 #include "trident/cost/cluster.h"
 #include "trident/cost/cost_model.h"
+#include "trident/graph/precision.h"
 #include "trident/graph/sp.h"
 #include "trident/plan/plan.h"
 #include "trident/schedule/simulator.h"
@@ -45,6 +46,12 @@ struct PlanRequest {
   std::string schedule;            // default: graph-1f1b for graphpipe, else 1f1b
   std::string grad_sync = "hybrid";  // hybrid | allreduce | ps | sfb (sfb where it applies, else allreduce)
   int optimizer_states = 2;
+  // train.precision: under bf16 the memory model keeps each op's
+  // activations in the dtype it computes in, plus a bf16 copy of a
+  // product's weights per micro-batch in flight, and edges move the
+  // computed dtype's bytes (see Note [Precision policy]). Times are the
+  // calibrated fp32 ones.
+  graph::Precision precision = graph::Precision::kFp32;
   // The PS's staleness bound (parallel.staleness): under s > 0 every server
   // keeps a copy of its 1/r of the PS-synced weights (see Note [Server copy] in
   // comm/src/ps_sync.cc), which the memory model counts.
@@ -92,6 +99,8 @@ class Planner {
   const cost::ClusterSpec& cluster() const { return cluster_; }
   const cost::CostModel& cost() const { return cost_; }
   const PlanRequest& request() const { return request_; }
+  // Each op's output dtype under the request's precision (graph::computed_dtypes).
+  const std::vector<graph::DType>& dtypes() const { return dtypes_; }
   double memory_cap() const;
 
   // The one place a request becomes a plan (`trident plan`, `trident train`,
@@ -175,6 +184,7 @@ class Planner {
   cost::ClusterSpec cluster_;
   cost::CostModel cost_;
   PlanRequest request_;
+  std::vector<graph::DType> dtypes_;
   bool ratio_given_ = false;  // micro_batch_ratio was set, not defaulted
 };
 
