@@ -234,6 +234,20 @@ TrainConfig recipe_config(const std::string& runs, const std::string& name, int 
                       "}\nruns_dir: " + runs + "\n", {extra});
 }
 
+// The run of `extra` as "whole" (one process), "pipe" (a 3-stage pipedream
+// pipeline, pinned: the cluster is a preset), "ar" and "ps" (3 data-parallel
+// ranks syncing by all-reduce and by the parameter server).
+void train_every_plan(const std::string& runs, const std::string& extra) {
+  train_segment(recipe_config(runs, "whole", 1, "dp", extra), false, std::nullopt);
+  const auto pipe = recipe_config(runs, "pipe", 3, "pipedream", extra);
+  ASSERT_EQ(plan_for(pipe, zoo::build_graph(pipe.model)).plan.stages.size(), 3u);  // the plan the tests mean
+  train_segment(pipe, false, std::nullopt);
+  train_segment(recipe_config(runs, "ar", 3, "dp", extra), false, std::nullopt);
+  auto ps = recipe_config(runs, "ps", 3, "dp", extra);
+  ps.parallel.grad_sync = "ps";
+  train_segment(ps, false, std::nullopt);
+}
+
 // Every parameter of the runs' final checkpoints: `b` equals `a` (or, with
 // `differ`, does not).
 void expect_same_weights(const std::string& a, const std::string& b, bool differ = false) {
@@ -266,16 +280,8 @@ double logged_grad_norm(const std::string& run_dir) { return logged(run_dir, "gr
 // unclipped run differs.
 TEST(Recipe, ClippingOnAPipelineAndOnPsRanksEqualsOneProcess) {
   const auto runs = temp_dir("clip");
-  const std::string clip = "optimizer.clip_norm=0.05";
-  train_segment(recipe_config(runs, "whole", 1, "dp", clip), false, std::nullopt);
+  train_every_plan(runs, "optimizer.clip_norm=0.05");
   train_segment(recipe_config(runs, "free", 1, "dp", "optimizer.clip_norm=null"), false, std::nullopt);
-  const auto pipe = recipe_config(runs, "pipe", 3, "pipedream", clip);
-  ASSERT_EQ(plan_for(pipe, zoo::build_graph(pipe.model)).plan.stages.size(), 3u);  // the plan this test means
-  train_segment(pipe, false, std::nullopt);
-  train_segment(recipe_config(runs, "ar", 3, "dp", clip), false, std::nullopt);  // all-reduce: member 0 counts
-  auto ps = recipe_config(runs, "ps", 3, "dp", clip);
-  ps.parallel.grad_sync = "ps";
-  train_segment(ps, false, std::nullopt);
   const double norm = logged_grad_norm(runs + "/whole");
   EXPECT_GT(norm, 0.05);  // every step clipped
   EXPECT_NEAR(logged_grad_norm(runs + "/pipe"), norm, 1e-4 * norm);
@@ -314,17 +320,9 @@ double most_difference(const std::string& a, const std::string& b) {
 // stage, or a cast skipped, shows).
 TEST(Precision, Bf16EqualsItselfAcrossPlans) {
   const auto runs = temp_dir("bf16");
-  const std::string bf16 = "train.precision=bf16";
-  train_segment(recipe_config(runs, "whole", 1, "dp", bf16), false, std::nullopt);
+  train_every_plan(runs, "train.precision=bf16");
   train_segment(recipe_config(runs, "fp32", 1, "dp", "train.precision=fp32"), false, std::nullopt);
-  const auto pipe = recipe_config(runs, "pipe", 3, "pipedream", bf16);
-  ASSERT_EQ(plan_for(pipe, zoo::build_graph(pipe.model)).plan.stages.size(), 3u);  // the plan this test means
-  train_segment(pipe, false, std::nullopt);
   train_segment(recipe_config(runs, "pipe32", 3, "pipedream", "train.precision=fp32"), false, std::nullopt);
-  train_segment(recipe_config(runs, "ar", 3, "dp", bf16), false, std::nullopt);
-  auto ps = recipe_config(runs, "ps", 3, "dp", bf16);
-  ps.parallel.grad_sync = "ps";
-  train_segment(ps, false, std::nullopt);
   // Measured (8 SGD steps of candle_uno, weights of order 0.1): each plan
   // 5.4e-4 to 6.1e-4 from one process in bf16 — rows rounded to bf16 in
   // other groupings — and the fp32 run 8.8e-3 from it.
