@@ -29,7 +29,7 @@ for spec in $specs; do
   for _ in $(seq "$rounds"); do
     for p in fp32 bf16; do
       runs[t$p]+=" $("$bin" "$model" "$batch" "$threads" "$steps" "$preset" cpu "$p" | rate)"
-      runs[o$p]+=" $(OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" "$preset" cpu "$p" 2>/dev/null | rate)"
+      runs[o$p]+=" $( (OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" "$preset" cpu "$p" 2>/dev/null || true) | rate)"
       runs[n$p]+=" $("$peer" bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" "$preset" cpu "$p" | rate)"
     done
   done
