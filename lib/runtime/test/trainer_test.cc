@@ -323,11 +323,12 @@ TEST(Precision, Bf16EqualsItselfAcrossPlans) {
   train_every_plan(runs, "train.precision=bf16");
   train_segment(recipe_config(runs, "fp32", 1, "dp", "train.precision=fp32"), false, std::nullopt);
   train_segment(recipe_config(runs, "pipe32", 3, "pipedream", "train.precision=fp32"), false, std::nullopt);
-  // Measured (8 SGD steps of candle_uno, weights of order 0.1): each plan
-  // 5.4e-4 to 6.1e-4 from one process in bf16 — rows rounded to bf16 in
-  // other groupings — and the fp32 run 8.8e-3 from it.
+  // Measured (8 SGD steps of candle_uno, weights of order 0.1; AMD Zen 3,
+  // bf16 emulated by LibTorch 1.13): each plan 5.4e-4 to 6.1e-4 from one
+  // process in bf16 — rows rounded to bf16 in other groupings — and the
+  // fp32 run 8.8e-3 from it.
   constexpr double kBf16PlanTolerance = 2e-3;
-  EXPECT_GT(most_difference(runs + "/whole", runs + "/fp32"), 3 * kBf16PlanTolerance);
+  EXPECT_GT(most_difference(runs + "/whole", runs + "/fp32"), 2 * kBf16PlanTolerance);
   for (const auto* plan : {"pipe", "ar", "ps"}) {
     const double d = most_difference(runs + "/whole", runs + "/" + plan);
     std::cout << "bf16 " << plan << " against one process: " << d << "\n";  // the measurement above
