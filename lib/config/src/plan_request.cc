@@ -3,6 +3,17 @@
 #include <algorithm>
 
 namespace trident::runtime {
+namespace {
+
+// Tensors of optimizer state per parameter (PlanRequest::optimizer_states):
+// adam and adamw 2, sgd with momentum 1, plain sgd 0.
+int optimizer_states_for(const std::string& optimizer, double momentum) {
+  if (optimizer == "adam" || optimizer == "adamw") return 2;
+  if (optimizer == "sgd") return momentum > 0 ? 1 : 0;
+  throw plan::PlanError("optimizer '" + optimizer + "' is unknown; use sgd, adam or adamw");
+}
+
+}  // namespace
 
 std::optional<PartitionerKind> partitioner_kind(const std::string& partitioner) {
   const auto& names = plan::partitioner_names();  // the searches and dp
@@ -33,7 +44,7 @@ plan::PlanRequest plan_request(const TrainConfig& config) {
   r.partitioner = dp ? "dp" : kind == PartitionerKind::kPlanFile ? "graphpipe" : par.partitioner;
   r.schedule = par.schedule == "auto" ? "" : par.schedule;
   r.grad_sync = par.grad_sync;
-  r.optimizer_states = plan::optimizer_states_for(config.optimizer.name, config.optimizer.momentum);
+  r.optimizer_states = optimizer_states_for(config.optimizer.name, config.optimizer.momentum);
   r.staleness = static_cast<int>(par.staleness);
   r.max_replicas = dp ? 0 : static_cast<int>(par.max_replicas);
   r.threads = static_cast<int>(config.train.threads);

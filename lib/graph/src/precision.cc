@@ -68,4 +68,15 @@ std::vector<DType> computed_dtypes(const OpGraph& graph, Precision precision) {
   return out;
 }
 
+double kept_bytes_per_row(const Op& op, DType computed) {
+  const double kept = static_cast<double>(op.activation_bytes);
+  if (op.output.dtype != DType::kFloat32) return kept;
+  return kept * static_cast<double>(element_bytes(computed)) / static_cast<double>(element_bytes(DType::kFloat32));
+}
+
+double weight_copy_bytes(const Op& op, Precision precision) {
+  if (precision == Precision::kFp32 || op_precision(op.kind) != OpPrecision::kLow) return 0;
+  return static_cast<double>(op.param_bytes()) / 2;
+}
+
 }  // namespace trident::graph

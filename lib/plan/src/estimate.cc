@@ -149,26 +149,6 @@ void price_sync(const Planner& planner, const std::vector<graph::OpId>& ops, con
   flush(1);
 }
 
-// Bytes op `id` keeps from forward for backward per row, under the
-// request's precision (see Note [Precision policy]): scaled to the dtype it
-// computes in, and a product's bf16 weight copy (a cast per use, saved for
-// backward) spread over the rows of a micro-batch by the caller's count.
-double activation_bytes(const Planner& planner, graph::OpId id) {
-  const auto& op = planner.graph().op(id);
-  const double kept = static_cast<double>(op.activation_bytes);
-  if (planner.request().precision == graph::Precision::kFp32 || op.output.dtype != graph::DType::kFloat32) return kept;
-  return kept * static_cast<double>(graph::element_bytes(planner.dtypes()[static_cast<std::size_t>(id)])) /
-         static_cast<double>(graph::element_bytes(graph::DType::kFloat32));
-}
-
-// A product's bf16 weight copies, per micro-batch in flight.
-double weight_copy_bytes(const Planner& planner, graph::OpId id) {
-  const auto& op = planner.graph().op(id);
-  if (planner.request().precision == graph::Precision::kFp32 || graph::op_precision(op.kind) != graph::OpPrecision::kLow)
-    return 0;
-  return static_cast<double>(op.param_bytes()) / 2;
-}
-
 }  // namespace
 
 StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,
@@ -185,9 +165,10 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
     backward[i] = planner.cost().backward_s(op, rows);
     e.backward_s += backward[i];
     e.param_bytes += static_cast<double>(op.param_bytes());
-    e.activation_bytes += activation_bytes(planner, ops[i]) * static_cast<double>(rows);
+    e.activation_bytes += graph::kept_bytes_per_row(op, planner.dtypes()[static_cast<std::size_t>(ops[i])]) *
+                              static_cast<double>(rows) +
+                          graph::weight_copy_bytes(op, req.precision);
   }
-  for (auto id : ops) e.activation_bytes += weight_copy_bytes(planner, id);
   e.input_bytes = input_bytes_per_row(g, ops) * static_cast<double>(rows);
   e.static_bytes = e.param_bytes * (2 + req.optimizer_states);
   if (replicas <= 1) return e;

@@ -50,15 +50,6 @@ schedule::Schedule schedule_of(const Plan& plan) {
   return s;
 }
 
-std::string micro_batch_summary(const Plan& plan) {
-  if (plan.stages.empty()) return "no stages";
-  if (plan.one_micro_batch_size())
-    return std::to_string(plan.micro_batches(0)) + " micro-batches of " + std::to_string(plan.stages[0].micro_batch);
-  std::string sizes;
-  for (const auto& st : plan.stages) sizes += (sizes.empty() ? "" : ", ") + std::to_string(st.micro_batch);
-  return "micro-batches of " + sizes + " by stage";
-}
-
 bool Plan::one_micro_batch_size() const {
   return std::all_of(stages.begin(), stages.end(), [&](const PlanStage& st) { return st.micro_batch == stages[0].micro_batch; });
 }

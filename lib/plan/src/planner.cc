@@ -35,12 +35,6 @@ const std::vector<std::string>& recompute_names() {
   return names;
 }
 
-int optimizer_states_for(const std::string& optimizer, double momentum) {
-  if (optimizer == "adam" || optimizer == "adamw") return 2;
-  if (optimizer == "sgd") return momentum > 0 ? 1 : 0;
-  throw PlanError("optimizer '" + optimizer + "' is unknown; use sgd, adam or adamw");
-}
-
 Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::CostModel cost, PlanRequest request)
     : graph_(graph), cluster_(std::move(cluster)), cost_(std::move(cost)), request_(std::move(request)) {
   auto& r = request_;

@@ -196,4 +196,13 @@ std::string to_dot(const Plan& plan) {
   return s.str();
 }
 
+std::string micro_batch_summary(const Plan& plan) {
+  if (plan.stages.empty()) return "no stages";
+  if (plan.one_micro_batch_size())
+    return std::to_string(plan.micro_batches(0)) + " micro-batches of " + std::to_string(plan.stages[0].micro_batch);
+  std::string sizes;
+  for (const auto& st : plan.stages) sizes += (sizes.empty() ? "" : ", ") + std::to_string(st.micro_batch);
+  return "micro-batches of " + sizes + " by stage";
+}
+
 }  // namespace trident::report

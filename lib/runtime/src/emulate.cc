@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "trident/base/files.h"
+#include "trident/report/plan_tables.h"
 #include "trident/host/process.h"
 #include "trident/executor/stage_executor.h"
 #include "trident/runtime/trainer.h"
@@ -44,7 +45,7 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
   if (leader)
     out << "trident: emulating " << config.model.name << "/" << config.model.preset << " on " << world.world_size
         << " processes as " << cluster << " devices, " << planned.plan.partitioner << " plan of "
-        << planned.plan.stages.size() << " stages, " << plan::micro_batch_summary(planned.plan) << ", "
+        << planned.plan.stages.size() << " stages, " << report::micro_batch_summary(planned.plan) << ", "
         << planned.plan.schedule << "; " << steps << " iterations"
         << (dilation > 1 ? ", modelled times x" + std::to_string(static_cast<int>(dilation)) : std::string()) << std::endl;
   std::vector<TraceEvent> events;

@@ -270,7 +270,7 @@ std::string Trainer::banner() const {
     layout = ", " + std::to_string(size_) + " processes, data parallel, gradient sync " + sync_->name();
   else if (size_ > 1)
     layout = ", " + std::to_string(size_) + " processes, " + plan_.partitioner + " plan of " +
-             std::to_string(plan_.stages.size()) + " stages, " + plan::micro_batch_summary(plan_) + ", " +
+             std::to_string(plan_.stages.size()) + " stages, " + report::micro_batch_summary(plan_) + ", " +
              plan_.schedule;
   const auto model = config_.model.file.empty() ? config_.model.name + "/" + config_.model.preset
                                                  : config_.model.name + " (" + config_.model.file + ")";

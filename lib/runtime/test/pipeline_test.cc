@@ -12,6 +12,7 @@
 #include "trident/cost/cluster.h"
 #include "trident/cost/cost_model.h"
 #include "trident/plan/planner.h"
+#include "trident/report/plan_tables.h"
 #include "trident/executor/stage_executor.h"
 #include "trident/executor/trace.h"
 #include "trident/schedule/schedule.h"
@@ -373,7 +374,7 @@ TEST(Pipeline, StagesWithTheirOwnMicroBatchSizesEqualSingleProcess) {
     with(mmt, planned, mmt_sizes);
     for (auto& st : plans.back().second.stages) st.recompute = st.id % 2 == 1;
     for (const auto& [g, p] : plans) {
-      SCOPED_TRACE(p.model + " " + schedule + ": " + plan::micro_batch_summary(p));
+      SCOPED_TRACE(p.model + " " + schedule + ": " + report::micro_batch_summary(p));
       ASSERT_FALSE(p.one_micro_batch_size());
       const auto res = train(*g, p, 3);
       expect_equal(res, p);

@@ -59,4 +59,11 @@ OpPrecision aten_call_precision(const std::string& name);
 // declared one when it reads none, as an embedding reads indices).
 std::vector<DType> computed_dtypes(const OpGraph& graph, Precision precision);
 
+// What an op keeps from forward for backward under the policy (the memory
+// model's): per row, its activations in the dtype it computes in
+// (`computed`, from computed_dtypes); per micro-batch, under bf16, the bf16
+// copy of a product's weights (a cast per use, saved for backward).
+double kept_bytes_per_row(const Op& op, DType computed);
+double weight_copy_bytes(const Op& op, Precision precision);
+
 }  // namespace trident::graph

@@ -111,10 +111,6 @@ void check_sfb_order(const Plan& plan, const graph::OpGraph& graph);
 // actions do not parse. Not validated.
 schedule::Schedule schedule_of(const Plan& plan);
 
-// "8 micro-batches of 16", or "micro-batches of 32, 16, 8, 32 by stage"
-// (see Note [Micro-batch ratios]), for banners and tables.
-std::string micro_batch_summary(const Plan& plan);
-
 // The stage of every device (by device id) of a plan; -1 for a device the
 // plan leaves idle.
 std::vector<int> stage_of_devices(const Plan& plan);

@@ -46,11 +46,8 @@ struct PlanRequest {
   std::string schedule;            // default: graph-1f1b for graphpipe, else 1f1b
   std::string grad_sync = "hybrid";  // hybrid | allreduce | ps | sfb (sfb where it applies, else allreduce)
   int optimizer_states = 2;
-  // train.precision: under bf16 the memory model keeps each op's
-  // activations in the dtype it computes in, plus a bf16 copy of a
-  // product's weights per micro-batch in flight, and edges move the
-  // computed dtype's bytes (see Note [Precision policy]). Times are the
-  // calibrated fp32 ones.
+  // train.precision: memory and edge bytes as the policy computes them
+  // (see Note [Precision policy]); times stay the calibrated fp32 ones.
   graph::Precision precision = graph::Precision::kFp32;
   // The PS's staleness bound (parallel.staleness): under s > 0 every server
   // keeps a copy of its 1/r of the PS-synced weights (see Note [Server copy] in
@@ -83,10 +80,6 @@ struct PlanRequest {
 };
 
 const std::vector<std::string>& recompute_names();  // auto, never, always
-
-// Tensors of optimizer state per parameter (PlanRequest::optimizer_states):
-// adam 2, sgd with momentum 1, plain sgd 0. Throws PlanError for another name.
-int optimizer_states_for(const std::string& optimizer, double momentum);
 
 const std::vector<std::string>& partitioner_names();
 

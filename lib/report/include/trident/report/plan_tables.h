@@ -32,4 +32,8 @@ std::string side_by_side(const plan::Plan& before, const std::string& before_tit
 // stages.dot). Reads the plan as written: it need not be validated.
 std::string to_dot(const plan::Plan& plan);
 
+// "8 micro-batches of 16", or "micro-batches of 32, 16, 8, 32 by stage"
+// (see Note [Micro-batch ratios]), for banners and tables.
+std::string micro_batch_summary(const plan::Plan& plan);
+
 }  // namespace trident::report
