@@ -80,7 +80,7 @@ class HybridSync final : public GradSync {
 
 std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
                                            const std::map<std::string, std::string>& methods,
-                                           std::int64_t bucket_bytes, int staleness) {
+                                           std::int64_t bucket_bytes, int staleness, torch::ScalarType ps_push_dtype) {
   std::map<std::string, NamedParams> split;
   for (auto& [name, t] : params) {
     auto it = methods.find(name);
@@ -96,7 +96,7 @@ std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, cons
     if (it == split.end()) continue;
     Group sub = group.subgroup(all, "hybrid-" + m);
     if (it->first == "allreduce") parts.push_back(make_allreduce_sync(sub, it->second, bucket_bytes));
-    if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, {staleness, bucket_bytes, &graph}));
+    if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, {staleness, bucket_bytes, &graph, ps_push_dtype}));
     if (it->first == "sfb") parts.push_back(make_sfb_sync(sub, it->second, graph));
   }
   return std::make_unique<HybridSync>(std::move(parts));

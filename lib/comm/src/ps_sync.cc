@@ -55,6 +55,7 @@ class PsSync final : public detail::OrderedSync {
       : OrderedSync(std::move(group), std::move(params), std::move(buckets), true),
         staleness_(options.staleness),
         copy_(options.staleness > 0),
+        push_dtype_(options.push_dtype),
         pull_group_(group_.size() > 1 ? group_.subgroup(members(group_.size()), "ps-pull") : group_) {
     lay_out();
     if (options.graph) map_ops(*options.graph);
@@ -176,7 +177,8 @@ class PsSync final : public detail::OrderedSync {
       const auto& [name, t] = params_[i];
       index_[name] = static_cast<int>(i);
       const double bytes = static_cast<double>(t.numel() * t.element_size());
-      stats_.sent[name] = stats_.received[name] = cost::ps_bytes(bytes, p);
+      const double push_scale = static_cast<double>(c10::elementSize(push_dtype_)) / static_cast<double>(t.element_size());
+      stats_.sent[name] = stats_.received[name] = cost::ps_bytes(bytes, p, push_scale);
     }
   }
 
@@ -198,15 +200,24 @@ class PsSync final : public detail::OrderedSync {
   // in, pull out and in) are reused across iterations: a fresh large
   // allocation is a fresh mapping whose every page faults on first touch,
   // which on the 2-core machine cost more than the copies themselves.
-  torch::Tensor buffer(std::size_t b) {
+  // Pushes are in push_dtype_, pulls in the parameters' dtype.
+  torch::Tensor buffer(std::size_t b, torch::ScalarType dtype) {
     auto& free = free_[b];
-    if (!free.empty()) {
-      auto t = std::move(free.back());
-      free.pop_back();
-      return t;
-    }
+    for (auto it = free.begin(); it != free.end(); ++it)
+      if (it->scalar_type() == dtype) {
+        auto t = std::move(*it);
+        free.erase(it);
+        return t;
+      }
     const auto& l = layouts_[b];
-    return torch::empty({size() * l.block}, params_[l.params.front()].second.options().requires_grad(false));
+    return torch::empty({size() * l.block}, params_[l.params.front()].second.options().dtype(dtype).requires_grad(false));
+  }
+  torch::Tensor push_buffer(std::size_t b) { return buffer(b, push_dtype_); }
+  torch::Tensor pull_buffer(std::size_t b) { return buffer(b, params_[layouts_[b].params.front()].second.scalar_type()); }
+
+  // See Note [Push dtype]: what Gloo is handed for a buffer (the same bytes).
+  static torch::Tensor on_wire(const torch::Tensor& t) {
+    return t.scalar_type() == torch::kBFloat16 ? t.view(torch::kHalf) : t;
   }
   void recycle(std::size_t b, torch::Tensor& t) {
     if (t.defined()) free_[b].push_back(std::move(t));
@@ -220,7 +231,7 @@ class PsSync final : public detail::OrderedSync {
   void launch(std::size_t b) override {
     const auto& l = layouts_[b];
     auto& f = rounds_.back().flights[b];
-    f.sent = buffer(b);
+    f.sent = push_buffer(b);
     f.sent.narrow(0, l.elements, size() * l.block - l.elements).zero_();
     for (std::size_t k = 0; k < l.params.size(); ++k) {
       const auto n = params_[l.params[k]].second.numel();
@@ -230,10 +241,11 @@ class PsSync final : public detail::OrderedSync {
     if (size() == 1) {
       f.received = f.sent;
     } else {
-      f.received = buffer(b);
+      f.received = push_buffer(b);
       std::vector<std::int64_t> even;
+      auto out = on_wire(f.received), in = on_wire(f.sent);
       try {
-        f.push = group_.pg().alltoall_base(f.received, f.sent, even, even);
+        f.push = group_.pg().alltoall_base(out, in, even, even);
       } catch (const std::exception& e) {
         fail("push of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...)", e);
       }
@@ -281,7 +293,7 @@ class PsSync final : public detail::OrderedSync {
   }
 
   // This server's block of bucket b: the P workers' pushed pieces summed
-  // in member order (waits for the pushes; once per round).
+  // in member order, in fp32 (waits for the pushes; once per round).
   const torch::Tensor& summed(Round& round, std::size_t b) {
     const auto& l = layouts_[b];
     auto& f = round.flights[b];
@@ -290,7 +302,7 @@ class PsSync final : public detail::OrderedSync {
     event("ps push bucket " + std::to_string(b), f.push_start);
     const auto len = l.end(me()) - l.begin(me());
     auto pieces = f.received.view({size(), l.block});
-    f.sum = pieces[0].narrow(0, 0, len);
+    f.sum = pieces[0].narrow(0, 0, len).to(torch::kFloat);  // a bf16 push: a copy; fp32: the buffer itself
     for (int j = 1; j < size(); ++j) f.sum.add_(pieces[j].narrow(0, 0, len));
     f.push.reset();
     return f.sum;
@@ -322,7 +334,7 @@ class PsSync final : public detail::OrderedSync {
     torch::NoGradGuard no_grad;
     if (size() > 1) {  // the push is done with `sent`: the pull's input takes it (two buffers per bucket)
       recycle(b, f.sent);
-      f.pull_in = buffer(b);
+      f.pull_in = pull_buffer(b);
     }
     if (copy_ && !server_[b].defined())
       server_[b] = torch::empty({len}, params_[l.params.front()].second.options().requires_grad(false));
@@ -346,7 +358,7 @@ class PsSync final : public detail::OrderedSync {
         newest_[b] = round.clock;
         return;
       }
-      f.pulled = buffer(b);  // a pull from itself: lands as the gates allow
+      f.pulled = pull_buffer(b);  // a pull from itself: lands as the gates allow
       f.pulled.copy_(server_[b]);
       f.state = Flight::State::kPulling;
       return;
@@ -356,7 +368,7 @@ class PsSync final : public detail::OrderedSync {
     // An alltoall whose every block is this server's: Gloo's all-gather took
     // three times as long for the same bytes (docs/benchmarks.md).
     for (int j = 1; j < size(); ++j) f.pull_in.narrow(0, j * l.block, l.block).copy_(mine);
-    f.pulled = buffer(b);
+    f.pulled = pull_buffer(b);
     std::vector<std::int64_t> even;
     f.pull_start = std::chrono::steady_clock::now();
     try {
@@ -447,6 +459,7 @@ class PsSync final : public detail::OrderedSync {
 
   std::int64_t staleness_ = 0;
   bool copy_ = false;  // See Note [Server copy]
+  torch::ScalarType push_dtype_;  // See Note [Push dtype]
   Group pull_group_;
   std::vector<Layout> layouts_;               // by bucket
   std::vector<std::vector<torch::Tensor>> free_;  // by bucket: see Note [PS buffers]

@@ -432,7 +432,7 @@ struct PsRound {
   std::vector<std::int64_t> served;
   std::int64_t elements = 0;
 };
-PsRound ps_round(const std::vector<std::vector<std::int64_t>>& shapes, int ranks) {
+PsRound ps_round(const std::vector<std::vector<std::int64_t>>& shapes, int ranks, PsOptions options = {}) {
   PsRound out;
   out.served.assign(ranks, 0);
   for (const auto& s : shapes) out.elements += c10::multiply_integers(s);
@@ -457,7 +457,7 @@ PsRound ps_round(const std::vector<std::vector<std::int64_t>>& shapes, int ranks
           t.mutable_grad() = torch::ones(shapes[i]);
           params[r].emplace_back("p" + std::to_string(i), t);
         }
-        syncs[r] = make_ps_sync(*groups[r], params[r]);  // makes the pull group: connections again
+        syncs[r] = make_ps_sync(*groups[r], params[r], options);  // makes the pull group: connections again
       });
     for (auto& t : threads) t.join();
   }
@@ -516,6 +516,60 @@ TEST(PsSync, BytesOnTheWireAndServedShareAreOnePth) {
       }
       EXPECT_EQ(total, round.elements) << what;
     }
+  }
+}
+
+// See Note [Push dtype]: bf16 pushes carry half the push bytes at the
+// sockets (pulls stay fp32: 3/4 of the fp32 round's bytes in all), and the
+// counters say so.
+TEST(PsSync, Bf16PushesHalveThePushBytes) {
+  if (backend_names() != "gloo") GTEST_SKIP() << "no sockets to count under " << backend_names();
+  for (int ranks : {2, 3}) {
+    const auto round = ps_round({{1024, 1024}}, ranks, {0, kDefaultBucketBytes, nullptr, torch::kBFloat16});
+    const double S = 4.0 * static_cast<double>(round.elements);
+    const double each_way = 1.5 * S * (ranks - 1) / ranks;  // per replica: a bf16 push and an fp32 pull
+    EXPECT_NEAR(round.wire, ranks * each_way, 0.05 * ranks * each_way) << ranks << " ranks";
+    EXPECT_DOUBLE_EQ(cost::ps_bytes(S, ranks, 0.5), each_way);
+  }
+}
+
+// See Note [Push dtype]: each worker's gradient is rounded to bf16 once and
+// the server sums the pieces in fp32 in member order — bitwise, on 3 ranks;
+// the fp32 sum of the same gradients is another result.
+TEST(PsSync, Bf16PushesRoundOnceAndSumInFp32) {
+  constexpr int kRanks = 3;
+  auto gen = at::detail::createCPUGenerator(11);
+  std::vector<torch::Tensor> grads;
+  for (int r = 0; r < kRanks; ++r) grads.push_back(torch::randn({37, 5}, gen));
+  auto bf16_sum = grads[0].to(torch::kBFloat16).to(torch::kFloat);
+  for (int r = 1; r < kRanks; ++r) bf16_sum.add_(grads[r].to(torch::kBFloat16));
+  const auto fp32_sum = grads[0] + grads[1] + grads[2];
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<torch::Tensor> result(kRanks);
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        auto group = Group::over_store(store, r, kRanks, std::chrono::seconds(20));
+        auto w = torch::zeros({37, 5}).requires_grad_();
+        w.mutable_grad() = grads[r].clone();
+        auto sync = make_ps_sync(group, {{"w", w}}, {0, kDefaultBucketBytes, nullptr, torch::kBFloat16});
+        sync->arm();
+        sync->finish();
+        sync->apply([](const std::string&, torch::Tensor& p, const torch::Tensor& g) { p.sub_(g); });
+        sync->flush();
+        result[r] = w.detach().clone();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_TRUE(torch::equal(result[r], -bf16_sum)) << "rank " << r << " differs by "
+                                                    << (result[r] + bf16_sum).abs().max().item<double>();
+    EXPECT_FALSE(torch::equal(result[r], -fp32_sum)) << "rank " << r << ": the push was not rounded to bf16";
   }
 }
 

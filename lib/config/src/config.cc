@@ -269,6 +269,10 @@ std::vector<Key> parallel_keys() {
                       bound(kMostStaleness),
                       "0 (BSP) to 1000; > 0 only with `ps` or `hybrid` and `partitioner: dp`: stale-synchronous parallel, no rank "
                       "more than s clocks ahead of the slowest (docs/distributed.md)"));
+  k.push_back(text_key("parallel.comm_dtype", [](TrainConfig& c) -> auto& { return c.parallel.comm_dtype; },
+                       {"fp32", "bf16"},
+                       "`fp32`, `bf16`: the dtype of the parameter server's gradient pushes (`ps`, and the `ps` part "
+                       "of `hybrid`); servers sum in fp32 and pulls stay fp32 (docs/distributed.md)"));
   k.push_back(real_key("parallel.timeout_s", [](TrainConfig& c) -> auto& { return c.parallel.timeout_s; },
                        within({1, 86400}),
                        "1 to 86400; a collective waiting longer fails, naming the rank that stopped responding"));
@@ -429,6 +433,11 @@ void check_recipe(const Reader& r, const YAML::Node& root, const TrainConfig& c,
     r.fail("train.precision", root["train"]["precision"],
            "bf16 with sufficient-factor broadcasting is not built (its factors would be bf16); use "
            "parallel.grad_sync=allreduce or ps, without parallel.sync overrides");
+  if (c.parallel.comm_dtype != "fp32" && c.parallel.devices > 1 && c.parallel.grad_sync != "ps" &&
+      c.parallel.grad_sync != "hybrid")
+    r.fail("parallel.comm_dtype", root["parallel"]["comm_dtype"],
+           "applies to the parameter server's pushes; use parallel.grad_sync=ps (or hybrid), or comm_dtype fp32 "
+           "(Gloo's all-reduce in LibTorch 1.13 has no bf16)");
   const auto k = c.train.accumulate;
   if (k == 1) return;
   const YAML::Node& given = root["train"]["accumulate"];

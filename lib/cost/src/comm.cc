@@ -78,7 +78,9 @@ double priced_s(const std::string& op, const LinkSpec& link, double bytes, int r
 double p2p_s(const LinkSpec& link, double bytes) { return priced_s("p2p", link, bytes, 2); }
 
 double allreduce_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
-double ps_bytes(double tensor_bytes, int ranks) { return 2 * tensor_bytes * (ranks - 1) / ranks; }
+double ps_bytes(double tensor_bytes, int ranks, double push_scale) {
+  return (1 + push_scale) * tensor_bytes * (ranks - 1) / ranks;
+}
 
 double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std::int64_t element_bytes, int ranks) {
   return static_cast<double>(rows_per_rank) * (ranks - 1) * static_cast<double>(m + n) * element_bytes;

@@ -360,7 +360,7 @@ void StageExecutor::fail(const std::string& what, int peer, const std::exception
 
 std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
                                                 std::int64_t bucket_bytes, int staleness,
-                                                const std::set<std::string>& leave) {
+                                                const std::set<std::string>& leave, torch::ScalarType ps_push_dtype) {
   if (stage.replicas() < 2) return nullptr;
   comm::NamedParams params;
   for (const auto& p : stage.params())
@@ -375,7 +375,7 @@ std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan
     methods[name] = it == plan.grad_sync.end() ? "allreduce" : it->second;
   }
   plan::check_sfb_order(plan, stage.graph());  // checked before start too; a plan made here is checked again
-  auto sync = comm::make_hybrid_sync(group, params, stage.graph(), methods, bucket_bytes, staleness);
+  auto sync = comm::make_hybrid_sync(group, params, stage.graph(), methods, bucket_bytes, staleness, ps_push_dtype);
   stage.executor().set_observer(sync->observer());
   stage.executor().set_gate(sync->gate());
   return sync;

@@ -149,7 +149,8 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
   const auto& par = config_.parallel;
   tied_ = std::make_unique<TiedSync>(plan_, graph, *group_, stage_->params());
   sync_ = make_stage_sync(*stage_, plan_, *group_, static_cast<std::int64_t>(par.bucket_mb * 1024 * 1024),
-                          static_cast<int>(par.staleness), tied_->names());
+                          static_cast<int>(par.staleness), tied_->names(),
+                          par.comm_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat);  // checked by the config
 }
 
 // Before allocating: a stage whose planned memory exceeds what this process

@@ -10,6 +10,8 @@ check bad-choice 2 "allowed: sgd, adam, adamw" -- train --config "$cfg" --set op
 # The recipe's keys (docs/config.md).
 check clip-zero 2 "optimizer.clip_norm = '0'" -- train --config "$cfg" --set optimizer.clip_norm=0
 check accumulate-zero 2 "train.accumulate = '0'" -- train --config "$cfg" --set train.accumulate=0
+check comm-dtype-allreduce 2 "parallel.comm_dtype = 'bf16'" -- train --config "$cfg" --set parallel.devices=2 --set parallel.comm_dtype=bf16
+check comm-dtype-fp16 2 "allowed: fp32, bf16" -- train --config "$cfg" --set parallel.comm_dtype=fp16
 check no-such-schedule 2 "optimizer.schedule = 'poly'" -- train --config "$cfg" --set optimizer.schedule=poly
 check missing-data 2 "dataset-fashion-mnist" -- train --config "$cfg" --set data.path=$work/none
 check bad-flag 2 "--bogus" -- train --config "$cfg" --bogus

@@ -170,10 +170,22 @@ std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
 // Under s > 0 each server updates a copy of its block (see Note [Server copy]
 // in ps_sync.cc), so it can serve a push the moment it arrives, and
 // SyncStats::read_staleness says how many updates the reads missed.
+//
+// Note [Push dtype]
+// ~~~~~~~~~~~~~~~~~
+// Gradient pushes may move in bf16 (parallel.comm_dtype): each worker rounds
+// its gradients to bf16 once, the push carries half the bytes, and the server
+// sums the P pieces in fp32, in member order. Pulls stay fp32: they carry the
+// server's master weights, and a bf16 pull would leave every worker holding
+// bf16-rounded copies of the blocks it does not serve (norm weights and
+// biases computed in fp32 would then differ between replicas). Gloo in
+// LibTorch 1.13 refuses bf16 in every collective, so a bf16 buffer travels as
+// a kHalf view of the same bytes (exact: nothing reads it as half).
 struct PsOptions {
   int staleness = 0;
   std::int64_t bucket_bytes = kDefaultBucketBytes;
   const graph::OpGraph* graph = nullptr;  // for gate(): which ops read which parameters; must outlive the sync
+  torch::ScalarType push_dtype = torch::kFloat;  // kFloat or kBFloat16 (see Note [Push dtype])
 };
 std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOptions options = {});
 
@@ -190,6 +202,7 @@ std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const g
 // collectives never interleave. Every member calls it with the same methods.
 std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
                                            const std::map<std::string, std::string>& methods,
-                                           std::int64_t bucket_bytes = kDefaultBucketBytes, int staleness = 0);
+                                           std::int64_t bucket_bytes = kDefaultBucketBytes, int staleness = 0,
+                                           torch::ScalarType ps_push_dtype = torch::kFloat);
 
 }  // namespace trident::comm

@@ -52,8 +52,10 @@ const std::vector<std::string>& grad_sync_names();
 double p2p_s(const LinkSpec& link, double bytes);
 
 double allreduce_bytes(double tensor_bytes, int ranks);
-// The sharded PS, per replica: (P−1)/P of the tensor pushed, as much pulled.
-double ps_bytes(double tensor_bytes, int ranks);
+// The sharded PS, per replica: (P−1)/P of the tensor pushed, as much pulled;
+// push_scale < 1 when pushes move in a narrower dtype than the tensor's
+// (0.5: bf16 pushes of fp32 gradients, see Note [Push dtype] in comm/grad_sync.h).
+double ps_bytes(double tensor_bytes, int ranks, double push_scale = 1);
 double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std::int64_t element_bytes, int ranks);
 
 double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks);

@@ -240,12 +240,14 @@ class StageExecutor {
 // The gradient sync among the replicas of this rank's stage, over a new
 // subgroup of them (every replica calls it): each parameter by its plan
 // method (plan.grad_sync; missing = allreduce), WFBP buckets of
-// `bucket_bytes`, PS staleness `staleness`. Attaches its observer to the
+// `bucket_bytes`, PS staleness `staleness` and PS pushes in `ps_push_dtype`
+// (see Note [Push dtype] in comm/grad_sync.h). Attaches its observer to the
 // stage's executor (SFB). Null when the stage has one replica or the rank
 // is idle. Parameters in `leave` (tied ones, see Note [Tied parameters]) are not
 // synced here.
 std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
                                                 std::int64_t bucket_bytes, int staleness,
-                                                const std::set<std::string>& leave = {});
+                                                const std::set<std::string>& leave = {},
+                                                torch::ScalarType ps_push_dtype = torch::kFloat);
 
 }  // namespace trident::runtime
