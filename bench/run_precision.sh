@@ -19,7 +19,7 @@ peer=$(bash scripts/install-peers.sh | tail -1)
 peer_version=$("$peer" -c 'import torch; print(torch.__version__)')
 # A run that fails (PyTorch 1.13's autocast refuses the transformer) reads as nan.
 rate() { python3 -c 'import json,sys; s=sys.stdin.read(); print(json.loads(s)["steps_per_s"] if s.strip() else "nan")'; }
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $(${BUILD:-build}/tools/trident/trident version | tail -2 | tr '\n' ';')"
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $(${BUILD:-build}/tools/trident/trident version | tail -3 | tr '\n' ';')"
 echo
 echo "| model ($preset, batch) | trident fp32 | trident bf16 | trident bf16/fp32 | PyTorch 1.13 fp32 | 1.13 autocast bf16 | PyTorch $peer_version fp32 | $peer_version autocast bf16 | $peer_version bf16/fp32 | trident bf16 / $peer_version bf16 |"
 echo "|---|---|---|---|---|---|---|---|---|---|"

@@ -411,6 +411,7 @@ int show_version() {
             << (runtime::Placement::cuda_build() ? "CUDA" : "CPU") << " build; collectives: " << comm::backend_names();
   if (runtime::Placement::cuda_build()) std::cout << "; CUDA devices visible: " << static_cast<int>(torch::cuda::device_count());
   std::cout << "\nBLAS: " << runtime::blas_in_use().describe() << "\n";
+  std::cout << "ATen CPU kernels: " << runtime::aten_kernels() << "\n";
   std::cout << "bf16 on this CPU: "
             << (runtime::cpu_has_bf16() ? "native (AVX512-BF16 or AMX-BF16)"
                                         : "emulated (no AVX512-BF16 or AMX-BF16): train.precision=bf16 runs slower than fp32")

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include <ATen/Version.h>
 #include <torch/torch.h>
 
 #include "trident/host/blas.h"
@@ -55,6 +56,18 @@ std::string cpu_flags() {
 bool cpu_has_bf16() {
   const auto flags = cpu_flags();
   return flags.find(" avx512_bf16 ") != std::string::npos || flags.find(" amx_bf16 ") != std::string::npos;
+}
+
+// See Note [ATen CPU kernels].
+std::string aten_kernels() {
+  const std::string config = at::show_config();
+  const std::string key = "CPU capability usage: ";
+  const auto at = config.find(key);
+  if (at == std::string::npos) return "unknown (LibTorch does not say)";
+  const auto begin = at + key.size();
+  const std::string set = config.substr(begin, config.find('\n', begin) - begin);
+  const char* env = std::getenv("ATEN_CPU_CAPABILITY");
+  return set + (env ? std::string(" (set by ATEN_CPU_CAPABILITY=") + env + ")" : " (LibTorch's default)");
 }
 
 }  // namespace trident::runtime

@@ -281,7 +281,7 @@ std::string Trainer::banner() const {
          fixed(config_.optimizer.lr, 4) + precision_note() +
          ", " + std::to_string(threads_.threads) +
          (threads_.threads == 1 ? " thread (" : " threads (") + threads_.reason + ")" + layout + "; BLAS " +
-         blas_in_use().describe() + "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
+         blas_in_use().describe() + "; ATen kernels " + aten_kernels() + "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
 }
 
 // One optimizer step of every plan: this rank's stage runs its schedule

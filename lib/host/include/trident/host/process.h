@@ -57,6 +57,22 @@ bool cpu_has_bf16();
 // The CPU flags of /proc/cpuinfo's first processor ("" when unreadable).
 std::string cpu_flags();
 
+// Note [ATen CPU kernels]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// ATen's own kernels — elementwise ops, softmax, norms, reductions, the
+// optimizer's arithmetic: what neither the BLAS nor oneDNN computes — are
+// built for AVX2 and for AVX-512, and one set is chosen at the first
+// dispatch: LibTorch 1.13 takes AVX2 even on AVX-512 CPUs unless
+// ATEN_CPU_CAPABILITY says otherwise. Measured with bench/run_kernels.sh
+// (docs/benchmarks/precision.md): on AMD Zen 4 the AVX-512 set ran trident's
+// training steps at 0.90-1.05x of AVX2's in fp32 and bf16 (1 thread), and
+// the issue that asked for it saw no model-level change on Sapphire Rapids
+// either (a bf16 softmax alone 1.6x faster). So trident keeps LibTorch's
+// choice; an ATEN_CPU_CAPABILITY the user sets is honoured, and
+// `trident version` and the run's first line name the set that runs.
+// "AVX2", "AVX512" or "NO AVX" (LibTorch's own words), and how it came to run.
+std::string aten_kernels();
+
 // Process start of the commands that compute: chooses the BLAS kernel
 // (see Note [BLAS kernel] in blas.h) and, without OMP_WAIT_POLICY in the
 // environment, sets it to PASSIVE (see Note [CPU process settings]); when either
