@@ -33,13 +33,14 @@ class SfbSync final : public detail::OrderedSync {
       const int p = it->second;
       std::lock_guard<std::mutex> lock(state->mu);
       auto& f = factors_[p];
-      f.a.push_back(inputs[0].detach().reshape({-1, f.m}));
+      // In the dtype the product ran in (the output's): bf16 under the bf16 policy.
+      f.a.push_back(inputs[0].detach().reshape({-1, f.m}).to(output.scalar_type()));
       output.register_hook([state, p](torch::Tensor grad) {
         std::lock_guard<std::mutex> lock(state->mu);
         if (!state->owner) return;
         auto* self = static_cast<SfbSync*>(state->owner);
         auto& f = self->factors_[p];
-        f.d.push_back(grad.detach().reshape({-1, f.n}));
+        f.d.push_back(grad.detach().reshape({-1, f.n}).to(f.a.front().scalar_type()));
         // The last micro-batch's output gradient completes this layer's factors.
         if (f.d.size() == f.a.size()) self->mark_ready(p);
       });
@@ -75,9 +76,13 @@ class SfbSync final : public detail::OrderedSync {
     f.d_out.assign(1, std::vector<at::Tensor>(n));
     for (int r = 0; r < n; ++r) f.a_out[0][r] = torch::empty_like(f.a_all), f.d_out[0][r] = torch::empty_like(f.d_all);
     f.start = seconds();
-    std::vector<at::Tensor> a_in{f.a_all}, d_in{f.d_all};
-    f.wa = group_.pg().allgather(f.a_out, a_in);
-    f.wd = group_.pg().allgather(f.d_out, d_in);
+    // Gloo (1.13) has no bf16: the same bits travel as kHalf (nothing reads them as half).
+    auto wire = [](const at::Tensor& t) { return t.scalar_type() == torch::kBFloat16 ? t.view(torch::kHalf) : t; };
+    std::vector<at::Tensor> a_in{wire(f.a_all)}, d_in{wire(f.d_all)};
+    std::vector<std::vector<at::Tensor>> a_out(1), d_out(1);
+    for (int r = 0; r < n; ++r) a_out[0].push_back(wire(f.a_out[0][r])), d_out[0].push_back(wire(f.d_out[0][r]));
+    f.wa = group_.pg().allgather(a_out, a_in);
+    f.wd = group_.pg().allgather(d_out, d_in);
   }
 
   void complete(std::size_t item) override {
@@ -89,8 +94,8 @@ class SfbSync final : public detail::OrderedSync {
     } catch (const std::exception& e) {
       fail("all-gather of the sufficient factors of '" + params_[p].first + "'", e);
     }
-    // ∇W = Σ_k δ_k a_kᵀ over every rank's rows: one GEMM.
-    set_grad(p, torch::cat(f.d_out[0]).t().mm(torch::cat(f.a_out[0])));
+    // ∇W = Σ_k δ_k a_kᵀ over every rank's rows: one GEMM, in the factors' dtype.
+    set_grad(p, torch::cat(f.d_out[0]).t().mm(torch::cat(f.a_out[0])).to(params_[p].second.scalar_type()));
     event("sfb " + params_[p].first, f.start);
     f = Factors{f.m, f.n};
   }

@@ -135,7 +135,7 @@ struct Counted {
 // `before_step(rank, step)`, when given, runs on each rank's thread before each of its steps.
 using StepHook = std::function<void(int rank, int step)>;
 Run train(const std::string& model, int ranks, int steps, std::int64_t batch, const MakeSync& make,
-          const StepHook& before_step = {}) {
+          const StepHook& before_step = {}, graph::Precision precision = graph::Precision::kFp32) {
   const auto g = model_graph(model);
   torch::manual_seed(0);
   nn::GraphModule reference(g);
@@ -146,6 +146,7 @@ Run train(const std::string& model, int ranks, int steps, std::int64_t batch, co
   std::vector<std::shared_ptr<nn::GraphModule>> modules;
   for (int r = 0; r <= ranks; ++r) {
     auto m = std::make_shared<nn::GraphModule>(g);
+    m->set_precision(precision);
     torch::NoGradGuard no_grad;
     for (const auto& p : reference.named_parameters()) m->named_parameters()[p.key()].copy_(p.value());
     modules.push_back(m);
@@ -248,6 +249,26 @@ TEST_P(AllReduce, SfbEqualsSingleProcessTraining) {
   expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
     return make_hybrid_sync(grp, p, g, sfb_where_possible(g));
   }));
+}
+
+// Under bf16 the factors move in bf16 and the GEMM runs in bf16, as the
+// layer's own backward does on the whole batch: after one step every SFB
+// weight equals one process's bitwise (the biases, all-reduced over the
+// ranks' slices, are rounded per slice and may differ in bf16's last place),
+// and the factors' bytes are half of fp32's.
+TEST(Sfb, Bf16FactorsGiveOneProcesssGradientOnTheWholeBatch) {
+  const auto g = model_graph("wide_fc");
+  const auto methods = sfb_where_possible(g);
+  auto make = [&](Group grp, NamedParams p) { return make_hybrid_sync(grp, p, g, methods); };
+  const auto bf16 = train("wide_fc", 3, 1, 24, make, {}, graph::Precision::kBf16);
+  const auto fp32 = train("wide_fc", 3, 1, 24, make);
+  for (const auto& [name, method] : methods) {
+    if (method != "sfb") continue;
+    for (int r = 0; r < 3; ++r)
+      EXPECT_TRUE(torch::equal(bf16.ranks[r].at(name), bf16.single.at(name)))
+          << name << " rank " << r << " differs by " << (bf16.ranks[r].at(name) - bf16.single.at(name)).abs().max().item<double>();
+    EXPECT_DOUBLE_EQ(2 * bf16.stats[0].sent.at(name), fp32.stats[0].sent.at(name)) << name;
+  }
 }
 
 // Methods rotating over the parameters in the order `pick`, so all three run

@@ -428,11 +428,6 @@ void check_recipe(const Reader& r, const YAML::Node& root, const TrainConfig& c,
   if (c.optimizer.clip_norm > 0 && c.parallel.devices > 1 && c.parallel.staleness > 0)
     r.fail("optimizer.clip_norm", root["optimizer"]["clip_norm"],
            "needs every replica's gradients of one step; use parallel.staleness=0 (BSP) to clip");
-  if (c.train.precision == "bf16" && c.parallel.devices > 1 &&
-      (c.parallel.grad_sync == "sfb" || c.parallel.grad_sync == "hybrid" || !c.parallel.sync.empty()))
-    r.fail("train.precision", root["train"]["precision"],
-           "bf16 with sufficient-factor broadcasting is not built (its factors would be bf16); use "
-           "parallel.grad_sync=allreduce or ps, without parallel.sync overrides");
   if (c.parallel.comm_dtype != "fp32" && c.parallel.devices > 1 && c.parallel.grad_sync != "ps" &&
       c.parallel.grad_sync != "hybrid")
     r.fail("parallel.comm_dtype", root["parallel"]["comm_dtype"],

@@ -223,8 +223,13 @@ TEST(Config, TheRecipeKeysAndTheirErrors) {
 
   EXPECT_EQ(parse_config(kGood, {"train.precision=bf16"}).train.precision, "bf16");
   expect_error(kGood, {"train.precision=fp16"}, {"train.precision = 'fp16'", "allowed: fp32, bf16"});
-  expect_error(kGood, {"train.precision=bf16", "parallel.devices=2", "parallel.grad_sync=sfb"},
-               {"train.precision = 'bf16'", "sufficient-factor"});
+  EXPECT_EQ(parse_config(kGood, {"train.precision=bf16", "parallel.devices=2", "parallel.grad_sync=sfb"})
+                .parallel.grad_sync, "sfb");  // the factors move in bf16 (make_sfb_sync)
+  EXPECT_EQ(parse_config(kGood, {"parallel.devices=2", "parallel.grad_sync=ps", "parallel.comm_dtype=bf16"})
+                .parallel.comm_dtype, "bf16");
+  expect_error(kGood, {"parallel.devices=2", "parallel.comm_dtype=bf16"},
+               {"parallel.comm_dtype = 'bf16'", "applies to the parameter server's pushes"});
+  expect_error(kGood, {"parallel.comm_dtype=fp16"}, {"parallel.comm_dtype = 'fp16'", "allowed: fp32, bf16"});
   expect_error(kGood, {"optimizer.clip_norm=0"}, {"optimizer.clip_norm = '0'", "(0, inf)"});
   expect_error(kGood, {"train.accumulate=0"}, {"train.accumulate = '0'", "[1, 64]"});
   expect_error(kGood, {"train.accumulate=3"}, {"train.accumulate = '3'", "must divide train.mini_batch = 64"});

@@ -195,6 +195,11 @@ std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOption
 // all-gathered when the last backward produces them, and ∇W = Σ_k δ_k a_kᵀ
 // is rebuilt with one GEMM on every rank. Throws CommError naming a
 // parameter that is not a Linear weight.
+// Under bf16 (Note [Precision policy]) the layer's product ran in bf16: the
+// factors are taken in the dtype of its output, move in bf16 (half the
+// bytes; a kHalf view of the same bits for Gloo, as Note [Push dtype]) and
+// the GEMM runs in bf16 as the layer's own backward does, so ∇W equals one
+// process's on the whole batch.
 std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const graph::OpGraph& graph);
 
 // Each parameter by its own method ("allreduce", "ps" or "sfb"; missing =
