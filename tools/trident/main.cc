@@ -271,7 +271,7 @@ int diff_runs(const DiffArgs& args) {
 
 struct ProfileArgs {
   zoo::ModelSpec model;
-  std::string out, rows = "1,2,4,8";
+  std::string out, rows = "1,2,4,8", precision = "fp32";
   int repeats = 5, threads = 1;
 };
 
@@ -288,6 +288,7 @@ int run_profile(ProfileArgs a) {
     }
   }
   po.repeats = a.repeats, po.threads = a.threads;
+  po.precision = graph::precision_from_string(a.precision).value();  // checked by the option
   auto p = runtime::profile_model(a.model, po);
   write_file_atomic(a.out, p.to_json().dump(1) + "\n");
   std::cout << "profiled " << p.ops.size() << " ops of " << a.model.name << "/" << a.model.preset << " at " << a.rows
@@ -373,6 +374,7 @@ CLI::App* add_profile_command(CLI::App& app, ProfileArgs& a) {
   c->add_option("--micro-batches", a.rows, "row counts to measure, ascending: 1,2,4,8");
   c->add_option("--repeats", a.repeats, "runs per op and row count (the median is kept)");
   c->add_option("--threads", a.threads, "threads, as in training");
+  c->add_option("--precision", a.precision, "fp32 or bf16, as train.precision")->check(CLI::IsMember({"fp32", "bf16"}));
   c->add_option("--out", a.out, "write profile.json here")->required();
   return c;
 }
@@ -415,7 +417,7 @@ int show_version() {
   std::cout << "bf16 on this CPU: "
             << (runtime::cpu_has_bf16() ? "native (AVX512-BF16 or AMX-BF16)"
                                         : "emulated (no AVX512-BF16 or AMX-BF16): train.precision=bf16 runs slower than fp32")
-            << "\n";
+            << "; oneDNN ISA " << runtime::onednn_isa() << "\n";
   return 0;
 }
 

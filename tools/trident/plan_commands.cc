@@ -42,7 +42,7 @@ runtime::TrainConfig plan_config(const PlanArgs& a) {
 // cluster implies (its calibrated profiles, or its device's analytic model).
 cost::CostModel plan_cost_model(const nlohmann::json& described, const std::string& profile_path,
                                const cost::ClusterSpec& cluster, const graph::OpGraph& g, const std::string& preset,
-                               int devices) {
+                               int devices, graph::Precision precision) {
   std::string path = profile_path;
   const bool profiled = described.is_object() && described.value("kind", "analytic") == "profiled";
   if (path.empty() && profiled && described.contains("data")) {
@@ -50,7 +50,7 @@ cost::CostModel plan_cost_model(const nlohmann::json& described, const std::stri
     return cost::profiled_cost_model(cost::Profile::from_json(described["data"], origin), g, origin);
   }
   if (path.empty() && profiled) path = described.value("profile", "");
-  if (path.empty()) return cost::cost_model_for(cluster, g, preset, cluster.threads_per_process(devices));
+  if (path.empty()) return cost::cost_model_for(cluster, g, preset, cluster.threads_per_process(devices), nullptr, precision);
   return cost::profiled_cost_model(cost::load_profile(path), g, path);
 }
 
@@ -120,7 +120,7 @@ int run_plan(PlanArgs a) {
       throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));
     r.device_memory_bytes = a.device_memory_gb * 1024 * 1024 * 1024;
   }
-  plan::Planner planner(g, cluster, plan_cost_model({}, a.profile, cluster, g, a.model.preset, a.devices), r);
+  plan::Planner planner(g, cluster, plan_cost_model({}, a.profile, cluster, g, a.model.preset, a.devices, r.precision), r);
   auto p = planner.make();
   if (!cluster.note.empty()) std::cout << "cluster " << cluster.name << ": " << cluster.note << "\n";
   std::cout << report::stage_table(planner, p) << "\n" << report::sync_table(planner, p, a.sync_rows);
@@ -147,7 +147,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
   r.precision = graph::precision_from_string(p.precision).value_or(graph::Precision::kFp32);
   const auto& names = schedule::schedule_names();
   r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
-  return plan::Planner(g, cluster, plan_cost_model(p.cost_model, "", cluster, g, p.preset, p.devices), r);
+  return plan::Planner(g, cluster, plan_cost_model(p.cost_model, "", cluster, g, p.preset, p.devices, r.precision), r);
 }
 
 int run_simulate(const SimulateArgs& a) {

@@ -165,17 +165,20 @@ nlohmann::json to_json(const YAML::Node& node) {
 }
 
 // The measurements of `trident calibrate`: per-op profiles by
-// "model/preset/threads" (each a trident-profile/1 document) and the raw
-// figures, kept as written.
+// "model/preset/threads" or "model/preset/threads/bf16" (cost::profile_key;
+// each a trident-profile/1 document) and the raw figures, kept as written.
 void read_calibration(const YAML::Node& root, const std::string& origin, ClusterSpec& c) {
   if (root["calibration"]) c.calibration = to_json(root["calibration"]);
   if (!root["profiles"]) return;
   if (!root["profiles"].IsMap()) throw ClusterError(origin + ": 'profiles' must map model/preset/threads to a profile");
   for (const auto& kv : root["profiles"]) {
     const auto key = kv.first.as<std::string>();
-    const auto slash = key.rfind('/');
-    if (std::count(key.begin(), key.end(), '/') != 2 || std::atoi(key.c_str() + slash + 1) < 1)
-      throw ClusterError(origin + ": profiles key '" + key + "' must be model/preset/threads, e.g. mlp/tiny/1");
+    const auto slashes = std::count(key.begin(), key.end(), '/');
+    const bool bf16 = slashes == 3 && key.size() > 5 && key.compare(key.size() - 5, 5, "/bf16") == 0;
+    const auto base = bf16 ? key.substr(0, key.size() - 5) : key;
+    if ((slashes != 2 && !bf16) || std::atoi(base.c_str() + base.rfind('/') + 1) < 1)
+      throw ClusterError(origin + ": profiles key '" + key +
+                         "' must be model/preset/threads or model/preset/threads/bf16, e.g. mlp/tiny/1");
     c.profiles[key] = std::make_shared<const Profile>(Profile::from_json(to_json(kv.second), origin + ": profiles." + key));
   }
 }

@@ -2,6 +2,7 @@
 #include "trident/base/json.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "trident/base/files.h"
@@ -149,24 +150,51 @@ CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& grap
   return CostModel(std::make_shared<Profiled>(profile, origin));
 }
 
-CostModel cost_model_for(const ClusterSpec& cluster, const graph::OpGraph& graph, const std::string& preset,
-                         int threads, std::string* source) {
-  const std::string prefix = graph.name() + "/" + preset + "/";
-  // The largest count not above `threads`; failing that, the smallest.
+std::string profile_key(const std::string& model, const std::string& preset, int threads, graph::Precision precision) {
+  return model + "/" + preset + "/" + std::to_string(threads) +
+         (precision == graph::Precision::kFp32 ? "" : "/" + graph::to_string(precision));
+}
+
+namespace {
+
+// The profile of `prefix` in `precision` at the thread count nearest below
+// `threads` (else the smallest), or null; `found` gets its count.
+std::shared_ptr<const Profile> nearest_profile(const ClusterSpec& cluster, const std::string& prefix, int threads,
+                                               graph::Precision precision, int* found) {
+  const std::string suffix = precision == graph::Precision::kFp32 ? "" : "/" + graph::to_string(precision);
   auto order = [threads](int t) { return t <= threads ? std::pair(0, -t) : std::pair(1, t); };
   std::shared_ptr<const Profile> best;
-  int best_threads = 0;
   for (const auto& [key, profile] : cluster.profiles) {
-    if (key.compare(0, prefix.size(), prefix) != 0) continue;
-    const int t = std::atoi(key.c_str() + prefix.size());
-    if (!best || order(t) < order(best_threads)) best = profile, best_threads = t;
+    if (key.compare(0, prefix.size(), prefix) != 0 || key.size() == prefix.size() ||
+        !std::isdigit(static_cast<unsigned char>(key[prefix.size()])))
+      continue;
+    std::size_t digits = 0;
+    const int t = std::stoi(key.substr(prefix.size()), &digits);
+    if (key.substr(prefix.size() + digits) != suffix) continue;  // another precision
+    if (!best || order(t) < order(*found)) best = profile, *found = t;
+  }
+  return best;
+}
+
+}  // namespace
+
+CostModel cost_model_for(const ClusterSpec& cluster, const graph::OpGraph& graph, const std::string& preset,
+                         int threads, std::string* source, graph::Precision precision) {
+  const std::string prefix = graph.name() + "/" + preset + "/";
+  int best_threads = 0;
+  auto best = nearest_profile(cluster, prefix, threads, precision, &best_threads);
+  std::string note;
+  if (!best && precision != graph::Precision::kFp32) {
+    best = nearest_profile(cluster, prefix, threads, graph::Precision::kFp32, &best_threads);
+    precision = graph::Precision::kFp32;
+    note = "; measured in fp32: this calibration has no bf16 profiles";
   }
   if (!best) {
     if (source) *source = "analytic (" + cluster.device.name + ")";
     return analytic_cost_model(cluster.device);
   }
-  const std::string origin = cluster.name + ": " + prefix + std::to_string(best_threads);
-  if (source) *source = "measured per op (" + origin + (best_threads == 1 ? " thread)" : " threads)");
+  const std::string origin = cluster.name + ": " + profile_key(graph.name(), preset, best_threads, precision);
+  if (source) *source = "measured per op (" + origin + (best_threads == 1 ? " thread" : " threads") + note + ")";
   return profiled_cost_model(*best, graph, origin);
 }
 

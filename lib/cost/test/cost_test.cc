@@ -171,6 +171,9 @@ TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
   auto p2 = p;
   for (auto& [name, t] : p2.ops) t.forward_s = {5e-3, 6e-3};
   c.profiles["mlp/tiny/2"] = std::make_shared<const Profile>(p2);
+  auto bf16 = p;
+  for (auto& [name, t] : bf16.ops) t.forward_s = {7e-4, 9e-4};
+  c.profiles[profile_key("mlp", "tiny", 1, graph::Precision::kBf16)] = std::make_shared<const Profile>(bf16);
   c.core_throughput = {1.0, 1.4, 1.7};
   const auto again = parse_cluster(c.to_json().dump(), "cal.json");
   EXPECT_EQ(again.cores_per_node, 2);
@@ -206,6 +209,17 @@ TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
   EXPECT_NE(source.find("mlp/tiny/2"), std::string::npos) << source;
   cost_model_for(again, g, "paper", 1, &source);
   EXPECT_EQ(source.rfind("analytic", 0), 0u) << source;
+  // A bf16 run prices from the profile measured in bf16, an fp32 run never
+  // does; without a bf16 profile at any count, bf16 takes fp32's and says so.
+  constexpr auto kBf16 = graph::Precision::kBf16;
+  EXPECT_DOUBLE_EQ(cost_model_for(again, g, "tiny", 1, &source, kBf16).forward_s(fc, 1), 7e-4);
+  EXPECT_NE(source.find("mlp/tiny/1/bf16"), std::string::npos) << source;
+  EXPECT_DOUBLE_EQ(cost_model_for(again, g, "tiny", 2, &source, kBf16).forward_s(fc, 1), 7e-4);  // nearest below: 1
+  EXPECT_DOUBLE_EQ(cost_model_for(again, g, "tiny", 1, &source).forward_s(fc, 1), 1e-3);
+  auto fp32_only = again;
+  fp32_only.profiles.erase("mlp/tiny/1/bf16");
+  EXPECT_DOUBLE_EQ(cost_model_for(fp32_only, g, "tiny", 1, &source, kBf16).forward_s(fc, 1), 1e-3);
+  EXPECT_NE(source.find("no bf16 profiles"), std::string::npos) << source;
   // A bad table is named.
   auto doc = c.to_json();
   doc["intra_node"]["measured"]["allreduce"]["2"] = {{2000, 1e-3}, {1000, 2e-3}};

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include <ATen/Version.h>
@@ -51,6 +52,23 @@ std::string cpu_flags() {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("flags", 0) == 0) return " " + line.substr(line.find(':') + 1) + " ";
   return "";
+}
+
+std::string onednn_isa() {
+  using GetIsa = int (*)();
+  auto get = reinterpret_cast<GetIsa>(::dlsym(RTLD_DEFAULT, "dnnl_get_effective_cpu_isa"));
+  if (!get) return "unknown";
+  // dnnl_cpu_isa_t of oneDNN 2.x (dnnl_types.h), each a superset's bit mask.
+  static const std::pair<int, const char*> kNames[] = {
+      {0x1, "sse41"},        {0x3, "avx"},          {0x7, "avx2"},
+      {0x27, "avx512_core"}, {0x67, "avx512_core_vnni"}, {0xe7, "avx512_core_bf16"},
+      {0x3e7, "avx512_core_amx"}, {0x407, "avx2_vnni"}};
+  const int isa = get();
+  for (const auto& [value, name] : kNames)
+    if (value == isa) return name;
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%x", isa);
+  return std::string("isa ") + hex;
 }
 
 bool cpu_has_bf16() {

@@ -325,8 +325,10 @@ struct Calibration {
     d.name = std::string("process on ") + host;
     const auto a = torch::randn({512, 512}), b = torch::randn({512, 512});
     const double mm = timed(o.repeats, [&] { (void)torch::mm(a, b); });
-    d.peak_flops[graph::DType::kFloat32] = 2.0 * 512 * 512 * 512 / mm;
-    d.peak_flops[graph::DType::kFloat16] = d.peak_flops[graph::DType::kBFloat16] = d.peak_flops[graph::DType::kFloat32];
+    const auto a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
+    const double mm16 = timed(o.repeats, [&] { (void)torch::mm(a16, b16); });
+    d.peak_flops[graph::DType::kFloat32] = d.peak_flops[graph::DType::kFloat16] = 2.0 * 512 * 512 * 512 / mm;
+    d.peak_flops[graph::DType::kBFloat16] = 2.0 * 512 * 512 * 512 / mm16;
     d.half_efficiency_flops = 1e6;
     // Adam: 7 passes over the bytes plus a launch per tensor (cost::optimizer_s).
     const double big = adam_step(8, 1 << 20, o.repeats), small = adam_step(256, 256, o.repeats);
@@ -337,9 +339,12 @@ struct Calibration {
     d.memory_bandwidth = 1 / per_byte;
     d.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
     raw["matmul_512_s"] = mm;
+    raw["matmul_512_bf16_s"] = mm16;
+    raw["onednn_isa"] = onednn_isa();
     raw["adam"] = {{"tensors_8x1M_s", big}, {"tensors_256x256_s", small}};
     note("device: matrix product " + std::to_string(static_cast<int>(d.peak(graph::DType::kFloat32) / 1e9)) +
-             " GFLOP/s on one core; optimizer " + std::to_string(static_cast<int>(d.memory_bandwidth / 1e9)) +
+             " GFLOP/s on one core (bf16 " + std::to_string(static_cast<int>(d.peak(graph::DType::kBFloat16) / 1e9)) +
+             ", oneDNN " + onednn_isa() + "); optimizer " + std::to_string(static_cast<int>(d.memory_bandwidth / 1e9)) +
              " GB/s",
          since(t0));
   }
@@ -353,7 +358,10 @@ struct Calibration {
     if (models.empty())
       for (const auto& name : zoo::model_names()) models.push_back({name, "tiny"});
     Progress bar(out, Progress::is_terminal(out), "profile");
-    const auto total = static_cast<std::int64_t>(models.size() * (threads.size() + 1));
+    // bf16 too where the CPU multiplies it (emulated, it would take 10-20x as long to measure a rate nobody should train at).
+    std::vector<graph::Precision> precisions{graph::Precision::kFp32};
+    if (cpu_has_bf16()) precisions.push_back(graph::Precision::kBf16);
+    const auto total = static_cast<std::int64_t>(models.size() * (threads.size() * precisions.size() + 1));
     std::int64_t done = 0;
     const auto t0 = Clock::now();
     auto step = [&](const std::string& what) {
@@ -364,14 +372,16 @@ struct Calibration {
       const auto name = m.name + "/" + m.preset;
       const auto throughput = sharing(m);
       step(name + " sharing the cores");
-      for (int t : threads) {
-        ProfileOptions po;
-        po.rows = o.rows, po.repeats = o.repeats, po.threads = t;
-        auto p = profile_model(m, po);
-        p.core_throughput = throughput;
-        c.profiles[name + "/" + std::to_string(t)] = std::make_shared<const cost::Profile>(std::move(p));
-        step(name + " at " + std::to_string(t) + (t == 1 ? " thread" : " threads"));
-      }
+      for (int t : threads)
+        for (auto precision : precisions) {
+          ProfileOptions po;
+          po.rows = o.rows, po.repeats = o.repeats, po.threads = t, po.precision = precision;
+          auto p = profile_model(m, po);
+          p.core_throughput = throughput;
+          const auto key = cost::profile_key(m.name, m.preset, t, precision);
+          c.profiles[key] = std::make_shared<const cost::Profile>(std::move(p));
+          step(key);
+        }
     }
     bar.finish();
     configure_process(1);

@@ -62,9 +62,12 @@ cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o
   torch::manual_seed(0);
   const auto g = zoo::build_graph(model);
   nn::GraphModule module(g);
+  module.set_precision(o.precision);
   nn::GraphExecutor whole(module, graph::whole_graph(g));
   cost::Profile p;
-  p.model = model.name, p.preset = model.preset, p.device = "this machine (" + std::to_string(o.threads) + " thread)";
+  p.model = model.name, p.preset = model.preset;
+  p.device = "this machine (" + std::to_string(o.threads) + " thread" +
+             (o.precision == graph::Precision::kFp32 ? "" : ", " + graph::to_string(o.precision)) + ")";
   p.rows = o.rows;
   // Note [Gradients an op computes]
   // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

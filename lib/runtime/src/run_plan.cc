@@ -43,7 +43,7 @@ PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& g) {
   try {
     std::string source;
     auto cost = cost::cost_model_for(cluster, g, config.model.preset,
-                                     cluster.threads_per_process(r.devices, r.threads), &source);
+                                     cluster.threads_per_process(r.devices, r.threads), &source, r.precision);
     plan::Planner planner(g, cluster, std::move(cost), r);
     std::optional<plan::Plan> given;
     if (plan_from_file(par)) {

@@ -13,6 +13,10 @@ ok=$(python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))
 assert "mlp/tiny/1" in c["profiles"], "no mlp profile"
+# bf16 profiles exactly where the CPU multiplies bf16 (Note [Calibration]).
+bf16 = any(f in open("/proc/cpuinfo").read().split() for f in ("avx512_bf16", "amx_bf16"))
+assert ("mlp/tiny/1/bf16" in c["profiles"]) == bf16, ("bf16 profile", bf16, sorted(c["profiles"]))
+assert c["calibration"]["matmul_512_bf16_s"] > 0 and c["calibration"]["onednn_isa"], c["calibration"]
 assert c["intra_node"]["measured"]["allreduce"]["2"], "no all-reduce table"
 assert c["intra_node"]["measured"]["alltoall"]["2"], "no alltoall table (the PS is priced by it)"
 assert c["cores_per_node"] >= 1

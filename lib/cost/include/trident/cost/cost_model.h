@@ -21,6 +21,7 @@
 
 #include "trident/cost/cluster.h"
 #include "trident/graph/op_graph.h"
+#include "trident/graph/precision.h"
 
 namespace trident::cost {
 
@@ -77,11 +78,19 @@ Profile load_profile(const std::string& path);
 CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& graph, const std::string& origin);
 
 // What a cluster implies for `model`/`preset` run with `threads` compute
-// threads per process: its calibrated profile of that model (at the thread
-// count nearest below, else the smallest) when it has one, else the
-// analytic model of its device. `source` (if given) says which.
+// threads per process in `precision`: its calibrated profile of that model
+// (at the thread count nearest below, else the smallest) when it has one,
+// else the analytic model of its device. `source` (if given) says which.
+// A bf16 run takes the profiles measured in bf16 (keys ending "/bf16", see
+// Note [Calibration]); where the cluster has none (a CPU without bf16
+// hardware, an older calibration) it takes the fp32 ones, and `source`
+// says so.
 CostModel cost_model_for(const ClusterSpec& cluster, const graph::OpGraph& graph, const std::string& preset,
-                         int threads, std::string* source = nullptr);
+                         int threads, std::string* source = nullptr,
+                         graph::Precision precision = graph::Precision::kFp32);
+// The key of a calibrated profile in ClusterSpec::profiles: "model/preset/threads",
+// with "/bf16" appended for one measured in bf16.
+std::string profile_key(const std::string& model, const std::string& preset, int threads, graph::Precision precision);
 
 // One optimizer step over `param_bytes` held in `tensors` tensors, with
 // `optimizer_states` state tensors per parameter (0 SGD, 1 momentum, 2 Adam):

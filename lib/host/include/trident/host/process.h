@@ -56,6 +56,10 @@ void configure_process(int threads);
 bool cpu_has_bf16();
 // The CPU flags of /proc/cpuinfo's first processor ("" when unreadable).
 std::string cpu_flags();
+// The instruction set oneDNN (LibTorch's bf16 products and convolutions)
+// dispatches to on this CPU, in oneDNN's words ("avx512_core_bf16",
+// "avx512_core_amx", "avx2", ...; "unknown" when libdnnl is not loaded).
+std::string onednn_isa();
 
 // Note [ATen CPU kernels]
 // ~~~~~~~~~~~~~~~~~~~~~~~

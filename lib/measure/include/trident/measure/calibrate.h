@@ -7,7 +7,9 @@
 // What the simulator needs to predict an iteration here, each measured:
 // - per-op compute: the profiler (see Note [Whole-graph normalisation]) for each
 //   model, at several row counts and at each thread count a run may use
-//   (1 and the cores), kept as profiles "model/preset/threads";
+//   (1 and the cores), kept as profiles "model/preset/threads"; on a CPU
+//   that multiplies bf16 (AVX512-BF16, AMX) each again under the bf16
+//   policy, kept as "model/preset/threads/bf16", which bf16 runs plan with;
 // - Gloo between local processes, as training meets it (each call after
 //   1 ms of computing; the mean, stalls included; smoothed to grow with
 //   size): one-way point-to-point, all-reduce, alltoall and all-gather
@@ -17,8 +19,9 @@
 //   training passes at once get done together, per model (see Note [Core
 //   throughput] in cost/cluster.h), kept in its profiles;
 // - the optimizer step's cost per tensor and per byte (fitted to Adam on a
-//   few large and many small tensors), and one core's matrix-multiply rate,
-//   for the analytic model of ops no profile covers.
+//   few large and many small tensors), and one core's matrix-multiply rate
+//   in fp32 and in bf16 (with the ISA oneDNN runs), for the analytic model
+//   of ops no profile covers.
 // Communication and sharing run in worker processes (`trident calibrate
 // --worker`), started by the caller's launcher.
 #pragma once

@@ -19,6 +19,7 @@ struct ProfileOptions {
   std::vector<std::int64_t> rows{1, 2, 4, 8};  // ascending, >= 1
   int repeats = 5;
   int threads = 1;
+  graph::Precision precision = graph::Precision::kFp32;  // train.precision's policy (Note [Precision policy])
 };
 
 // Throws InputError for bad options (naming the value).
