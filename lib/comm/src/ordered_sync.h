@@ -10,6 +10,13 @@
 
 namespace trident::comm::detail {
 
+// What a Gloo collective is handed for `t`: Gloo in LibTorch 1.13 refuses
+// bf16 in every collective, so a bf16 tensor travels as a kHalf view of the
+// same bytes (exact: nothing reads them as half; see Note [Push dtype]).
+inline torch::Tensor gloo_view(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 ? t.view(torch::kHalf) : t;
+}
+
 class OrderedSync;
 
 struct HookState {

@@ -215,10 +215,6 @@ class PsSync final : public detail::OrderedSync {
   torch::Tensor push_buffer(std::size_t b) { return buffer(b, push_dtype_); }
   torch::Tensor pull_buffer(std::size_t b) { return buffer(b, params_[layouts_[b].params.front()].second.scalar_type()); }
 
-  // See Note [Push dtype]: what Gloo is handed for a buffer (the same bytes).
-  static torch::Tensor on_wire(const torch::Tensor& t) {
-    return t.scalar_type() == torch::kBFloat16 ? t.view(torch::kHalf) : t;
-  }
   void recycle(std::size_t b, torch::Tensor& t) {
     if (t.defined()) free_[b].push_back(std::move(t));
     t = torch::Tensor();
@@ -243,7 +239,7 @@ class PsSync final : public detail::OrderedSync {
     } else {
       f.received = push_buffer(b);
       std::vector<std::int64_t> even;
-      auto out = on_wire(f.received), in = on_wire(f.sent);
+      auto out = detail::gloo_view(f.received), in = detail::gloo_view(f.sent);
       try {
         f.push = group_.pg().alltoall_base(out, in, even, even);
       } catch (const std::exception& e) {

@@ -76,11 +76,9 @@ class SfbSync final : public detail::OrderedSync {
     f.d_out.assign(1, std::vector<at::Tensor>(n));
     for (int r = 0; r < n; ++r) f.a_out[0][r] = torch::empty_like(f.a_all), f.d_out[0][r] = torch::empty_like(f.d_all);
     f.start = seconds();
-    // Gloo (1.13) has no bf16: the same bits travel as kHalf (nothing reads them as half).
-    auto wire = [](const at::Tensor& t) { return t.scalar_type() == torch::kBFloat16 ? t.view(torch::kHalf) : t; };
-    std::vector<at::Tensor> a_in{wire(f.a_all)}, d_in{wire(f.d_all)};
+    std::vector<at::Tensor> a_in{detail::gloo_view(f.a_all)}, d_in{detail::gloo_view(f.d_all)};
     std::vector<std::vector<at::Tensor>> a_out(1), d_out(1);
-    for (int r = 0; r < n; ++r) a_out[0].push_back(wire(f.a_out[0][r])), d_out[0].push_back(wire(f.d_out[0][r]));
+    for (int r = 0; r < n; ++r) a_out[0].push_back(detail::gloo_view(f.a_out[0][r])), d_out[0].push_back(detail::gloo_view(f.d_out[0][r]));
     f.wa = group_.pg().allgather(a_out, a_in);
     f.wd = group_.pg().allgather(d_out, d_in);
   }
