@@ -88,8 +88,8 @@ void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std::vector
 // travels by the store backend, as CPU tensors do in the CUDA build (Note
 // [Backends]), matched as `matching` says; `per_direction`: transfers take
 // a link per direction, as on GPUs (see Note [Pipeline transfers on GPUs]).
-Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20, bool over_store = false,
-             comm::Matching matching = comm::Matching::kByTag, bool per_direction = false) {
+Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s, bool over_store,
+                  comm::Matching matching, bool per_direction) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
   // Stage-local state (docs/design.md, contract "The run keeps the plan"): rank r builds only its stage's
@@ -170,6 +170,33 @@ Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double tim
   }
   for (auto& t : threads) t.join();
   return res;
+}
+
+// A run whose every error is Gloo's TCP transport on loopback ("Connection
+// closed by peer", "Connection reset by peer") and nothing else: seen in 2
+// of about 10 full `make test` runs (once in a pipeline over the store
+// backend, once in mmt's graphpipe pipeline at step 0), never in 25 runs of
+// the same test alone under load; not a failure of the code under test.
+bool only_transport_errors(const Result& res) {
+  bool any = false;
+  for (const auto& e : res.errors) {
+    if (e.empty()) continue;
+    if (e.find("gloo/transport/tcp") == std::string::npos) return false;
+    any = true;
+  }
+  return any;
+}
+
+// train_once, run again once when only_transport_errors (said on stderr);
+// a second failure of any kind stands.
+Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20, bool over_store = false,
+             comm::Matching matching = comm::Matching::kByTag, bool per_direction = false) {
+  auto res = train_once(g, p, steps, timeout_s, over_store, matching, per_direction);
+  if (!only_transport_errors(res)) return res;
+  std::cerr << "pipeline_test: Gloo transport error on loopback, running again once:";
+  for (const auto& e : res.errors) std::cerr << "\n  " << e;
+  std::cerr << std::endl;
+  return train_once(g, p, steps, timeout_s, over_store, matching, per_direction);
 }
 
 void expect_equal(const Result& res, const plan::Plan& p) {
