@@ -53,6 +53,7 @@ plan::PlanRequest plan_request(const TrainConfig& config) {
   r.micro_batch_ratio = static_cast<int>(par.micro_batch_ratio);
   r.sync_overrides = par.sync;
   r.precision = graph::precision_from_string(config.train.precision).value_or(graph::Precision::kFp32);
+  r.ps_push_scale = config.parallel.comm_dtype == "bf16" ? 0.5 : 1;  // See Note [Push dtype]
   return r;
 }
 

@@ -251,6 +251,13 @@ TEST(Config, TheRecipeKeysAndTheirErrors) {
   EXPECT_EQ(plan_request(parse_config(kGood, {"train.accumulate=4"})).micro_batch, 16);
   EXPECT_EQ(plan_request(parse_config(kGood, {"train.accumulate=4", "parallel.devices=2"})).micro_batch, 16);
   EXPECT_EQ(plan_request(parse_config(kGood, {"optimizer.name=adamw"})).optimizer_states, 2);
+  // What moves narrower is priced so (cost::SyncWire): bf16 PS pushes, bf16 SFB factors.
+  const auto narrow = plan_request(parse_config(
+      kGood, {"parallel.devices=2", "parallel.grad_sync=ps", "parallel.comm_dtype=bf16", "train.precision=bf16"}));
+  EXPECT_DOUBLE_EQ(narrow.wire().ps_push_scale, 0.5);
+  EXPECT_EQ(narrow.wire().factor_bytes, 2);
+  EXPECT_DOUBLE_EQ(plan_request(parse_config(kGood)).wire().ps_push_scale, 1);
+  EXPECT_EQ(plan_request(parse_config(kGood)).wire().factor_bytes, 0);
 }
 
 // See Note [Config to request]: one classification of parallel.partitioner, and

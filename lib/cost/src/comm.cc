@@ -93,9 +93,10 @@ double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks) {
 // See Note [Sharded parameter server]: an alltoall push and an alltoall pull,
 // P−1 messages of S/P bytes each — a ring all-reduce's steps and bytes, so
 // priced as the all-reduce unless the link's alltoall was measured.
-double ps_s(const LinkSpec& link, double tensor_bytes, int ranks) {
-  if (!link.measured.count("alltoall")) return allreduce_s(link, tensor_bytes, ranks);
-  return 2 * priced_s("alltoall", link, tensor_bytes, ranks);
+// A narrower push (push_scale < 1) moves that share of the bytes one way.
+double ps_s(const LinkSpec& link, double tensor_bytes, int ranks, double push_scale) {
+  if (!link.measured.count("alltoall")) return allreduce_s(link, tensor_bytes * (1 + push_scale) / 2, ranks);
+  return priced_s("alltoall", link, tensor_bytes * push_scale, ranks) + priced_s("alltoall", link, tensor_bytes, ranks);
 }
 
 double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_per_rank, std::int64_t m,
@@ -154,17 +155,19 @@ std::optional<SfbShape> sfb_shape(const graph::Op& op, const graph::ParamSpec& p
 }
 
 SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamSpec& param,
-                     std::int64_t samples_per_rank, int ranks, const LinkSpec& link, const DeviceSpec& device) {
+                     std::int64_t samples_per_rank, int ranks, const LinkSpec& link, const DeviceSpec& device,
+                     const SyncWire& wire) {
   const double bytes = static_cast<double>(param.bytes());
   switch (method) {
     case SyncMethod::kAllReduce:
       return {method, allreduce_s(link, bytes, ranks), ranks > 1 ? allreduce_bytes(bytes, ranks) : 0};
     case SyncMethod::kPs:
-      return {method, ps_s(link, bytes, ranks), ranks > 1 ? ps_bytes(bytes, ranks) : 0};
+      return {method, ps_s(link, bytes, ranks, wire.ps_push_scale),
+              ranks > 1 ? ps_bytes(bytes, ranks, wire.ps_push_scale) : 0};
     case SyncMethod::kSfb: {
       auto s = sfb_shape(op, param);
       if (!s) throw ClusterError("sfb applies only to Linear weights; '" + param.name + "' is not one");
-      const auto eb = graph::element_bytes(param.dtype);
+      const auto eb = wire.factor_bytes ? wire.factor_bytes : graph::element_bytes(param.dtype);
       const auto rows = samples_per_rank * s->factor_rows_per_sample;
       return {method, sfb_s(link, device, rows, s->m, s->n, eb, ranks),
               ranks > 1 ? sfb_bytes(rows, s->m, s->n, eb, ranks) : 0};
@@ -174,16 +177,16 @@ SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamS
 }
 
 SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::int64_t samples_per_rank, int ranks,
-                       const LinkSpec& link, const DeviceSpec& device, double bucket_bytes) {
-  auto best = sync_cost(SyncMethod::kAllReduce, op, param, samples_per_rank, ranks, link, device);
+                       const LinkSpec& link, const DeviceSpec& device, double bucket_bytes, const SyncWire& wire) {
+  auto best = sync_cost(SyncMethod::kAllReduce, op, param, samples_per_rank, ranks, link, device, wire);
   if (ranks <= 1) return best;
   const bool bucketed = bucket_bytes > 0 && static_cast<double>(param.bytes()) <= bucket_bytes;
   auto weighed = [&](const SyncChoice& c) { return bucketed ? c.bytes / link.bandwidth : c.seconds; };
   double best_s = weighed(best);
-  auto ps = sync_cost(SyncMethod::kPs, op, param, samples_per_rank, ranks, link, device);
+  auto ps = sync_cost(SyncMethod::kPs, op, param, samples_per_rank, ranks, link, device, wire);
   if (weighed(ps) <= best_s * (1 + kPsMemoryTieBreak)) best = ps, best_s = weighed(ps);
   if (sfb_shape(op, param)) {
-    auto sfb = sync_cost(SyncMethod::kSfb, op, param, samples_per_rank, ranks, link, device);
+    auto sfb = sync_cost(SyncMethod::kSfb, op, param, samples_per_rank, ranks, link, device, wire);
     if (sfb.seconds < best_s) best = sfb;
   }
   return best;

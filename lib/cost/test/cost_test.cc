@@ -196,6 +196,9 @@ TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
   with_alltoall.intra_node.measured["alltoall"][2] = {{1000, 4e-4}, {2000, 6e-4}};
   const auto& measured = parse_cluster(with_alltoall.to_json().dump(), "cal.json").intra_node;
   EXPECT_DOUBLE_EQ(ps_s(measured, 1500, 2), 2 * 5e-4);
+  // bf16 pushes (Note [Push dtype]): the push priced at half the bytes, the pull whole.
+  EXPECT_DOUBLE_EQ(ps_s(measured, 2000, 2, 0.5), 4e-4 + 6e-4);  // alltoall of 1000 bytes, then 2000
+  EXPECT_DOUBLE_EQ(ps_s(link, 2000, 2, 0.5), allreduce_s(link, 1500, 2));
   EXPECT_DOUBLE_EQ(allreduce_s(measured, 1500, 2), 1.5e-3);
   // The profile at the thread count a run uses; the analytic model for others.
   std::string source;
@@ -252,6 +255,14 @@ TEST(CommCost, HybCommPicksSfbExactlyBelowTheBreakEven) {
   EXPECT_EQ(choose_sync(op, w, 32, 33, link, fast).method, SyncMethod::kPs);
   EXPECT_EQ(choose_sync(op, w, 32, 1, link, fast).seconds, 0);
   EXPECT_THROW(sync_cost(SyncMethod::kSfb, op, op.params[1], 32, 4, link, fast), ClusterError);
+  // What moves narrower (SyncWire): bf16 factors half SFB's bytes, bf16 pushes a quarter off the PS's.
+  const SyncWire bf16{0.5, 2};
+  EXPECT_DOUBLE_EQ(2 * sync_cost(SyncMethod::kSfb, op, w, 32, 4, link, fast, bf16).bytes,
+                   sync_cost(SyncMethod::kSfb, op, w, 32, 4, link, fast).bytes);
+  EXPECT_DOUBLE_EQ(sync_cost(SyncMethod::kPs, op, w, 32, 4, link, fast, bf16).bytes,
+                   0.75 * sync_cost(SyncMethod::kPs, op, w, 32, 4, link, fast).bytes);
+  EXPECT_LT(sync_cost(SyncMethod::kPs, op, w, 32, 4, link, fast, bf16).seconds,
+            sync_cost(SyncMethod::kPs, op, w, 32, 4, link, fast).seconds);
 }
 
 // See Note [Gradient buckets]: a new bucket when the next tensor would overflow

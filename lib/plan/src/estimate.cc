@@ -12,10 +12,11 @@ cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const gra
   const std::int64_t samples = planner.request().mini_batch / replicas;
   const auto& device = planner.cluster().device;
   if (rule == "hybrid")
-    return cost::choose_sync(op, param, samples, replicas, link, device, planner.request().bucket_bytes);
+    return cost::choose_sync(op, param, samples, replicas, link, device, planner.request().bucket_bytes,
+                             planner.request().wire());
   auto method = cost::sync_method_from_string(rule);
   if (method == cost::SyncMethod::kSfb && !cost::sfb_shape(op, param)) method = cost::SyncMethod::kAllReduce;
-  return cost::sync_cost(method, op, param, samples, replicas, link, device);
+  return cost::sync_cost(method, op, param, samples, replicas, link, device, planner.request().wire());
 }
 
 namespace {
@@ -110,7 +111,7 @@ void price_sync(const Planner& planner, const std::vector<graph::OpId>& ops, con
     auto& bucket = buckets[which];
     if (bucket.bytes <= 0) return;
     const double seconds = which == 0 ? cost::allreduce_s(link, bucket.bytes, replicas)
-                                      : cost::ps_s(link, bucket.bytes, replicas);
+                                      : cost::ps_s(link, bucket.bytes, replicas, req.ps_push_scale);
     e.sync_s += seconds;
     e.sync.push_back({std::string(which == 0 ? "allreduce" : "ps") + " bucket " + std::to_string(bucket.count++),
                       bucket.ready, seconds});
@@ -130,7 +131,7 @@ void price_sync(const Planner& planner, const std::vector<graph::OpId>& ops, con
       cost::SyncChoice c;
       if (forced) {
         c = cost::sync_cost(cost::sync_method_from_string(*forced), op, *p, req.mini_batch / replicas, replicas, link,
-                            planner.cluster().device);
+                            planner.cluster().device, req.wire());
       } else {
         c = sync_for(planner, op, *p, replicas, link);
       }

@@ -131,10 +131,11 @@ std::string sync_table(const Planner& planner, const Plan& plan, int max_rows) {
         for (std::size_t i = 0; i < p.shape.size(); ++i) r.shape += (i ? "x" : "") + std::to_string(p.shape[i]);
         const std::int64_t samples = plan.mini_batch / d;
         const auto& dev = planner.cluster().device;
-        r.ms[0] = cost::sync_cost(cost::SyncMethod::kAllReduce, op, p, samples, d, link, dev).seconds * 1e3;
-        r.ms[1] = cost::sync_cost(cost::SyncMethod::kPs, op, p, samples, d, link, dev).seconds * 1e3;
+        const auto wire = planner.request().wire();
+        r.ms[0] = cost::sync_cost(cost::SyncMethod::kAllReduce, op, p, samples, d, link, dev, wire).seconds * 1e3;
+        r.ms[1] = cost::sync_cost(cost::SyncMethod::kPs, op, p, samples, d, link, dev, wire).seconds * 1e3;
         r.sfb = cost::sfb_shape(op, p).has_value();
-        if (r.sfb) r.ms[2] = cost::sync_cost(cost::SyncMethod::kSfb, op, p, samples, d, link, dev).seconds * 1e3;
+        if (r.sfb) r.ms[2] = cost::sync_cost(cost::SyncMethod::kSfb, op, p, samples, d, link, dev, wire).seconds * 1e3;
         auto it = plan.grad_sync.find(p.name);
         if (it != plan.grad_sync.end()) r.method = it->second;
         rows.push_back(std::move(r));

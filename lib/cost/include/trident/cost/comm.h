@@ -59,7 +59,7 @@ double ps_bytes(double tensor_bytes, int ranks, double push_scale = 1);
 double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std::int64_t element_bytes, int ranks);
 
 double allreduce_s(const LinkSpec& link, double tensor_bytes, int ranks);
-double ps_s(const LinkSpec& link, double tensor_bytes, int ranks);
+double ps_s(const LinkSpec& link, double tensor_bytes, int ranks, double push_scale = 1);
 // Includes rebuilding ∇W = Σ δ aᵀ from all ranks' factors (one GEMM).
 double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_per_rank, std::int64_t m,
              std::int64_t n, std::int64_t element_bytes, int ranks);
@@ -79,9 +79,19 @@ struct SyncChoice {
   double bytes = 0;  // per rank per iteration, one direction
 };
 
+// What moves narrower than the parameter: PS pushes at `ps_push_scale` of
+// its bytes (0.5: bf16 pushes of fp32 gradients, parallel.comm_dtype) and
+// SFB factors at `factor_bytes` per element (2 under train.precision bf16;
+// 0: the parameter's element size). See Note [Push dtype] in comm/grad_sync.h.
+struct SyncWire {
+  double ps_push_scale = 1;
+  std::int64_t factor_bytes = 0;
+};
+
 // Predicted time and bytes of one method for one parameter.
 SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamSpec& param,
-                     std::int64_t samples_per_rank, int ranks, const LinkSpec& link, const DeviceSpec& device);
+                     std::int64_t samples_per_rank, int ranks, const LinkSpec& link, const DeviceSpec& device,
+                     const SyncWire& wire = {});
 
 // HybComm: the cheapest of all-reduce, PS and (Linear weights only) SFB for
 // one parameter synced by `ranks` replicas, each holding `samples_per_rank`
@@ -96,6 +106,7 @@ SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamS
 // cost (the returned choice keeps the tensor's own time).
 inline constexpr double kPsMemoryTieBreak = 0.03;
 SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::int64_t samples_per_rank, int ranks,
-                       const LinkSpec& link, const DeviceSpec& device, double bucket_bytes = 0);
+                       const LinkSpec& link, const DeviceSpec& device, double bucket_bytes = 0,
+                       const SyncWire& wire = {});
 
 }  // namespace trident::cost

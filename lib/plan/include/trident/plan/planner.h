@@ -27,6 +27,7 @@
 
 #include "trident/cost/buckets.h"
 #include "trident/cost/cluster.h"
+#include "trident/cost/comm.h"
 #include "trident/cost/cost_model.h"
 #include "trident/graph/precision.h"
 #include "trident/graph/sp.h"
@@ -46,9 +47,12 @@ struct PlanRequest {
   std::string schedule;            // default: graph-1f1b for graphpipe, else 1f1b
   std::string grad_sync = "hybrid";  // hybrid | allreduce | ps | sfb (sfb where it applies, else allreduce)
   int optimizer_states = 2;
-  // train.precision: memory and edge bytes as the policy computes them
-  // (see Note [Precision policy]); times stay the calibrated fp32 ones.
+  // train.precision: memory, edge bytes and SFB factors as the policy
+  // computes them (see Note [Precision policy]); op times are the cost
+  // model's (bf16 profiles where calibrated, cost_model_for).
   graph::Precision precision = graph::Precision::kFp32;
+  double ps_push_scale = 1;  // parallel.comm_dtype bf16: 0.5 (see Note [Push dtype])
+  cost::SyncWire wire() const { return {ps_push_scale, precision == graph::Precision::kBf16 ? 2 : 0}; }
   // The PS's staleness bound (parallel.staleness): under s > 0 every server
   // keeps a copy of its 1/r of the PS-synced weights (see Note [Server copy] in
   // comm/src/ps_sync.cc), which the memory model counts.
