@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include <condition_variable>
 #include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -121,21 +122,27 @@ Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps, doubl
   std::mutex mu;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::thread> threads;
+  // Every rank's groups live until every rank is done, also where its messages go by the store
+  // and where it failed: a rank that dropped its Gloo context at once closed its sockets while a
+  // slower rank was still connecting to it or had not yet reached the wait its test expects, which
+  // then failed with a bare "Connection closed by peer" (a hang in 3 of 8 runs on a loaded 2-core
+  // machine; later, a receiver's error without the action it waited in, once in ~10 make test runs).
+  std::condition_variable all_done;
+  int done = 0;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
+      std::vector<comm::Group> keep;
       try {
-        // The Gloo group lives as long as this thread, also where its messages go by the store:
-        // a rank that dropped its Gloo context at once closed its sockets while a slower rank was
-        // still connecting to it, which then failed ("Connection closed by peer") and never sent
-        // its first activation (a hang in 3 of 8 runs on a loaded 2-core machine).
         const auto gloo = comm::Group::over_store(store, r, n,
                                                   std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
+        keep.push_back(gloo);
         auto world = gloo;
         if (over_store)
           world = gloo.made_by([matching](c10::intrusive_ptr<c10d::Store> s, int rank, int size,
                                            std::chrono::milliseconds timeout) {
             return comm::store_process_group(std::move(s), rank, size, timeout, matching);
           });
+        keep.push_back(world);
         StageExecutor ex(*modules[r], p, world, per_direction ? Placement().with_link_per_direction() : Placement());
         auto sync = make_stage_sync(ex, p, world, 25 << 20, 0);
         for (int s = 0; s < steps; ++s) {
@@ -166,6 +173,10 @@ Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps, doubl
       } catch (const std::exception& e) {
         res.errors[r] = e.what();
       }
+      std::unique_lock<std::mutex> lock(mu);
+      ++done;
+      all_done.notify_all();
+      all_done.wait(lock, [&] { return done == n; });
     });
   }
   for (auto& t : threads) t.join();
