@@ -70,6 +70,7 @@ class HybridSync final : public GradSync {
       stats_.backward_end_s = std::max(stats_.backward_end_s, s.backward_end_s);
       stats_.exposed_s = std::max(stats_.exposed_s, s.exposed_s);
       stats_.read_staleness = std::max(stats_.read_staleness, s.read_staleness);  // only the PS part reads stale
+      stats_.buffer_bytes += s.buffer_bytes;
     }
   }
   std::vector<std::unique_ptr<GradSync>> parts_;
@@ -96,7 +97,7 @@ std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, cons
     if (it == split.end()) continue;
     Group sub = group.subgroup(all, "hybrid-" + m);
     if (it->first == "allreduce") parts.push_back(make_allreduce_sync(sub, it->second, bucket_bytes));
-    if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, {staleness, bucket_bytes, &graph, ps_push_dtype}));
+    if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, {staleness, bucket_bytes, &graph, ps_push_dtype, 4 * bucket_bytes}));
     if (it->first == "sfb") parts.push_back(make_sfb_sync(sub, it->second, graph));
   }
   return std::make_unique<HybridSync>(std::move(parts));

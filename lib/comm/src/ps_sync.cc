@@ -1,6 +1,6 @@
 // Poseidon's parameter server: a block-sharded KV store with colocated
 // servers and stale-synchronous pulls (see Note [Sharded parameter server] and
-// See Note [Staleness] in grad_sync.h).
+// See Note [Staleness] in grad_sync.h), moving bounded pieces (Note [PS pieces]).
 #include <deque>
 #include <limits>
 
@@ -10,24 +10,62 @@
 namespace trident::comm {
 namespace {
 
-// Where a bucket's parameters sit in its flat buffer, and which block this
-// member serves.
+using TimePoint = std::chrono::steady_clock::time_point;
+
+// Note [PS pieces]
+// ~~~~~~~~~~~~~~~~
+// A bucket moves in pieces of at most a bucket's bytes: piece k carries
+// the k-th `chunk` elements of every server's block, so a push or pull of
+// piece k is one alltoall of P rows of `chunk` elements, and which member
+// serves which elements (shard()) does not depend on the cut. A bucket of
+// small tensors is one piece; a tensor larger than a bucket is several.
+// The pieces' buffers come from one pool and the bytes held by pieces in
+// flight stay within PsOptions::buffer_bytes (one piece always may go), so
+// the PS's transient memory is bounded whatever the model's size: what it
+// saves against all-reduce is the optimizer state it shards (and
+// all-reduce's own bucket buffers). A server sums its block piece by piece
+// and updates it once every piece has arrived (one optimizer step per
+// tensor and iteration, as before); the pull's pieces are cut from the
+// updated block as they are launched.
+// Waiting for room must not deadlock members that launch and wait in
+// different orders. Every piece has a place in one order — (iteration,
+// bucket, push before pull, piece) — and every member launches pushes and
+// pulls each in that order (backward's bucket order; serving in order). A
+// member blocks only on the first piece in that order it has in flight,
+// and only after launching any pull piece before it that it may launch and
+// serving every bucket it may serve: then the smallest piece any member
+// waits for has been launched by every member, and completes.
+// Under staleness s > 0 a pull that arrives while its parameters are held
+// for backward (or were read in this forward) cannot land yet; its pieces
+// wait outside the bound (parked), as much as s iterations of pulls.
+
+// Where a bucket's parameters sit in its flat elements, which block this
+// member serves, and how the blocks are cut into pieces.
 struct Layout {
   std::vector<int> params;             // indices into params_
   std::vector<std::int64_t> offset;    // of each, in the bucket's flat elements
   std::int64_t elements = 0, block = 0;  // n, and ⌈n / P⌉
+  std::int64_t chunk = 1;              // elements of a block per piece (the last piece shorter)
+  int pieces = 1;
   std::int64_t begin(int member) const { return std::min(member * block, elements); }
   std::int64_t end(int member) const { return std::min((member + 1) * block, elements); }
+  std::int64_t length(int k) const { return std::min(chunk, block - k * chunk); }
+};
+
+// One piece on its way: what this member sends ([P × length]) and receives.
+struct Piece {
+  c10::intrusive_ptr<c10d::Work> work;
+  torch::Tensor out, in;  // pool buffers (see Note [PS buffers])
 };
 
 // One bucket of one iteration on its way: push, server update, pull.
 struct Flight {
   enum class State { kPushing, kPulling, kLanded } state = State::kPushing;
-  c10::intrusive_ptr<c10d::Work> push, pull;
-  torch::Tensor sent, received;       // [P × block]: this worker's gradients by server; this server's P pieces
-  torch::Tensor pull_in, pulled;      // [P × block]: this server's block P times; every server's block
-  std::chrono::steady_clock::time_point push_start, pull_start;
-  torch::Tensor sum;  // this server's block of the summed gradients, once the pushes are in (summed())
+  std::vector<Piece> pieces;          // the push's; once served, the pull's
+  int pushed = 0, summed = 0;         // push pieces launched; waited for and added to `sum`
+  int pulled = 0, waited = 0, landed = 0;  // pull pieces launched; waited for; written to the parameters
+  torch::Tensor sum;  // this server's block of the summed gradients (fp32), piece by piece
+  TimePoint push_start, pull_start;
 };
 
 struct Round {
@@ -39,12 +77,24 @@ struct Round {
 // What progress may touch: iterations up to `bound` must be done (waited
 // for); later ones are taken if they have arrived and `take_arrived`; only
 // buckets up to `last_bucket`; the current iteration (armed, not yet
-// applied) only with `current` — during its backward.
+// applied) only with `current` — during its backward. In a forward
+// (`forward`), pulls land only in buckets no op has read since apply().
 struct Scope {
   std::int64_t bound = -1;
   bool take_arrived = false;
   std::size_t last_bucket = std::numeric_limits<std::size_t>::max();
   bool current = false;
+  bool forward = false;
+};
+
+// A piece's place in the order of Note [PS pieces].
+struct Place {
+  std::int64_t clock = 0;
+  std::size_t bucket = 0;
+  int pull = 0, piece = 0;
+  bool operator<(const Place& o) const {
+    return std::tie(clock, bucket, pull, piece) < std::tie(o.clock, o.bucket, o.pull, o.piece);
+  }
 };
 
 constexpr auto kNoBound = std::numeric_limits<std::int64_t>::max();
@@ -56,11 +106,11 @@ class PsSync final : public detail::OrderedSync {
         staleness_(options.staleness),
         copy_(options.staleness > 0),
         push_dtype_(options.push_dtype),
+        budget_(options.buffer_bytes),
         pull_group_(group_.size() > 1 ? group_.subgroup(members(group_.size()), "ps-pull") : group_) {
-    lay_out();
+    lay_out(options.bucket_bytes);
     if (options.graph) map_ops(*options.graph);
     read_.assign(items_.size(), 0);
-    free_.resize(items_.size());
     server_.resize(items_.size());
     server_fresh_.assign(items_.size(), 0);
     newest_.assign(items_.size(), -1);
@@ -95,8 +145,11 @@ class PsSync final : public detail::OrderedSync {
     report_staleness();
     std::fill(read_.begin(), read_.end(), 0);
     const auto bound = clock_ - 1 - staleness_;
-    serve({bound, true});
+    serving_ = {bound, true};
+    touch_ = {};  // backward is over: every parameter may be touched
+    serve(serving_);
     receive({gated_ ? -1 : bound, true}, nullptr);
+    issue_pulls();
     if (!gated_)  // the next forward reads what is here now
       for (std::size_t b = 0; b < items_.size(); ++b) count_read(b);
     reported_ = stats_.events.size();
@@ -117,19 +170,24 @@ class PsSync final : public detail::OrderedSync {
       // apply(). Without a server copy (s = 0) server updates write the
       // parameters too, so they wait for apply() (see Note [Server copy]).
       const auto bound = clock_ - 1 - staleness_;
-      serve({bound, copy_});
+      serving_ = {bound, copy_};
+      touch_ = {-1, false, std::numeric_limits<std::size_t>::max(), false, true};
+      serve(serving_);
       for (int b : it->second) {
         const std::vector<int> one{b};
         receive({bound, !read_[b]}, &one);
         if (!read_[b]) count_read(b);
         read_[b] = 1;
       }
+      issue_pulls();
     };
   }
 
   void flush() override {
-    serve({kNoBound, false});
-    receive({kNoBound, false}, nullptr);
+    serving_ = {kNoBound, false};
+    touch_ = {};
+    serve(serving_);
+    receive(serving_, nullptr);
     reported_ = stats_.events.size();
     // Everything landed: the parameters hold the server copies, and may be
     // changed (a checkpoint loaded) before the next update reads them again.
@@ -144,6 +202,24 @@ class PsSync final : public detail::OrderedSync {
 
   std::string name() const override { return "ps"; }
 
+  // See Note [Global gradient norm]: the blocks this server serves.
+  double grad_square_sum() override {
+    if (rounds_.empty() || rounds_.back().clock != clock_)
+      throw CommError(group_.member(group_.rank()) + ": ps: grad_square_sum() without a backward since apply()");
+    auto& round = rounds_.back();
+    touch_ = {-1, false, std::numeric_limits<std::size_t>::max(), true};  // backward is over
+    double total = 0;
+    for (std::size_t b = 0; b < round.flights.size(); ++b) {
+      const auto& f = round.flights[b];
+      if (f.state != Flight::State::kPushing || f.pushed < layouts_[b].pieces)
+        throw CommError(group_.member(group_.rank()) + ": ps: bucket " + std::to_string(b) +
+                        " was updated before the gradient norm (set_update must not be given when clipping)");
+      sum_pushes(round, b, true);
+      total += square_sum(f.sum);
+    }
+    return total;
+  }
+
  private:
   static std::vector<int> members(int n) {
     std::vector<int> all(n);
@@ -154,9 +230,14 @@ class PsSync final : public detail::OrderedSync {
   int size() const { return group_.size(); }
   int me() const { return group_.rank(); }
 
-  void lay_out() {
+  void lay_out(std::int64_t bucket_bytes) {
     const int p = size();
     span_.resize(params_.size());
+    // A piece's P rows hold at most a bucket's bytes (see Note [PS pieces]).
+    if (!params_.empty()) options_ = params_.front().second.options().requires_grad(false);
+    const auto element = static_cast<std::int64_t>(c10::elementSize(options_.dtype().toScalarType()));
+    const auto chunk = std::max<std::int64_t>(1, bucket_bytes / element / p);
+    std::int64_t widest = 1;
     for (const auto& item : items_) {
       Layout l;
       l.params = item;
@@ -165,6 +246,9 @@ class PsSync final : public detail::OrderedSync {
         l.elements += params_[i].second.numel();
       }
       l.block = (l.elements + p - 1) / p;
+      l.chunk = std::max<std::int64_t>(1, std::min(chunk, l.block));
+      l.pieces = static_cast<int>(std::max<std::int64_t>(1, (l.block + l.chunk - 1) / l.chunk));
+      widest = std::max(widest, l.chunk);
       for (std::size_t k = 0; k < item.size(); ++k) {
         const auto n = params_[item[k]].second.numel();
         const auto lo = std::clamp(l.begin(me()) - l.offset[k], std::int64_t{0}, n);
@@ -173,6 +257,7 @@ class PsSync final : public detail::OrderedSync {
       }
       layouts_.push_back(std::move(l));
     }
+    capacity_ = p * widest;
     for (std::size_t i = 0; i < params_.size(); ++i) {
       const auto& [name, t] = params_[i];
       index_[name] = static_cast<int>(i);
@@ -196,55 +281,65 @@ class PsSync final : public detail::OrderedSync {
 
   // Note [PS buffers]
   // ~~~~~~~~~~~~~~~~~
-  // A bucket's flat [P × block] buffers (push out and
-  // in, pull out and in) are reused across iterations: a fresh large
+  // Pieces take their buffers from one pool, each
+  // buffer a piece's full size, and give them back: a fresh large
   // allocation is a fresh mapping whose every page faults on first touch,
-  // which on the 2-core machine cost more than the copies themselves.
-  // Pushes are in push_dtype_, pulls in the parameters' dtype.
-  torch::Tensor buffer(std::size_t b, torch::ScalarType dtype) {
-    auto& free = free_[b];
-    for (auto it = free.begin(); it != free.end(); ++it)
-      if (it->scalar_type() == dtype) {
-        auto t = std::move(*it);
-        free.erase(it);
-        return t;
-      }
-    const auto& l = layouts_[b];
-    return torch::empty({size() * l.block}, params_[l.params.front()].second.options().dtype(dtype).requires_grad(false));
+  // which on the 2-core machine cost more than the copies themselves. The
+  // pool holds at most what pieces held at once (SyncStats::buffer_bytes),
+  // which Note [PS pieces] bounds. Pushes are in push_dtype_, pulls in the
+  // parameters' dtype.
+  torch::Tensor acquire(torch::ScalarType dtype) {
+    auto& free = pool_[dtype];
+    torch::Tensor t;
+    if (!free.empty()) {
+      t = std::move(free.back());
+      free.pop_back();
+    } else {
+      t = torch::empty({capacity_}, options_.dtype(dtype));
+      stats_.buffer_bytes += bytes_of(t);
+    }
+    held_ += bytes_of(t);
+    return t;
   }
-  torch::Tensor push_buffer(std::size_t b) { return buffer(b, push_dtype_); }
-  torch::Tensor pull_buffer(std::size_t b) { return buffer(b, params_[layouts_[b].params.front()].second.scalar_type()); }
-
-  void recycle(std::size_t b, torch::Tensor& t) {
-    if (t.defined()) free_[b].push_back(std::move(t));
+  void release(torch::Tensor& t) {
+    if (!t.defined()) return;
+    held_ -= bytes_of(t);
+    pool_[t.scalar_type()].push_back(std::move(t));
     t = torch::Tensor();
+  }
+  static std::int64_t bytes_of(const torch::Tensor& t) { return t.numel() * static_cast<std::int64_t>(t.element_size()); }
+  std::int64_t active() const { return held_ - parked_; }
+
+  // A pool buffer as a piece's P rows of `length` elements.
+  torch::Tensor rows(const torch::Tensor& buffer, std::int64_t length) const {
+    return buffer.narrow(0, 0, size() * length).view({size(), length});
   }
 
   // A parameter's elements, flat, sharing its storage.
   torch::Tensor flat(int i) const { return params_[i].second.detach().view(-1); }
 
-  // Backward produced bucket b's gradients: push block j to server j.
-  void launch(std::size_t b) override {
-    const auto& l = layouts_[b];
-    auto& f = rounds_.back().flights[b];
-    f.sent = push_buffer(b);
-    f.sent.narrow(0, l.elements, size() * l.block - l.elements).zero_();
+  // Calls f(parameter, offset in it, offset from lo, count) for each
+  // parameter's share of bucket elements [lo, hi).
+  template <class F>
+  void segments(const Layout& l, std::int64_t lo, std::int64_t hi, F&& f) const {
     for (std::size_t k = 0; k < l.params.size(); ++k) {
       const auto n = params_[l.params[k]].second.numel();
-      f.sent.narrow(0, l.offset[k], n).copy_(grad_or_zeros(l.params[k]).reshape(-1));
+      const auto a = std::max(lo, l.offset[k]), z = std::min(hi, l.offset[k] + n);
+      if (z > a) f(l.params[k], a - l.offset[k], a - lo, z - a);
     }
-    f.push_start = std::chrono::steady_clock::now();
-    if (size() == 1) {
-      f.received = f.sent;
-    } else {
-      f.received = push_buffer(b);
-      std::vector<std::int64_t> even;
-      auto out = detail::gloo_view(f.received), in = detail::gloo_view(f.sent);
-      try {
-        f.push = group_.pg().alltoall_base(out, in, even, even);
-      } catch (const std::exception& e) {
-        fail("push of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...)", e);
-      }
+  }
+
+  // Backward produced bucket b's gradients: push its pieces, piece k's row j
+  // to server j, as room allows (see Note [PS pieces]).
+  void launch(std::size_t b) override {
+    serving_ = {-1, true, copy_ ? std::numeric_limits<std::size_t>::max() : b, true};
+    touch_ = {-1, true, b, true};
+    const auto& l = layouts_[b];
+    rounds_.back().flights[b].pieces.resize(static_cast<std::size_t>(l.pieces));
+    const auto need = (size() > 1 ? 2 : 1) * capacity_ * static_cast<std::int64_t>(c10::elementSize(push_dtype_));
+    for (int k = 0; k < l.pieces; ++k) {
+      ensure_room(need);
+      push(rounds_.back(), b, k);
     }
     // Poseidon's overlap: buckets up to b are done with in this backward
     // (their gradients are complete, so no autograd node still reads their
@@ -252,13 +347,82 @@ class PsSync final : public detail::OrderedSync {
     // land — is taken now, while the layers below are still in backward.
     // With a server copy (s > 0) serving touches no parameter, so every
     // bucket that has arrived is served (see Note [Server copy]).
-    serve({-1, true, copy_ ? std::numeric_limits<std::size_t>::max() : b, true});
-    receive({-1, true, b, true}, nullptr);
+    serve(serving_);
+    receive(touch_, nullptr);
+    issue_pulls();
   }
 
   // Nothing to wait for at the end of backward: pushes complete when their
   // server needs them (serve()).
   void complete(std::size_t) override {}
+
+  void push(Round& round, std::size_t b, int k) {
+    const auto& l = layouts_[b];
+    auto& f = round.flights[b];
+    auto& p = f.pieces[static_cast<std::size_t>(k)];
+    const auto length = l.length(k);
+    p.out = acquire(push_dtype_);
+    auto out = rows(p.out, length);
+    for (int j = 0; j < size(); ++j) {
+      const auto lo = j * l.block + k * l.chunk;
+      auto row = out[j];
+      const auto real = std::clamp(l.elements - lo, std::int64_t{0}, length);
+      if (real < length) row.narrow(0, real, length - real).zero_();
+      segments(l, lo, lo + real, [&](int i, std::int64_t at, std::int64_t into, std::int64_t n) {
+        row.narrow(0, into, n).copy_(grad_or_zeros(i).reshape(-1).narrow(0, at, n));
+      });
+    }
+    if (k == 0) f.push_start = std::chrono::steady_clock::now();
+    ++f.pushed;
+    if (size() == 1) return;  // its own server: what it sends is what it receives
+    p.in = acquire(push_dtype_);
+    std::vector<std::int64_t> even;
+    auto in = detail::gloo_view(rows(p.in, length)), sent = detail::gloo_view(out);
+    try {
+      p.work = group_.pg().alltoall_base(in, sent, even, even);
+    } catch (const std::exception& e) {
+      fail("push of gradient bucket " + std::to_string(b) + " (" + params_[l.params.front()].first + " ...)", e);
+    }
+  }
+
+  // Waits for push piece `summed` of bucket b and adds its P rows into this
+  // server's block of the sum, in member order, in fp32.
+  void take_push(Round& round, std::size_t b) {
+    const auto& l = layouts_[b];
+    auto& f = round.flights[b];
+    const int k = f.summed;
+    auto& p = f.pieces[static_cast<std::size_t>(k)];
+    if (p.work) wait(*p.work, "push", round, b);
+    p.work.reset();
+    const auto mine = l.end(me()) - l.begin(me()), lo = k * l.chunk, length = l.length(k);
+    if (!f.sum.defined()) f.sum = torch::empty({mine}, options_.dtype(torch::kFloat));
+    const auto n = std::clamp(mine - lo, std::int64_t{0}, length);
+    if (n > 0) {
+      auto in = rows(p.in.defined() ? p.in : p.out, length);
+      auto sum = f.sum.narrow(0, lo, n);
+      sum.copy_(in[0].narrow(0, 0, n));
+      for (int j = 1; j < size(); ++j) sum.add_(in[j].narrow(0, 0, n));
+    }
+    release(p.out), release(p.in);
+    if (++f.summed == l.pieces) event("ps push bucket " + std::to_string(b), f.push_start);
+  }
+
+  // Sums what has arrived of bucket b's pushes (with `must`, waits for all
+  // of them, oldest piece first); true once every piece is summed.
+  bool sum_pushes(Round& round, std::size_t b, bool must) {
+    auto& f = round.flights[b];
+    while (f.summed < f.pushed) {
+      const auto& p = f.pieces[static_cast<std::size_t>(f.summed)];
+      if (!p.work || p.work->isCompleted()) {
+        take_push(round, b);
+      } else if (!must) {
+        return false;
+      } else if (!retire_oldest()) {
+        throw CommError(group_.member(me()) + ": ps: a push of bucket " + std::to_string(b) + " is in flight but not among the pieces");
+      }
+    }
+    return f.summed == layouts_[b].pieces;
+  }
 
   // Server side, strictly in (iteration, bucket) order so every member
   // launches its pulls in the same order (Scope says what may be touched).
@@ -269,8 +433,10 @@ class PsSync final : public detail::OrderedSync {
       for (std::size_t b = 0; b < round.flights.size(); ++b) {
         auto& f = round.flights[b];
         if (f.state != Flight::State::kPushing) continue;
-        if (b > scope.last_bucket || !f.received.defined()) return;  // not allowed, or not pushed yet
-        if (round.clock > scope.bound && (!scope.take_arrived || (f.push && !f.push->isCompleted()))) return;
+        if (b > scope.last_bucket || f.pushed < layouts_[b].pieces) return;  // not allowed, or not pushed yet
+        const bool must = round.clock <= scope.bound;
+        if (!must && !scope.take_arrived) return;
+        if (!sum_pushes(round, b, must)) return;
         update(round, b);
       }
     }
@@ -288,53 +454,16 @@ class PsSync final : public detail::OrderedSync {
     }
   }
 
-  // This server's block of bucket b: the P workers' pushed pieces summed
-  // in member order, in fp32 (waits for the pushes; once per round).
-  const torch::Tensor& summed(Round& round, std::size_t b) {
-    const auto& l = layouts_[b];
-    auto& f = round.flights[b];
-    if (f.sum.defined()) return f.sum;
-    if (f.push) wait(*f.push, "push", round, b);
-    event("ps push bucket " + std::to_string(b), f.push_start);
-    const auto len = l.end(me()) - l.begin(me());
-    auto pieces = f.received.view({size(), l.block});
-    f.sum = pieces[0].narrow(0, 0, len).to(torch::kFloat);  // a bf16 push: a copy; fp32: the buffer itself
-    for (int j = 1; j < size(); ++j) f.sum.add_(pieces[j].narrow(0, 0, len));
-    f.push.reset();
-    return f.sum;
-  }
-
- public:
-  // See Note [Global gradient norm]: the blocks this server serves.
-  double grad_square_sum() override {
-    if (rounds_.empty() || rounds_.back().clock != clock_)
-      throw CommError(group_.member(group_.rank()) + ": ps: grad_square_sum() without a backward since apply()");
-    auto& round = rounds_.back();
-    double total = 0;
-    for (std::size_t b = 0; b < round.flights.size(); ++b) {
-      if (round.flights[b].state != Flight::State::kPushing || !round.flights[b].received.defined())
-        throw CommError(group_.member(group_.rank()) + ": ps: bucket " + std::to_string(b) +
-                        " was updated before the gradient norm (set_update must not be given when clipping)");
-      total += square_sum(summed(round, b));
-    }
-    return total;
-  }
-
- private:
+  // The optimizer on this server's block of bucket b, once every push piece
+  // is summed; its pull pieces are launched later, in order (issue_pulls()).
   void update(Round& round, std::size_t b) {
     const auto& l = layouts_[b];
     auto& f = round.flights[b];
     const auto begin = l.begin(me()), len = l.end(me()) - begin;
-    auto sum = summed(round, b);
     const auto t0 = std::chrono::steady_clock::now();
     torch::NoGradGuard no_grad;
-    if (size() > 1) {  // the push is done with `sent`: the pull's input takes it (two buffers per bucket)
-      recycle(b, f.sent);
-      f.pull_in = pull_buffer(b);
-    }
     if (copy_ && !server_[b].defined())
-      server_[b] = torch::empty({len}, params_[l.params.front()].second.options().requires_grad(false));
-    auto mine = size() > 1 ? f.pull_in.narrow(0, 0, l.block) : torch::Tensor();
+      server_[b] = torch::empty({len}, options_);
     for (std::size_t k = 0; k < l.params.size(); ++k) {
       const int i = l.params[k];
       const auto& s = span_[i];
@@ -342,37 +471,185 @@ class PsSync final : public detail::OrderedSync {
       const auto at = l.offset[k] + s.begin - begin;
       auto values = copy_ ? server_[b].narrow(0, at, s.size()) : flat(i).narrow(0, s.begin, s.size());
       if (copy_ && !server_fresh_[b]) values.copy_(flat(i).narrow(0, s.begin, s.size()));
-      round.update(params_[i].first, values, sum.narrow(0, at, s.size()));
-      if (mine.defined()) mine.narrow(0, at, s.size()).copy_(values);
+      round.update(params_[i].first, values, f.sum.narrow(0, at, s.size()));
     }
     server_fresh_[b] = 1;
     event("ps update bucket " + std::to_string(b), t0);
-    if (size() == 1) {
-      f.sent = f.received = f.sum = torch::Tensor();
-      if (!copy_) {
-        f.state = Flight::State::kLanded;
-        newest_[b] = round.clock;
-        return;
-      }
-      f.pulled = pull_buffer(b);  // a pull from itself: lands as the gates allow
-      f.pulled.copy_(server_[b]);
-      f.state = Flight::State::kPulling;
+    f.sum = torch::Tensor();
+    f.pieces.assign(static_cast<std::size_t>(l.pieces), Piece{});
+    if (size() == 1 && !copy_) {  // updated in place: nothing to pull
+      f.state = Flight::State::kLanded;
+      newest_[b] = round.clock;
       return;
     }
-    f.sum = torch::Tensor();
-    recycle(b, f.received);
-    // An alltoall whose every block is this server's: Gloo's all-gather took
-    // three times as long for the same bytes (docs/benchmarks.md).
-    for (int j = 1; j < size(); ++j) f.pull_in.narrow(0, j * l.block, l.block).copy_(mine);
-    f.pulled = pull_buffer(b);
+    f.state = Flight::State::kPulling;
+  }
+
+  // Launches pull piece `pulled` of bucket b: every row this server's new
+  // values of the piece's elements (an alltoall whose every block is this
+  // server's: Gloo's all-gather took three times as long for the same
+  // bytes, docs/benchmarks.md). Alone, it pulls from itself: a copy that
+  // lands as the gates allow.
+  void pull(Round& round, std::size_t b) {
+    const auto& l = layouts_[b];
+    auto& f = round.flights[b];
+    const int k = f.pulled;
+    auto& p = f.pieces[static_cast<std::size_t>(k)];
+    const auto begin = l.begin(me()), mine = l.end(me()) - begin, lo = k * l.chunk, length = l.length(k);
+    const auto n = std::clamp(mine - lo, std::int64_t{0}, length);
+    const auto dtype = options_.dtype().toScalarType();
+    auto source = acquire(dtype);
+    auto row = rows(source, length)[0];
+    if (n < length) row.narrow(0, n, length - n).zero_();
+    if (copy_) {
+      row.narrow(0, 0, n).copy_(server_[b].narrow(0, lo, n));
+    } else {
+      segments(l, begin + lo, begin + lo + n, [&](int i, std::int64_t at, std::int64_t into, std::int64_t c) {
+        row.narrow(0, into, c).copy_(flat(i).narrow(0, at, c));
+      });
+    }
+    if (k == 0) f.pull_start = std::chrono::steady_clock::now();
+    ++f.pulled;
+    if (size() == 1) {
+      p.in = std::move(source);
+      return;
+    }
+    p.out = std::move(source);
+    auto out = rows(p.out, length);
+    for (int j = 1; j < size(); ++j) out[j].copy_(out[0]);
+    p.in = acquire(dtype);
+    auto in = rows(p.in, length);
     std::vector<std::int64_t> even;
-    f.pull_start = std::chrono::steady_clock::now();
     try {
-      f.pull = pull_group_.pg().alltoall_base(f.pulled, f.pull_in, even, even);
+      p.work = pull_group_.pg().alltoall_base(in, out, even, even);
     } catch (const std::exception& e) {
       fail("pull of gradient bucket " + std::to_string(b), e);
     }
-    f.state = Flight::State::kPulling;
+  }
+
+  // Launches pull pieces in order while the budget allows.
+  void issue_pulls() {
+    const auto need = (size() > 1 ? 2 : 1) * capacity_ * static_cast<std::int64_t>(options_.dtype().itemsize());
+    while (auto* next = oldest_pending()) {
+      if (active() > 0 && active() + need > budget_) return;
+      pull(*next->round, next->bucket);
+    }
+  }
+
+  // Waits for pull piece `waited` of bucket b; its input buffer goes back,
+  // what arrived waits to land (parked).
+  void take_pull(Round& round, std::size_t b) {
+    auto& f = round.flights[b];
+    auto& p = f.pieces[static_cast<std::size_t>(f.waited)];
+    if (p.work) wait(*p.work, "pull", round, b);
+    p.work.reset();
+    release(p.out);
+    parked_ += bytes_of(p.in);
+    ++f.waited;
+  }
+
+  // Writes the arrived pull pieces of bucket b into the parameters: every
+  // member's block but this server's own when it updated it in place.
+  void land(Round& round, std::size_t b) {
+    const auto& l = layouts_[b];
+    auto& f = round.flights[b];
+    torch::NoGradGuard no_grad;
+    for (; f.landed < f.waited; ++f.landed) {
+      const int k = f.landed;
+      auto& p = f.pieces[static_cast<std::size_t>(k)];
+      auto in = rows(p.in, l.length(k));
+      for (int j = 0; j < size(); ++j) {
+        if (j == me() && !copy_) continue;
+        const auto lo = j * l.block + k * l.chunk;
+        const auto row = in[j];
+        segments(l, lo, lo + row.numel(), [&](int i, std::int64_t at, std::int64_t into, std::int64_t c) {
+          flat(i).narrow(0, at, c).copy_(row.narrow(0, into, c));
+        });
+      }
+      parked_ -= bytes_of(p.in);
+      release(p.in);
+    }
+    if (f.landed < l.pieces) return;
+    event("ps pull bucket " + std::to_string(b), f.pull_start);
+    f.state = Flight::State::kLanded;
+    newest_[b] = round.clock;
+  }
+
+  // Where the current call may write parameters (touch_, set by each entry).
+  bool touchable(const Round& round, std::size_t b) const {
+    if (b > touch_.last_bucket || (round.clock >= clock_ && !touch_.current)) return false;
+    return !touch_.forward || !read_[b];
+  }
+
+  // Lands bucket b's arrived pieces, iteration by iteration (a newer block
+  // never gives way to an older one), where the current call may.
+  void land_arrived(std::size_t b) {
+    for (auto& round : rounds_) {
+      auto& f = round.flights[b];
+      if (f.state == Flight::State::kLanded) continue;
+      if (f.state == Flight::State::kPushing || !touchable(round, b)) return;
+      land(round, b);
+      if (f.state != Flight::State::kLanded) return;
+    }
+  }
+
+  struct At {
+    Round* round = nullptr;
+    std::size_t bucket = 0;
+    Place place;
+  };
+  // The first piece in flight in the order of Note [PS pieces], if any.
+  std::optional<At> oldest_active() {
+    for (auto& round : rounds_)
+      for (std::size_t b = 0; b < round.flights.size(); ++b) {
+        const auto& f = round.flights[b];
+        if (f.state == Flight::State::kPushing && f.summed < f.pushed) return At{&round, b, {round.clock, b, 0, f.summed}};
+        if (f.state == Flight::State::kPulling && f.waited < f.pulled) return At{&round, b, {round.clock, b, 1, f.waited}};
+      }
+    return std::nullopt;
+  }
+  // The first pull piece of a served bucket not launched yet, if any.
+  std::optional<At> oldest_pending_at() {
+    for (auto& round : rounds_)
+      for (std::size_t b = 0; b < round.flights.size(); ++b) {
+        const auto& f = round.flights[b];
+        if (f.state == Flight::State::kPulling && f.pulled < layouts_[b].pieces)
+          return At{&round, b, {round.clock, b, 1, f.pulled}};
+      }
+    return std::nullopt;
+  }
+  At* oldest_pending() {
+    pending_ = oldest_pending_at();
+    return pending_ ? &*pending_ : nullptr;
+  }
+
+  // Blocks on the first piece in flight — after launching a pull piece
+  // before it, over the budget if need be (see Note [PS pieces]) — and
+  // takes it: a push summed; a pull landed where the current call may.
+  // False when nothing is in flight or waiting to launch.
+  bool retire_oldest() {
+    auto oldest = oldest_active();
+    if (auto pending = oldest_pending_at(); pending && (!oldest || pending->place < oldest->place)) {
+      pull(*pending->round, pending->bucket);
+      oldest = oldest_active();
+    }
+    if (!oldest) return false;
+    if (oldest->round->flights[oldest->bucket].state == Flight::State::kPushing) {
+      take_push(*oldest->round, oldest->bucket);
+    } else {
+      take_pull(*oldest->round, oldest->bucket);
+      land_arrived(oldest->bucket);
+    }
+    return true;
+  }
+
+  // Room for `need` more bytes in flight: takes the oldest pieces, serving
+  // what that completes, until they fit (one piece always may go).
+  void ensure_room(std::int64_t need) {
+    while (active() > 0 && active() + need > budget_) {
+      if (!retire_oldest()) return;
+      serve(serving_);
+    }
   }
 
   // Worker side: lands pulls into the parameters, per bucket in iteration
@@ -386,8 +663,9 @@ class PsSync final : public detail::OrderedSync {
         auto& f = round.flights[b];
         if (f.state == Flight::State::kLanded) continue;
         if (f.state == Flight::State::kPushing) return;
-        if (round.clock > scope.bound && (!scope.take_arrived || (f.pull && !f.pull->isCompleted()))) return;
-        land(round, b);
+        const bool must = round.clock <= scope.bound;
+        if (!must && !scope.take_arrived) return;
+        if (!pull_through(round, b, must)) return;
       }
     };
     if (only) {
@@ -398,32 +676,30 @@ class PsSync final : public detail::OrderedSync {
     while (!rounds_.empty() && rounds_.front().clock < clock_ && landed(rounds_.front())) rounds_.pop_front();
   }
 
+  // Lands bucket b's pull of `round`: what has arrived, or (`must`) all of
+  // it, taking older pieces first; true once it has landed.
+  bool pull_through(Round& round, std::size_t b, bool must) {
+    auto& f = round.flights[b];
+    for (;;) {
+      while (f.waited < f.pulled && (!f.pieces[static_cast<std::size_t>(f.waited)].work ||
+                                     f.pieces[static_cast<std::size_t>(f.waited)].work->isCompleted()))
+        take_pull(round, b);
+      land(round, b);
+      if (f.state == Flight::State::kLanded) return true;
+      if (!must) {
+        issue_pulls();
+        return false;
+      }
+      if (!retire_oldest())
+        throw CommError(group_.member(me()) + ": ps: the pull of bucket " + std::to_string(b) + " has pieces that never launched");
+      issue_pulls();
+    }
+  }
+
   static bool landed(const Round& round) {
     for (const auto& f : round.flights)
       if (f.state != Flight::State::kLanded) return false;
     return true;
-  }
-
-  void land(Round& round, int b) {
-    const auto& l = layouts_[b];
-    auto& f = round.flights[b];
-    if (f.pull) wait(*f.pull, "pull", round, b);
-    torch::NoGradGuard no_grad;
-    for (int j = 0; j < size(); ++j) {
-      if (j == me() && !copy_) continue;  // the server updated it in place
-      const auto begin = l.begin(j), end = l.end(j);
-      for (std::size_t k = 0; k < l.params.size(); ++k) {
-        const auto n = params_[l.params[k]].second.numel();
-        const auto lo = std::max(begin, l.offset[k]), hi = std::min(end, l.offset[k] + n);
-        if (hi <= lo) continue;
-        flat(l.params[k]).narrow(0, lo - l.offset[k], hi - lo).copy_(f.pulled.narrow(0, j * l.block + lo - begin, hi - lo));
-      }
-    }
-    event("ps pull bucket " + std::to_string(b), f.pull_start);
-    f.pull.reset();
-    recycle(b, f.pull_in), recycle(b, f.pulled);
-    f.state = Flight::State::kLanded;
-    newest_[b] = round.clock;
   }
 
   // Note [Server copy]
@@ -456,9 +732,15 @@ class PsSync final : public detail::OrderedSync {
   std::int64_t staleness_ = 0;
   bool copy_ = false;  // See Note [Server copy]
   torch::ScalarType push_dtype_;  // See Note [Push dtype]
+  std::int64_t budget_;           // bytes pieces in flight may hold (see Note [PS pieces])
   Group pull_group_;
   std::vector<Layout> layouts_;               // by bucket
-  std::vector<std::vector<torch::Tensor>> free_;  // by bucket: see Note [PS buffers]
+  std::int64_t capacity_ = 0;                 // elements of a pool buffer: the widest piece
+  torch::TensorOptions options_ = torch::TensorOptions().dtype(torch::kFloat);  // the parameters'
+  std::map<torch::ScalarType, std::vector<torch::Tensor>> pool_;  // free buffers (see Note [PS buffers])
+  std::int64_t held_ = 0, parked_ = 0;        // bytes pieces hold; of them, arrived pulls not landed yet
+  Scope serving_, touch_;                     // what the current call may serve, and where it may land pulls
+  std::optional<At> pending_;                 // oldest_pending()'s answer
   std::vector<Span> span_;                    // by parameter: the elements this member serves
   std::map<std::string, int> index_;          // parameter name -> index
   std::map<graph::OpId, std::vector<int>> by_op_;  // op -> buckets of the parameters it reads
@@ -479,6 +761,8 @@ class PsSync final : public detail::OrderedSync {
 
 std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOptions options) {
   if (options.staleness < 0) throw CommError("ps: staleness must be >= 0, got " + std::to_string(options.staleness));
+  if (options.buffer_bytes < 1)
+    throw CommError("ps: buffer_bytes must be >= 1, got " + std::to_string(options.buffer_bytes));
   auto buckets = detail::reverse_buckets(params, options.bucket_bytes);
   return std::make_unique<PsSync>(std::move(group), std::move(params), std::move(buckets), options);
 }

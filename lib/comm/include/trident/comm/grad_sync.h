@@ -57,6 +57,9 @@ struct SyncStats {
   // PS: of the parameter reads in the last iteration, the mean number of
   // iterations' updates each missed against BSP (0 under BSP; at most s).
   double read_staleness = 0;
+  // PS: bytes of the buffers its pieces have taken (the pool's size, which
+  // never shrinks: the most held at once; see Note [PS buffers]).
+  std::int64_t buffer_bytes = 0;
 };
 
 class GradSync {
@@ -186,6 +189,9 @@ struct PsOptions {
   std::int64_t bucket_bytes = kDefaultBucketBytes;
   const graph::OpGraph* graph = nullptr;  // for gate(): which ops read which parameters; must outlive the sync
   torch::ScalarType push_dtype = torch::kFloat;  // kFloat or kBFloat16 (see Note [Push dtype])
+  // Bytes the pieces in flight may hold (one piece always may go): see
+  // Note [PS pieces] in ps_sync.cc.
+  std::int64_t buffer_bytes = 4 * kDefaultBucketBytes;
 };
 std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOptions options = {});
 
