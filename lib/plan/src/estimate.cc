@@ -177,9 +177,16 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   // See Note [Sharded parameter server]: a PS-synced parameter's optimizer state
   // lives on its servers, 1/replicas of it on each; under staleness each
   // server also keeps a copy of its share of the weights (see Note [Server copy]).
-  double ps_params = 0;
-  for (const auto& [name, method] : e.methods)
-    if (method == cost::SyncMethod::kPs) ps_params += static_cast<double>(bytes_of(g, ops, name));
+  // All-reduce keeps a flat buffer per bucket for the whole run, as large as
+  // the gradients it syncs; the PS's piece buffers are bounded by a few
+  // buckets whatever the model (Note [PS pieces]) and not counted here.
+  double ps_params = 0, allreduce_params = 0;
+  for (const auto& [name, method] : e.methods) {
+    const auto bytes = static_cast<double>(bytes_of(g, ops, name));
+    if (method == cost::SyncMethod::kPs) ps_params += bytes;
+    if (method == cost::SyncMethod::kAllReduce) allreduce_params += bytes;
+  }
+  e.static_bytes += allreduce_params;
   e.static_bytes -= ps_params * req.optimizer_states * (1.0 - 1.0 / replicas);
   if (req.staleness > 0 && replicas > 1) e.static_bytes += ps_params / replicas;
   return e;
