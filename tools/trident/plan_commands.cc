@@ -145,7 +145,8 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
   r.devices = p.devices, r.mini_batch = p.mini_batch;
   r.optimizer_states = p.optimizer_states;
   r.precision = graph::precision_from_string(p.precision).value_or(graph::Precision::kFp32);
-  const auto& names = schedule::schedule_names();
+  auto names = schedule::schedule_names();
+  names.insert(names.end(), schedule::zero_bubble_names().begin(), schedule::zero_bubble_names().end());
   r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
   return plan::Planner(g, cluster, plan_cost_model(p.cost_model, "", cluster, g, p.preset, p.devices, r.precision), r);
 }

@@ -257,8 +257,11 @@ std::vector<Key> parallel_keys() {
                        "`auto` (the planner recomputes a stage's forward in its backward where the stage would not "
                        "fit otherwise), `never`, `always`; a plan file sets it per stage"));
   k.push_back(text_key("parallel.schedule", [](TrainConfig& c) -> auto& { return c.parallel.schedule; },
-                       {"auto", "gpipe", "1f1b", "graph-1f1b"},
-                       "`auto` (graph-1f1b for graphpipe, 1f1b otherwise), `gpipe`, `1f1b`, `graph-1f1b`"));
+                       {"auto", "gpipe", "1f1b", "graph-1f1b", "zb-h1", "zb-h2", "graph-zb"},
+                       "`auto` (graph-1f1b for graphpipe, 1f1b otherwise), `gpipe`, `1f1b`, `graph-1f1b`, or a "
+                       "zero-bubble schedule that splits each backward into B and W: `zb-h1` (1f1b's memory), "
+                       "`zb-h2` (about twice it), `graph-zb` (graph-1f1b's memory, W filling the waits of forks and "
+                       "joins)"));
   k.push_back(text_key("parallel.grad_sync", [](TrainConfig& c) -> auto& { return c.parallel.grad_sync; },
                        cost::grad_sync_names(),
                        "`allreduce`, `ps`, `sfb` (Linear weights; the rest all-reduce), `hybrid` (per parameter by the "

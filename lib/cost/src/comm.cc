@@ -177,7 +177,8 @@ SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamS
 }
 
 SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::int64_t samples_per_rank, int ranks,
-                       const LinkSpec& link, const DeviceSpec& device, double bucket_bytes, const SyncWire& wire) {
+                       const LinkSpec& link, const DeviceSpec& device, double bucket_bytes, const SyncWire& wire,
+                       bool sfb_allowed) {
   auto best = sync_cost(SyncMethod::kAllReduce, op, param, samples_per_rank, ranks, link, device, wire);
   if (ranks <= 1) return best;
   const bool bucketed = bucket_bytes > 0 && static_cast<double>(param.bytes()) <= bucket_bytes;
@@ -185,7 +186,7 @@ SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::
   double best_s = weighed(best);
   auto ps = sync_cost(SyncMethod::kPs, op, param, samples_per_rank, ranks, link, device, wire);
   if (weighed(ps) <= best_s * (1 + kPsMemoryTieBreak)) best = ps, best_s = weighed(ps);
-  if (sfb_shape(op, param)) {
+  if (sfb_allowed && sfb_shape(op, param)) {
     auto sfb = sync_cost(SyncMethod::kSfb, op, param, samples_per_rank, ranks, link, device, wire);
     if (sfb.seconds < best_s) best = sfb;
   }

@@ -21,8 +21,7 @@ StageExecutor::ClockBackend::ClockBackend(StageExecutor& stage, Emulation emulat
 }
 
 std::pair<std::int64_t, std::int64_t> StageExecutor::ClockBackend::act(Exchange& x, Pass& p, bool backward, int m,
-                                                                       const std::string& action) {
-  const auto& cost = emulation_.costs.stages[s_.stage_];
+                                                                       const std::string& action, double seconds) {
   const int d = backward ? 1 : 0;
   const auto t0 = now_us();
   std::int64_t arrive = 0;
@@ -34,7 +33,7 @@ std::pair<std::int64_t, std::int64_t> StageExecutor::ClockBackend::act(Exchange&
   std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::microseconds(arrive)));
   const auto t1 = now_us();
   if (p.trace) p.trace->add_wait("wait " + action, t0, t1);
-  std::this_thread::sleep_for(std::chrono::microseconds(scaled_us(backward ? cost.backward_s : cost.forward_s)));
+  std::this_thread::sleep_for(std::chrono::microseconds(scaled_us(seconds)));
   const auto t2 = now_us();
   if (p.trace) p.trace->add(action, backward ? "backward" : "forward", kComputeLane, t1, t2);
   // Send on: one channel per stage pair and direction, as in the simulator.
@@ -56,6 +55,15 @@ std::pair<std::int64_t, std::int64_t> StageExecutor::ClockBackend::act(Exchange&
     s_.post_send(x, piece, msg, m, d);
   }
   return {t1, t2};
+}
+
+// W: the modelled weight gradients' time; nothing moves.
+void StageExecutor::ClockBackend::weight(Pass& p, int, bool last, const std::string& action) {
+  const auto t0 = now_us();
+  std::this_thread::sleep_for(std::chrono::microseconds(scaled_us(emulation_.costs.stages[s_.stage_].weight_s)));
+  const auto t1 = now_us();
+  if (p.trace) p.trace->add(action, "backward", kComputeLane, t0, t1);
+  if (last) last_backward_ = {t0, t1};
 }
 
 // After the last backward the stage's modelled gradient-sync tasks run one

@@ -95,7 +95,7 @@ void StageExecutor::build() {
     executor_ = std::make_unique<nn::GraphExecutor>(*module_, sg);
   }
   for (const auto& a : schedule::parse_actions(st.actions))
-    actions_.emplace_back(a.kind == schedule::Action::Kind::kBackward, a.micro_batch);
+    if (a.kind != schedule::Action::Kind::kStep) actions_.push_back(a);  // the step follows the last action anyway
   layout(0);
 }
 
@@ -177,11 +177,25 @@ const StageExecutor::Layout& StageExecutor::layout(std::int64_t uniform) {
 
 namespace {
 
-// The most micro-batches between their forward and backward at any point of
-// `actions`: the stage's in-flight count (at least 1).
-int in_flight(const std::vector<std::pair<bool, int>>& actions) {
+using Kind = schedule::Action::Kind;
+
+// The micro-batches whose backward `actions` split (they have a W).
+std::set<int> split_of(const std::vector<schedule::Action>& actions) {
+  std::set<int> split;
+  for (const auto& a : actions)
+    if (a.kind == Kind::kWeight) split.insert(a.micro_batch);
+  return split;
+}
+
+// The most micro-batches between their forward and the end of their
+// backward (a split one's W) at any point of `actions`: the stage's
+// in-flight count (at least 1).
+int in_flight(const std::vector<schedule::Action>& actions, const std::set<int>& split) {
   int live = 0, most = 1;
-  for (const auto& [backward, m] : actions) most = std::max(most, live += backward ? -1 : 1);
+  for (const auto& a : actions) {
+    if (a.kind == Kind::kForward) most = std::max(most, ++live);
+    if (a.kind == Kind::kWeight || (a.kind == Kind::kBackward && !split.count(a.micro_batch))) --live;
+  }
   return most;
 }
 
@@ -200,44 +214,48 @@ StageResult StageExecutor::evaluate(const FieldSource& source, std::int64_t rows
   if (stage_ < 0 || !module_) return total;
   torch::NoGradGuard no_grad;
   const std::int64_t chunk = plan_.mini_batch;
-  std::vector<std::pair<bool, int>> forwards;
-  for (int m = 0; m < micro_batches_; ++m) forwards.emplace_back(false, m);
+  std::vector<schedule::Action> forwards;
+  for (int m = 0; m < micro_batches_; ++m) forwards.push_back({Kind::kForward, m});
   for (std::int64_t begin = 0; begin < rows; begin += chunk) {
     const bool full = begin + chunk <= rows;
     Pass p;
     p.source = &source, p.first_row = begin;
     const auto r = pass(layout(full ? 0 : rows - begin),
-                        full ? forwards : std::vector<std::pair<bool, int>>{{false, 0}}, p);
+                        full ? forwards : std::vector<schedule::Action>{{Kind::kForward, 0}}, p);
     total.loss_sum += r.loss_sum;
     total.correct += r.correct;
   }
   return total;
 }
 
-StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<bool, int>>& actions, Pass& p) {
+StageResult StageExecutor::pass(const Layout& l, const std::vector<schedule::Action>& actions, Pass& p) {
   Exchange x;
   x.layout = &l;
-  int last_backward = -1;
+  const auto split = split_of(actions);
+  int last_weights = -1;  // the action that completes the weight gradients: a whole B or a W
   for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
-    const auto [backward, m] = actions[i];
-    x.dir[backward ? 1 : 0].order.push_back(m);
-    if (backward) last_backward = i;
+    const auto& a = actions[i];
+    if (a.kind != Kind::kWeight) x.dir[a.kind == Kind::kBackward ? 1 : 0].order.push_back(a.micro_batch);
+    if (a.kind == Kind::kWeight || (a.kind == Kind::kBackward && !split.count(a.micro_batch))) last_weights = i;
   }
   // Activations arrive on the in-pieces, gradients (of differentiable tensors only) on the out-pieces.
   x.dir[0].pieces = &l.in, x.dir[1].pieces = &l.out;
-  const int window = in_flight(actions);
+  const int window = in_flight(actions, split);
   for (int d = 0; d < 2; ++d) {
     x.dir[d].posted.resize(x.dir[d].pieces->size());
     for (int w = 0; w < window; ++w) post_next(x, d);
   }
   for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
-    const auto [backward, m] = actions[i];
-    const std::string action = std::string(backward ? "B" : "F") + std::to_string(m);
+    const auto& a = actions[i];
+    const int m = a.micro_batch;
+    const std::string action = schedule::to_string(a);
     try {
-      if (backward)
-        backend_->backward(x, p, m, i == last_backward, action);
-      else
+      if (a.kind == Kind::kForward)
         backend_->forward(x, p, m, action);
+      else if (a.kind == Kind::kBackward)
+        backend_->backward(x, p, m, {i == last_weights, split.count(m) > 0}, action);
+      else
+        backend_->weight(p, m, i == last_weights, action);
     } catch (Error& e) {
       ErrorContext where = context();
       where.micro_batch = m, where.action = action;
@@ -255,7 +273,7 @@ StageResult StageExecutor::pass(const Layout& l, const std::vector<std::pair<boo
                               first_line(e),
                           ErrorKind::kFailure, where);
     }
-    post_next(x, backward ? 1 : 0);
+    if (a.kind != Kind::kWeight) post_next(x, a.kind == Kind::kBackward ? 1 : 0);
   }
   for (auto& sent : x.sends) {
     try {

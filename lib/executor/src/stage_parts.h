@@ -105,7 +105,15 @@ class StageExecutor::Backend {
   // A receive buffer for `rows` rows of crossing c.
   virtual torch::Tensor buffer(const Crossing& c, std::int64_t rows) const = 0;
   virtual void forward(Exchange& x, Pass& p, int m, const std::string& action) = 0;
-  virtual void backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) = 0;
+  // B of micro-batch m (see Note [Split backward] in schedule.h): the whole
+  // backward, or with `split` the gradients of the stage's inputs only, the
+  // rest kept for weight(); `last`: it completes the weight gradients.
+  struct Part {
+    bool last = false, split = false;
+  };
+  virtual void backward(Exchange& x, Pass& p, int m, Part part, const std::string& action) = 0;
+  // W of a split micro-batch m: its weight gradients.
+  virtual void weight(Pass& p, int m, bool last, const std::string& action) = 0;
   // After every action and send of the pass.
   virtual void finish(Pass&) {}
 
@@ -121,13 +129,15 @@ class StageExecutor::TensorBackend final : public Backend {
                         torch::TensorOptions().dtype(tensor::to_torch(c.declared.dtype)).device(s_.placement_.device()));
   }
   void forward(Exchange& x, Pass& p, int m, const std::string& action) override;
-  void backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) override;
+  void backward(Exchange& x, Pass& p, int m, Part part, const std::string& action) override;
+  void weight(Pass& p, int m, bool last, const std::string& action) override;
   void finish(Pass&) override { saved_.clear(); }
 
  private:
   struct Saved {
     nn::TensorMap inputs, outputs;
     nn::Batch fields;  // kept for recomputation only
+    std::vector<torch::Tensor> roots, grads;  // a split backward's, for its W
   };
   void recompute(Pass& p, int m, const Layout& l, Saved& saved, const std::string& action);
   std::map<int, Saved> saved_;  // micro-batches between their forward and backward
@@ -140,17 +150,22 @@ class StageExecutor::ClockBackend final : public Backend {
   torch::Tensor buffer(const Crossing&, std::int64_t rows) const override {
     return torch::empty({rows, 1}, torch::kFloat64);
   }
-  void forward(Exchange& x, Pass& p, int m, const std::string& action) override { act(x, p, false, m, action); }
-  void backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) override {
-    const auto span = act(x, p, true, m, action);
-    if (last) last_backward_ = span;
+  void forward(Exchange& x, Pass& p, int m, const std::string& action) override {
+    act(x, p, false, m, action, emulation_.costs.stages[s_.stage_].forward_s);
   }
+  void backward(Exchange& x, Pass& p, int m, Part part, const std::string& action) override {
+    const auto& cost = emulation_.costs.stages[s_.stage_];
+    const auto span = act(x, p, true, m, action, part.split ? cost.backward_s - cost.weight_s : cost.backward_s);
+    if (part.last) last_backward_ = span;
+  }
+  void weight(Pass& p, int m, bool last, const std::string& action) override;
   void finish(Pass& p) override;
 
  private:
-  // Waits for the modelled arrivals, waits the modelled compute, sends
-  // modelled arrivals on; returns the compute span (µs).
-  std::pair<std::int64_t, std::int64_t> act(Exchange& x, Pass& p, bool backward, int m, const std::string& action);
+  // Waits for the modelled arrivals, waits the modelled compute of
+  // `seconds`, sends modelled arrivals on; returns the compute span (µs).
+  std::pair<std::int64_t, std::int64_t> act(Exchange& x, Pass& p, bool backward, int m, const std::string& action,
+                                            double seconds);
   // A modelled duration, stretched by the dilation, in µs.
   std::int64_t scaled_us(double seconds) const {
     return static_cast<std::int64_t>(seconds * emulation_.dilation * 1e6);

@@ -61,7 +61,23 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   if (p.trace) p.trace->add_stamped(action, "forward", segment_start, p.stamp());
 }
 
-void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool last, const std::string& action) {
+// Note [Two-pass split backward]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A split micro-batch (Note [Split backward] in schedule.h) runs autograd
+// twice over the graph its forward recorded: B asks only for the gradients
+// of the stage's inputs (autograd::grad with the inputs as targets, so no
+// weight gradient is computed and no AccumulateGrad runs) and keeps the
+// graph; W runs backward from the same roots and output gradients with the
+// stage's parameters as targets, accumulating their gradients as one
+// backward would. Each pass computes every intermediate gradient from the
+// same tensors in the same order as a single backward, so the weights equal
+// one process's (a weight read twice, a tied weight: autograd sums its uses
+// as always). The price: W recomputes the gradients along the paths from
+// the outputs to the weights that B already computed (torch's
+// stage_backward_weight avoids that with hooks on the intermediate
+// gradients; deferring at the weight ops is the other way), and the graph
+// lives from F to W.
+void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part part, const std::string& action) {
   const auto& l = *x.layout;
   auto& saved = saved_.at(m);
   if (s_.recompute_) recompute(p, m, l, saved, action);
@@ -85,15 +101,45 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, bool la
   }
   const auto t1 = p.stamp();
   if (p.trace) p.trace->add_stamped("wait " + action, "wait", t0, t1);
-  if (last && p.before_last_backward) p.before_last_backward();
-  if (!roots.empty()) torch::autograd::backward(roots, grads);
+  if (part.last && p.before_last_backward) p.before_last_backward();
+  std::map<graph::OpId, torch::Tensor> input_grads;  // a split B's; else the inputs' .grad
+  if (part.split) {
+    std::vector<graph::OpId> ops;
+    std::vector<torch::Tensor> targets;
+    for (const auto& [op, t] : saved.inputs)
+      if (t.requires_grad()) ops.push_back(op), targets.push_back(t);
+    if (!roots.empty() && !targets.empty()) {
+      const auto g = torch::autograd::grad(roots, targets, grads, /*retain_graph=*/true, /*create_graph=*/false,
+                                           /*allow_unused=*/true);
+      for (std::size_t i = 0; i < ops.size(); ++i) input_grads[ops[i]] = g[i];
+    }
+    saved.roots = std::move(roots), saved.grads = std::move(grads);
+  } else if (!roots.empty()) {
+    torch::autograd::backward(roots, grads);
+  }
   for (const auto& piece : l.in) {
     if (!s_.crossings_[piece.k].differentiable || !piece.in(m)) continue;
-    const auto& input = saved.inputs.at(s_.crossings_[piece.k].op);
-    s_.send(x, piece, input.grad().defined() ? input.grad() : torch::zeros_like(input), m, 1);
+    const auto op = s_.crossings_[piece.k].op;
+    const auto& input = saved.inputs.at(op);
+    const auto grad = part.split ? input_grads[op] : input.grad();
+    s_.send(x, piece, grad.defined() ? grad : torch::zeros_like(input), m, 1);
   }
-  saved_.erase(m);
+  if (!part.split) saved_.erase(m);
   if (p.trace) p.trace->add_stamped(action, "backward", t1, p.stamp());
+}
+
+// See Note [Two-pass split backward].
+void StageExecutor::TensorBackend::weight(Pass& p, int m, bool last, const std::string& action) {
+  auto& saved = saved_.at(m);
+  const auto t0 = p.stamp();
+  if (last && p.before_last_backward) p.before_last_backward();
+  std::vector<torch::Tensor> weights;
+  for (const auto& [name, w] : s_.params_)
+    if (w.requires_grad()) weights.push_back(w);
+  if (!saved.roots.empty() && !weights.empty())
+    torch::autograd::backward(saved.roots, saved.grads, /*retain_graph=*/false, /*create_graph=*/false, weights);
+  saved_.erase(m);
+  if (p.trace) p.trace->add_stamped(action, "backward", t0, p.stamp());
 }
 
 // Note [Recomputation]

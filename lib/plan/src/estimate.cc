@@ -1,5 +1,7 @@
 #include "estimate.h"
 
+#include "trident/schedule/schedule.h"
+
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -11,9 +13,13 @@ cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const gra
   const auto& rule = planner.request().grad_sync;
   const std::int64_t samples = planner.request().mini_batch / replicas;
   const auto& device = planner.cluster().device;
+  // SFB captures its factors in backward, which a split backward runs twice
+  // (Note [Two-pass split backward]): not under a zero-bubble schedule.
+  const auto& zb = schedule::zero_bubble_names();
+  const bool split = std::find(zb.begin(), zb.end(), planner.request().schedule) != zb.end();
   if (rule == "hybrid")
     return cost::choose_sync(op, param, samples, replicas, link, device, planner.request().bucket_bytes,
-                             planner.request().wire());
+                             planner.request().wire(), !split);
   auto method = cost::sync_method_from_string(rule);
   if (method == cost::SyncMethod::kSfb && !cost::sfb_shape(op, param)) method = cost::SyncMethod::kAllReduce;
   return cost::sync_cost(method, op, param, samples, replicas, link, device, planner.request().wire());
@@ -165,6 +171,7 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
     e.forward_s += planner.cost().forward_s(op, rows);
     backward[i] = planner.cost().backward_s(op, rows);
     e.backward_s += backward[i];
+    if (!op.params.empty()) e.weight_grad_s += planner.cost().forward_s(op, rows);
     e.param_bytes += static_cast<double>(op.param_bytes());
     e.activation_bytes += graph::kept_bytes_per_row(op, planner.dtypes()[static_cast<std::size_t>(ops[i])]) *
                               static_cast<double>(rows) +

@@ -363,9 +363,16 @@ void check_sfb_order(const Plan& plan, const graph::OpGraph& g) {
       return std::any_of(params.begin(), params.end(), [&](const auto& p) { return sfb.count(p.name) > 0; });
     });
     if (!any) continue;
+    const auto actions = schedule::parse_actions(st.actions);
+    if (schedule::splits_backward(actions))
+      throw PlanError("stage " + std::to_string(st.id) + ": sfb gradient sync does not take a split backward (W in '" +
+                      st.actions + "'): SFB captures its factors in backward, which a split runs twice; use "
+                      "allreduce or ps for this stage's parameters");
     std::vector<int> forwards, backwards;
-    for (const auto& a : schedule::parse_actions(st.actions))
-      (a.kind == schedule::Action::Kind::kForward ? forwards : backwards).push_back(a.micro_batch);
+    for (const auto& a : actions) {
+      if (a.kind == schedule::Action::Kind::kForward) forwards.push_back(a.micro_batch);
+      if (a.kind == schedule::Action::Kind::kBackward) backwards.push_back(a.micro_batch);
+    }
     if (forwards != backwards)
       throw PlanError("stage " + std::to_string(st.id) +
                       ": sfb gradient sync needs the backwards in the order of the forwards; the schedule is '" +

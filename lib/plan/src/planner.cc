@@ -50,9 +50,15 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   if (std::find(partitioner_names().begin(), partitioner_names().end(), r.partitioner) == partitioner_names().end())
     throw PlanError("partitioner '" + r.partitioner + "' is unknown; use " + join(partitioner_names()));
   if (r.schedule.empty()) r.schedule = r.partitioner == "graphpipe" ? "graph-1f1b" : "1f1b";
-  const auto& sn = schedule::schedule_names();
+  auto sn = schedule::schedule_names();
+  sn.insert(sn.end(), schedule::zero_bubble_names().begin(), schedule::zero_bubble_names().end());
   if (std::find(sn.begin(), sn.end(), r.schedule) == sn.end())
     throw PlanError("schedule '" + r.schedule + "' is unknown; use " + join(sn));
+  const auto& zb = schedule::zero_bubble_names();
+  if (r.grad_sync == "sfb" && std::find(zb.begin(), zb.end(), r.schedule) != zb.end())
+    throw PlanError("grad_sync 'sfb' does not take schedule '" + r.schedule +
+                    "': SFB captures its factors in backward, which a split backward runs twice; use allreduce, ps "
+                    "or hybrid (which then leaves SFB out), or gpipe, 1f1b or graph-1f1b");
   const auto& gs = cost::grad_sync_names();
   if (std::find(gs.begin(), gs.end(), r.grad_sync) == gs.end())
     throw PlanError("grad_sync '" + r.grad_sync + "' is unknown; use " + join(gs));
@@ -80,6 +86,19 @@ double Planner::memory_cap() const {
                                       : static_cast<double>(cluster_.device.memory_bytes);
 }
 
+namespace {
+
+// Whether the plan's schedule splits backwards (Note [Split backward]).
+bool splits(const Plan& plan) {
+  const auto& zb = schedule::zero_bubble_names();
+  if (std::find(zb.begin(), zb.end(), plan.schedule) != zb.end()) return true;
+  return std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) {
+    return !st.actions.empty() && schedule::splits_backward(schedule::parse_actions(st.actions));
+  });
+}
+
+}  // namespace
+
 schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
   schedule::StageGraph sg;
   std::vector<std::vector<graph::OpId>> ops(plan.stages.size());
@@ -93,6 +112,10 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     c.name = "s" + std::to_string(st.id);
     c.replicas = static_cast<int>(st.devices.size());
     c.forward_s = e.forward_s, c.backward_s = e.backward_s;
+    if (splits(plan)) {  // See Note [Two-pass split backward] (executor/tensor_backend.cc)
+      c.weight_s = e.backward_s;  // W runs the backward again, to every weight
+      c.backward_s = e.backward_s - std::min(e.weight_grad_s, e.backward_s) + c.weight_s;  // B without dW, then W
+    }
     c.static_bytes = e.static_bytes, c.activation_bytes = e.activation_bytes;
     c.sync = e.sync;
     int tensors = 0;

@@ -159,8 +159,19 @@ TEST(Plan, SfbNeedsBackwardsInTheOrderOfForwards) {
               std::string::npos)
         << e.what();
   }
-  // The same order is fine with all-reduce.
+  // A split backward (Note [Split backward]) runs autograd twice: refused for SFB.
+  p.stages[0].actions = "F0 F1 B0 B1 W0 W1";
+  try {
+    check_sfb_order(p, g);
+    FAIL() << "no error";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 0: sfb gradient sync does not take a split backward"), std::string::npos)
+        << e.what();
+  }
+  // The same orders are fine with all-reduce.
   p.grad_sync[linear_weight] = "allreduce";
+  EXPECT_NO_THROW(check_sfb_order(p, g));
+  p.stages[0].actions = "F0 F1 B1 B0";
   EXPECT_NO_THROW(check_sfb_order(p, g));
 }
 

@@ -1,6 +1,10 @@
 #include "trident/schedule/schedule.h"
 
+#include "trident/schedule/simulator.h"
+#include "zero_bubble.h"
+
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <sstream>
 
@@ -27,6 +31,59 @@ const std::vector<std::string>& schedule_names() {
   static const std::vector<std::string> names{"gpipe", "1f1b", "graph-1f1b"};
   return names;
 }
+
+const std::vector<std::string>& zero_bubble_names() {
+  static const std::vector<std::string> names{"zb-h1", "zb-h2", "graph-zb"};
+  return names;
+}
+
+namespace {
+
+// See Note [Zero-bubble schedules]: the limits from the peak memory of the
+// schedule it keeps (the most any stage's device needs: its static bytes
+// and the micro-batches it holds), each stage holding as many micro-batches
+// as fit in that.
+Schedule zero_bubble(const std::string& name, const StageGraph& graph, const std::vector<int>& counts) {
+  const Schedule base = make_schedule(name == "graph-zb" ? "graph-1f1b" : "1f1b", graph, counts);
+  const auto held = validate(graph, base).in_flight;
+  const bool sized = std::any_of(graph.stages.begin(), graph.stages.end(), [](const StageCost& c) { return c.activation_bytes > 0; });
+  auto bytes = [&](StageId st) { return sized ? graph.stages[st].activation_bytes : 1.0; };
+  auto fixed = [&](StageId st) { return sized ? graph.stages[st].static_bytes : 0.0; };
+  double peak = 0;
+  for (StageId st = 0; st < graph.size(); ++st) peak = std::max(peak, fixed(st) + held[st] * bytes(st));
+  std::vector<int> limits(graph.size());
+  for (StageId st = 0; st < graph.size(); ++st) {
+    const double fit = bytes(st) > 0 ? std::floor((peak - fixed(st)) / bytes(st) * (1 + 1e-12)) : counts[st];
+    limits[st] = static_cast<int>(std::clamp<double>(fit, held[st], counts[st]));
+    if (name == "zb-h2") limits[st] = std::min(2 * limits[st] - 1, counts[st]);
+  }
+  // Candidates, the fastest simulated kept: the list schedule with and
+  // without W lookahead, and the kept schedule with each W right after its B
+  // (never slower than it: B's gradients leave a W earlier).
+  const int most = *std::max_element(counts.begin(), counts.end());
+  std::vector<Schedule> candidates;
+  for (bool lookahead : {true, false})
+    candidates.push_back({name, most, detail::list_schedule(graph, counts, limits, lookahead), counts});
+  Schedule after{name, most, base.stages, counts};
+  for (auto& list : after.stages) {
+    StageActions split;
+    for (const auto& a : list) {
+      split.push_back(a);
+      if (a.kind == Action::Kind::kBackward) split.push_back({Action::Kind::kWeight, a.micro_batch});
+    }
+    list = std::move(split);
+  }
+  candidates.push_back(std::move(after));
+  std::size_t best = 0;
+  double best_s = 0;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const double t = simulate(graph, candidates[i], most).iteration_s;  // validates
+    if (i == 0 || t < best_s * (1 - 1e-12)) best = i, best_s = t;
+  }
+  return candidates[best];
+}
+
+}  // namespace
 
 Schedule make_schedule(const std::string& name, const StageGraph& graph, int micro_batches) {
   graph.check();
@@ -83,14 +140,26 @@ Schedule make_schedule(const std::string& name, const StageGraph& graph, const s
       for (StageId t : succ[st]) first[st] = std::max(first[st], first[t]);
       s.stages[st] = actions(st, first[st]);
     }
+  } else if (std::count(zero_bubble_names().begin(), zero_bubble_names().end(), name)) {
+    return zero_bubble(name, graph, counts);
   } else {
-    throw ScheduleError("schedule '" + name + "' is unknown; use gpipe, 1f1b or graph-1f1b");
+    throw ScheduleError("schedule '" + name + "' is unknown; use gpipe, 1f1b, graph-1f1b, zb-h1, zb-h2 or graph-zb");
   }
   return s;
 }
 
 std::string to_string(const Action& a) {
-  return (a.kind == Action::Kind::kForward ? "F" : "B") + std::to_string(a.micro_batch);
+  switch (a.kind) {
+    case Action::Kind::kForward: return "F" + std::to_string(a.micro_batch);
+    case Action::Kind::kBackward: return "B" + std::to_string(a.micro_batch);
+    case Action::Kind::kWeight: return "W" + std::to_string(a.micro_batch);
+    case Action::Kind::kStep: return "S";
+  }
+  return "?";
+}
+
+bool splits_backward(const StageActions& list) {
+  return std::any_of(list.begin(), list.end(), [](const Action& a) { return a.kind == Action::Kind::kWeight; });
 }
 
 std::string to_string(const StageActions& list) {
@@ -103,11 +172,17 @@ StageActions parse_actions(const std::string& text) {
   std::istringstream in(text);
   StageActions out;
   for (std::string word; in >> word;) {
-    bool ok = word.size() >= 2 && (word[0] == 'F' || word[0] == 'B') &&
+    if (word == "S") {
+      out.push_back({Action::Kind::kStep, 0});
+      continue;
+    }
+    bool ok = word.size() >= 2 && (word[0] == 'F' || word[0] == 'B' || word[0] == 'W') &&
               std::all_of(word.begin() + 1, word.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
               word.size() < 10;
-    if (!ok) throw ScheduleError("action '" + word + "' is not F<micro-batch> or B<micro-batch> (e.g. F0 B0)");
-    out.push_back({word[0] == 'F' ? Action::Kind::kForward : Action::Kind::kBackward, std::stoi(word.substr(1))});
+    if (!ok)
+      throw ScheduleError("action '" + word + "' is not F<micro-batch>, B<micro-batch>, W<micro-batch> or S (e.g. F0 B0 W0 S)");
+    const auto kind = word[0] == 'F' ? Action::Kind::kForward : word[0] == 'B' ? Action::Kind::kBackward : Action::Kind::kWeight;
+    out.push_back({kind, std::stoi(word.substr(1))});
   }
   return out;
 }

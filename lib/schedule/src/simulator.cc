@@ -20,19 +20,33 @@ class Iteration {
   // sending stage, gradients per micro-batch of the stage sending them back.
   Iteration(const StageGraph& g, const Schedule& s, SimResult& r)
       : g_(g), s_(s), r_(r), in_(g.size()), out_(g.size()), arrive_f_(g.edges.size()), arrive_b_(g.edges.size()),
-        fwd_end_(g.size()), chan_f_(g.edges.size(), 0), chan_b_(g.edges.size(), 0), last_b_(g.size(), {0, 0}) {
+        fwd_end_(g.size()), chan_f_(g.edges.size(), 0), chan_b_(g.edges.size(), 0), last_b_(g.size(), {0, 0}),
+        split_(g.size()) {
     for (int e = 0; e < static_cast<int>(g.edges.size()); ++e) {
       out_[g.edges[e].from].push_back(e);
       in_[g.edges[e].to].push_back(e);
       arrive_f_[e].assign(s.count(g.edges[e].from), kNever);
       arrive_b_[e].assign(s.count(g.edges[e].to), kNever);
     }
-    for (StageId st = 0; st < g.size(); ++st) fwd_end_[st].assign(s.count(st), kNever);
+    for (StageId st = 0; st < g.size(); ++st) {
+      fwd_end_[st].assign(s.count(st), kNever);
+      split_[st].assign(s.count(st), 0);
+      for (const auto& a : s.stages[st])
+        if (a.kind == Action::Kind::kWeight) split_[st][a.micro_batch] = 1;
+    }
     r_.busy_s.assign(g.size(), 0);
   }
 
+  // See Note [Split backward]: a split micro-batch's B leaves weight_s to its W.
   double duration(StageId st, const Action& a) const {
-    return a.kind == Action::Kind::kForward ? g_.stages[st].forward_s : g_.stages[st].backward_s;
+    const auto& c = g_.stages[st];
+    switch (a.kind) {
+      case Action::Kind::kForward: return c.forward_s;
+      case Action::Kind::kBackward: return split_[st][a.micro_batch] ? c.backward_s - c.weight_s : c.backward_s;
+      case Action::Kind::kWeight: return c.weight_s;
+      case Action::Kind::kStep: return 0;
+    }
+    return 0;
   }
 
   // When everything `a` needs is here; kNever while something is not yet sent.
@@ -44,6 +58,7 @@ class Iteration {
       return at;
     };
     double at = 0;
+    if (a.kind == Action::Kind::kWeight || a.kind == Action::Kind::kStep) return at;  // after its own B: program order
     if (a.kind == Action::Kind::kForward) {
       for (int e : in_[st]) at = latest(arrive_f_[e], g_.edges[e].from, at);
       return at;
@@ -54,17 +69,21 @@ class Iteration {
   }
 
   // A compute span of `a` ran from start to end: record it and send its outputs.
+  // The weight gradients are complete after the last backward that makes
+  // them: a whole B, or a W (Note [Split backward]).
   void done(StageId st, const Action& a, double start, double end) {
     const int mb = a.micro_batch;
+    if (a.kind == Action::Kind::kStep) return;
     r_.busy_s[st] += duration(st, a);
     r_.events.push_back({st, SimEvent::Lane::kCompute, to_string(a), mb, start, end});
     if (a.kind == Action::Kind::kForward) {
       fwd_end_[st][mb] = end;
       for (int e : out_[st]) send(st, e, end, g_.edges[e].forward_s, chan_f_, arrive_f_, mb, "F", g_.edges[e].to);
-    } else {
-      last_b_[st] = {start, end};
-      for (int e : in_[st]) send(st, e, end, g_.edges[e].backward_s, chan_b_, arrive_b_, mb, "B", g_.edges[e].from);
+      return;
     }
+    if (a.kind == Action::Kind::kWeight || !split_[st][mb]) last_b_[st] = {start, end};
+    if (a.kind == Action::Kind::kBackward)
+      for (int e : in_[st]) send(st, e, end, g_.edges[e].backward_s, chan_b_, arrive_b_, mb, "B", g_.edges[e].from);
   }
 
   // After the stage's last action (at `free`): its gradient sync (WFBP: a
@@ -105,7 +124,8 @@ class Iteration {
   std::vector<std::vector<int>> in_, out_;
   std::vector<std::vector<double>> arrive_f_, arrive_b_, fwd_end_;
   std::vector<double> chan_f_, chan_b_;
-  std::vector<std::pair<double, double>> last_b_;  // the last backward's span
+  std::vector<std::pair<double, double>> last_b_;  // the span of the last backward that made weight gradients
+  std::vector<std::vector<char>> split_;           // by stage and micro-batch: has a W
 };
 
 // Each stage on its own cores: an action starts as soon as its stage is free

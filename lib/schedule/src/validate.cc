@@ -4,6 +4,49 @@
 #include "walk.h"
 
 namespace trident::schedule {
+namespace {
+
+// One stage's list on its own (see Note [Split backward]): every micro-batch
+// forwarded and backwarded once, a W at most once and after its B, S last.
+// Returns the most micro-batches in flight.
+int check_stage(const Schedule& schedule, StageId st) {
+  const int m = schedule.count(st);
+  const std::string where = "schedule '" + schedule.name + "', stage " + std::to_string(st) + ": ";
+  std::vector<int> fwd_at(m, -1), bwd_at(m, -1), weight_at(m, -1);
+  const auto& list = schedule.stages[st];
+  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+    const Action& a = list[i];
+    if (a.kind == Action::Kind::kStep) {
+      if (i + 1 < static_cast<int>(list.size()))
+        throw ScheduleError(where + "S comes before " + to_string(list[i + 1]) +
+                            "; the optimizer step must follow every action of the stage");
+      continue;
+    }
+    if (a.micro_batch < 0 || a.micro_batch >= m)
+      throw ScheduleError(where + to_string(a) + " is outside micro-batches 0.." + std::to_string(m - 1));
+    auto& at = (a.kind == Action::Kind::kForward ? fwd_at : a.kind == Action::Kind::kBackward ? bwd_at : weight_at)[a.micro_batch];
+    if (at >= 0) throw ScheduleError(where + to_string(a) + " appears twice");
+    at = i;
+  }
+  for (int mb = 0; mb < m; ++mb) {
+    const auto n = std::to_string(mb);
+    if (fwd_at[mb] < 0) throw ScheduleError(where + "F" + n + " is missing");
+    if (bwd_at[mb] < 0) throw ScheduleError(where + "B" + n + " is missing");
+    if (bwd_at[mb] < fwd_at[mb]) throw ScheduleError(where + "B" + n + " comes before its own F" + n);
+    if (weight_at[mb] >= 0 && weight_at[mb] < bwd_at[mb])
+      throw ScheduleError(where + "W" + n + " comes before its own B" + n +
+                          "; the weight gradients need what the input gradients' pass keeps");
+  }
+  // A micro-batch is in flight from its F to its backward's end: its W when split.
+  int live = 0, peak = 0;
+  for (const Action& a : list) {
+    if (a.kind == Action::Kind::kForward) peak = std::max(peak, ++live);
+    if (a.kind == Action::Kind::kWeight || (a.kind == Action::Kind::kBackward && weight_at[a.micro_batch] < 0)) --live;
+  }
+  return peak;
+}
+
+}  // namespace
 
 ScheduleCheck validate(const StageGraph& graph, const Schedule& schedule) {
   graph.check();
@@ -27,30 +70,7 @@ ScheduleCheck validate(const StageGraph& graph, const Schedule& schedule) {
                           std::to_string(b) + "; one count must divide the other");
   }
   ScheduleCheck check;
-  for (StageId st = 0; st < graph.size(); ++st) {
-    const int m = schedule.count(st);
-    const std::string where = "schedule '" + schedule.name + "', stage " + std::to_string(st) + ": ";
-    std::vector<int> fwd_at(m, -1), bwd_at(m, -1);
-    int live = 0, peak = 0;
-    const auto& list = schedule.stages[st];
-    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-      const Action& a = list[i];
-      if (a.micro_batch < 0 || a.micro_batch >= m)
-        throw ScheduleError(where + to_string(a) + " is outside micro-batches 0.." + std::to_string(m - 1));
-      auto& at = (a.kind == Action::Kind::kForward ? fwd_at : bwd_at)[a.micro_batch];
-      if (at >= 0) throw ScheduleError(where + to_string(a) + " appears twice");
-      at = i;
-      live += a.kind == Action::Kind::kForward ? 1 : -1;
-      peak = std::max(peak, live);
-    }
-    for (int mb = 0; mb < m; ++mb) {
-      if (fwd_at[mb] < 0) throw ScheduleError(where + "F" + std::to_string(mb) + " is missing");
-      if (bwd_at[mb] < 0) throw ScheduleError(where + "B" + std::to_string(mb) + " is missing");
-      if (bwd_at[mb] < fwd_at[mb])
-        throw ScheduleError(where + "B" + std::to_string(mb) + " comes before its own F" + std::to_string(mb));
-    }
-    check.in_flight.push_back(peak);
-  }
+  for (StageId st = 0; st < graph.size(); ++st) check.in_flight.push_back(check_stage(schedule, st));
   detail::Walk(graph, schedule).run([](StageId, const Action&) {});
   return check;
 }

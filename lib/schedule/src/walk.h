@@ -29,7 +29,8 @@ class Walk {
         while (pos_[st] < s_.stages[st].size() && waiting_for(st).empty()) {
           const Action& a = s_.stages[st][pos_[st]++];
           visit(st, a);
-          (a.kind == Action::Kind::kForward ? fwd_ : bwd_)[st][a.micro_batch] = 1;
+          if (a.kind == Action::Kind::kForward) fwd_[st][a.micro_batch] = 1;
+          if (a.kind == Action::Kind::kBackward) bwd_[st][a.micro_batch] = 1;
           progress = true;
         }
       }
@@ -60,6 +61,8 @@ class Walk {
         if (auto w = missing(fwd_, p, "F"); !w.empty()) return w;
       return "";
     }
+    // W needs only its own B, S only what came before it: program order.
+    if (a.kind == Action::Kind::kWeight || a.kind == Action::Kind::kStep) return "";
     if (!fwd_[st][m]) return "its own F" + std::to_string(m);
     for (StageId t : succ_[st])
       if (auto w = missing(bwd_, t, "B"); !w.empty()) return w;

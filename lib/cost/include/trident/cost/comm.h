@@ -103,10 +103,11 @@ SyncChoice sync_cost(SyncMethod method, const graph::Op& op, const graph::ParamS
 // [Gradient buckets]; the PS packs its buckets the same way): a tensor that
 // fits one joins it and pays only its bytes at the link's bandwidth, not
 // another call's latency, so all-reduce and PS are weighed at that marginal
-// cost (the returned choice keeps the tensor's own time).
+// cost (the returned choice keeps the tensor's own time). Without `sfb`
+// (a split backward: Note [Split backward]) SFB is not considered.
 inline constexpr double kPsMemoryTieBreak = 0.03;
 SyncChoice choose_sync(const graph::Op& op, const graph::ParamSpec& param, std::int64_t samples_per_rank, int ranks,
                        const LinkSpec& link, const DeviceSpec& device, double bucket_bytes = 0,
-                       const SyncWire& wire = {});
+                       const SyncWire& wire = {}, bool sfb = true);
 
 }  // namespace trident::cost

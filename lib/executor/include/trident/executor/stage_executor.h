@@ -91,7 +91,7 @@
 #include "trident/plan/plan.h"
 #include "trident/executor/placement.h"
 #include "trident/executor/trace.h"
-#include "trident/schedule/stage_graph.h"
+#include "trident/schedule/schedule.h"
 
 namespace trident::runtime {
 
@@ -199,7 +199,7 @@ class StageExecutor {
   const Layout& layout(std::int64_t uniform);
   // One pass of `actions` over the micro-batches of `layout`; an error
   // escaping an action gets this rank's context and the action's.
-  StageResult pass(const Layout& layout, const std::vector<std::pair<bool, int>>& actions, Pass& p);
+  StageResult pass(const Layout& layout, const std::vector<schedule::Action>& actions, Pass& p);
   // p2p (see Note [Tags]): post the receives of the next micro-batch of direction
   // d, wait for one piece, gather this rank's rows of crossing k, send.
   void post_next(Exchange& x, int d);
@@ -233,7 +233,7 @@ class StageExecutor {
   std::vector<int> stage_of_device_;
   std::vector<Crossing> crossings_;  // indexed by k (see Note [Tags])
   std::map<std::int64_t, std::unique_ptr<Layout>> layouts_;  // by micro-batch rows
-  std::vector<std::pair<bool, int>> actions_;  // (backward?, micro-batch)
+  std::vector<schedule::Action> actions_;  // F, B and W (see Note [Split backward]); S dropped
   std::unique_ptr<Backend> backend_;  // null when idle
 };
 

@@ -26,8 +26,20 @@
 
 namespace trident::schedule {
 
+// Note [Split backward]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Zero-bubble schedules (Qi et al., ICLR 2024) split a micro-batch's
+// backward in two: B computes the gradients of the stage's inputs — all a
+// predecessor waits for — and W the stage's weight gradients from what B
+// kept, whenever the stage would otherwise idle. In a stage's list, `W m`
+// marks micro-batch m as split: its `B m` is then the input gradients only,
+// and W must come after it; without W, `B m` is the whole backward. A
+// split micro-batch holds its activations until W (so W counts in the
+// in-flight memory), and the stage's weight gradients are complete, and
+// synced, after its last B or W. `S` is the optimizer step; it follows a
+// stage's last action when not written, and when written it must be last.
 struct Action {
-  enum class Kind { kForward, kBackward };
+  enum class Kind { kForward, kBackward, kWeight, kStep };
   Kind kind = Kind::kForward;
   int micro_batch = 0;
   bool operator==(const Action& o) const { return kind == o.kind && micro_batch == o.micro_batch; }
@@ -64,22 +76,47 @@ inline std::pair<int, int> overlapping(int m, int from, int to) {
 // (under graph-1f1b the most over paths to a sink of the successors' sizes;
 // under 1f1b the sizes of every later stage in topological order). With one
 // count this is the rule above.
+//
+// Note [Zero-bubble schedules]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every backward split (Note [Split backward]), made by one list scheduler
+// that runs the iteration in time (the stages' F, B and W times; unit times
+// when the graph has none) and, whenever a stage is free, starts its next B
+// if its successors' gradients are here (B is what the predecessors wait
+// for), else its next F if it holds fewer micro-batches than its limit,
+// else its oldest pending W — so W fills every wait, the waits of a join on
+// its slowest branch and of a fork on its successors included; with none of
+// them ready it waits for the first B or F. The limit is the memory: a
+// micro-batch is held from F to W.
+// zb-h1:    limit = what 1f1b holds on the stage (1F1B's memory; Qi et al.'s
+//           ZB-H1);
+// zb-h2:    limit = twice that less one (ZB-H2's 2p − 1 on the first of p
+//           stages);
+// graph-zb: limit = what graph-1f1b holds (GraphPipe's memory on the DAG).
+// The zero-bubble schedules are made and simulated here; the runtime does not
+// yet run a split backward (StageExecutor refuses W).
 const std::vector<std::string>& schedule_names();
+const std::vector<std::string>& zero_bubble_names();
 Schedule make_schedule(const std::string& name, const StageGraph& graph, int micro_batches);
 Schedule make_schedule(const std::string& name, const StageGraph& graph, const std::vector<int>& counts);
 
-std::string to_string(const Action& a);          // "F3", "B0"
+std::string to_string(const Action& a);          // "F3", "B0", "W0", "S"
 std::string to_string(const StageActions& list);  // "F0 F1 B0 F2 B1 B2"
 StageActions parse_actions(const std::string& text);  // throws ScheduleError
+// Whether the list splits any backward (has a W; see Note [Split backward]).
+bool splits_backward(const StageActions& list);
 
 struct ScheduleCheck {
-  std::vector<int> in_flight;  // per stage: most micro-batches forwarded but not yet backwarded
+  // Per stage: most micro-batches forwarded whose backward is not done (for
+  // a split micro-batch, until its W).
+  std::vector<int> in_flight;
 };
 
 // Throws ScheduleError naming the stage and action: a micro-batch missing,
-// repeated or out of range; a backward before its own forward; neighbours
-// whose micro-batch counts do not divide one another; a deadlock (the
-// message names each stuck stage's blocked action and what it waits for).
+// repeated or out of range; a backward before its own forward; a W before
+// its own B; an optimizer step (S) before another action; neighbours whose
+// micro-batch counts do not divide one another; a deadlock (the message
+// names each stuck stage's blocked action and what it waits for).
 ScheduleCheck validate(const StageGraph& graph, const Schedule& schedule);
 
 }  // namespace trident::schedule

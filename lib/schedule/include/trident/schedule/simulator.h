@@ -22,7 +22,7 @@ struct SimEvent {
   enum class Lane { kCompute, kSend, kSync };
   StageId stage = 0;
   Lane lane = Lane::kCompute;
-  std::string name;  // "F3", "B3", "send F3 -> s2", "sync fc.weight"
+  std::string name;  // "F3", "B3", "W3", "send F3 -> s2", "sync fc.weight"
   int micro_batch = -1;
   double start = 0, end = 0;
 };

@@ -39,6 +39,9 @@ struct StageCost {
   // (empty: all on node 0) and the compute threads of each replica's process.
   std::vector<int> nodes;
   int threads = 1;
+  // Of backward_s, the weight gradients' part: what W takes when a schedule
+  // splits the backward (Note [Split backward] in schedule.h); B takes the rest.
+  double weight_s = 0;
 };
 
 struct StageEdge {
