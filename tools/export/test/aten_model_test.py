@@ -14,7 +14,12 @@ tools/export/trident_aten.py), against eager PyTorch:
   plan with every stage recomputing its forward gives bitwise the same
   weights (see Note [Recomputation]);
 - a model whose output projection is its input embedding (tied weights),
-  split by a stage cut between the two uses: the weights of one process;
+  split by a stage cut between the two uses: the weights of one process,
+  also under the zero-bubble schedule zb-h1 (a split backward, Note [Split
+  backward]);
+- a model with a fork, a join and one weight read twice on a path
+  (x @ w @ w, where split backwards are known to go wrong): the weights of
+  one process under zb-h1 and graph-zb;
 - bad input: an operator this LibTorch lacks, a graph of another capture
   format, a file cut short — exit 2 and one line naming it.
 
@@ -159,6 +164,21 @@ class TiedLM(nn.Module):
 
     def forward(self, tokens):
         return self.out(self.deep(torch.tanh(self.mix(self.embed(tokens).mean(1)))))
+
+
+class TwiceRead(nn.Module):
+    """A fork and a join, and on one branch one weight read twice (x @ w @ w)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(6, 16)
+        self.w = nn.Parameter(torch.randn(16, 16) * 0.25)
+        self.side = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh())
+        self.head = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 5))
+
+    def forward(self, x):
+        h = torch.tanh(self.inp(x))
+        return self.head(torch.tanh(h @ self.w @ self.w) + self.side(h))
 
 
 SEQUENCE = {
@@ -360,8 +380,40 @@ def check_tied(binary):
     expect(len(holders) == 2, "the pipeline's stages holding embed.weight: %s (a cut between its uses wanted)" %
            holders)
     largest = same_weights(single, piped, "3-process pipeline", expect)
-    print("tied: embed.weight read by %s; stages %s hold it; losses equal PyTorch's; pipeline within %.1e of one "
-          "process" % (readers, holders, largest))
+    _, split = train(binary, work, "zb", SEQ_STEPS, pipeline_args(["parallel.schedule=zb-h1"]))
+    actions = [st["actions"] for st in json.load(open(os.path.join(work, "runs", "zb", "plan.json")))["stages"]]
+    expect(all("W" in a for a in actions), "zb-h1 plan without W actions: %s" % actions)
+    largest = max(largest, same_weights(single, split, "3-process zb-h1 pipeline", expect))
+    print("tied: embed.weight read by %s; stages %s hold it; losses equal PyTorch's; pipelines (1f1b, zb-h1) within "
+          "%.1e of one process" % (readers, holders, largest))
+    if not failures:
+        shutil.rmtree(work)
+    return failures
+
+
+def check_split(binary):
+    """A split backward (Note [Two-pass split backward]) on a fork, a join and x @ w @ w: one process's weights."""
+    torch.manual_seed(0)
+    work, init, data, _ = prepare("twice", TwiceRead(), {"x": ((6,), torch.float32)}, 5, {}, SEQ_ROWS, SEQ_ROWS // 4)
+    failures = []
+
+    def expect(ok, what):
+        if not ok:
+            failures.append("split: %s" % what)
+    losses, single = train(binary, work, "single", SEQ_STEPS)
+    ref, _ = eager_steps(TwiceRead(), init, data, SEQ_STEPS)
+    expect(np.allclose(losses, ref, rtol=1e-4, atol=1e-4), "losses %s, PyTorch %s" % (np.round(losses, 5),
+                                                                                    np.round(ref, 5)))
+    largest = 0.0
+    for schedule, partitioner in (("zb-h1", "pipedream"), ("graph-zb", "graphpipe")):
+        name = schedule.replace("-", "")
+        _, piped = train(binary, work, name, SEQ_STEPS, pipeline_args(["parallel.schedule=" + schedule,
+                                                                       "parallel.partitioner=" + partitioner]))
+        plan = json.load(open(os.path.join(work, "runs", name, "plan.json")))
+        expect(len(plan["stages"]) > 1 and all("W" in st["actions"] for st in plan["stages"]),
+               "%s: %d stages, actions %s" % (schedule, len(plan["stages"]), [st["actions"] for st in plan["stages"]]))
+        largest = max(largest, same_weights(single, piped, "3-process %s pipeline" % schedule, expect))
+    print("split: losses equal PyTorch's; zb-h1 and graph-zb pipelines within %.1e of one process" % largest)
     if not failures:
         shutil.rmtree(work)
     return failures
@@ -423,8 +475,8 @@ def main():
     names = [n for n in rest if n != "--all"]
     vision = [n for n in names if n in FAMILIES] or ([] if names else list(FAMILIES if everything else SUBSET))
     sequence = [n for n in names if n in SEQUENCE] or ([] if names else list(SEQUENCE))
-    if "tied" in names or "errors" in names:
-        names = []  # the tied and error checks run with the default set
+    if "tied" in names or "split" in names or "errors" in names:
+        names = []  # the tied, split and error checks run with the default set
     failures = []
     for name in vision:
         mine = check_vision(name, binary)
@@ -436,7 +488,7 @@ def main():
             print("%s: %s" % (name, "ok" if not mine else "FAILED"))
             failures += mine
     if not names:
-        for what, check in (("tied", check_tied), ("errors", check_errors)):
+        for what, check in (("tied", check_tied), ("split", check_split), ("errors", check_errors)):
             mine = check(binary)
             print("%s: %s" % (what, "ok" if not mine else "FAILED"))
             failures += mine
