@@ -112,9 +112,20 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     c.name = "s" + std::to_string(st.id);
     c.replicas = static_cast<int>(st.devices.size());
     c.forward_s = e.forward_s, c.backward_s = e.backward_s;
-    if (splits(plan)) {  // See Note [Two-pass split backward] (executor/tensor_backend.cc)
-      c.weight_s = e.backward_s;  // W runs the backward again, to every weight
-      c.backward_s = e.backward_s - std::min(e.weight_grad_s, e.backward_s) + c.weight_s;  // B without dW, then W
+    // W's time: the weight gradients' own products, as a runtime that defers
+    // them at the weight ops would run it (what the schedules are built
+    // for) — but this runtime's W runs the backward again (Note [Two-pass
+    // split backward] in executor/tensor_backend.cc), so a plan whose
+    // schedule splits is priced so: B without the weight products, then W.
+    c.weight_s = std::min(e.weight_grad_s, e.backward_s);
+    // A stage that receives nothing has no input gradients to compute: its B
+    // is empty and W is its whole backward.
+    const bool source = std::none_of(plan.edges.begin(), plan.edges.end(), [&](const auto& e) { return e.to == st.id; });
+    if (source) {
+      c.weight_s = e.backward_s;
+    } else if (splits(plan)) {
+      c.backward_s = e.backward_s - c.weight_s + e.backward_s;
+      c.weight_s = e.backward_s;
     }
     c.static_bytes = e.static_bytes, c.activation_bytes = e.activation_bytes;
     c.sync = e.sync;

@@ -61,9 +61,18 @@ Schedule zero_bubble(const std::string& name, const StageGraph& graph, const std
   // without W lookahead, and the kept schedule with each W right after its B
   // (never slower than it: B's gradients leave a W earlier).
   const int most = *std::max_element(counts.begin(), counts.end());
+  // zb-h1 and zb-h2 are chain schedules, as the zero-bubble paper's: made on
+  // the stages in topological order as a chain (what a user who linearises
+  // the model gets), then run on the DAG; graph-zb is made on the DAG.
+  StageGraph made = graph;
+  if (name != "graph-zb") {
+    const auto order = graph.topo_order();
+    made.edges.clear();
+    for (std::size_t i = 1; i < order.size(); ++i) made.edges.push_back({order[i - 1], order[i]});
+  }
   std::vector<Schedule> candidates;
   for (bool lookahead : {true, false})
-    candidates.push_back({name, most, detail::list_schedule(graph, counts, limits, lookahead), counts});
+    candidates.push_back({name, most, detail::list_schedule(made, counts, limits, lookahead), counts});
   Schedule after{name, most, base.stages, counts};
   for (auto& list : after.stages) {
     StageActions split;

@@ -86,15 +86,19 @@ inline std::pair<int, int> overlapping(int m, int from, int to) {
 // for), else its next F if it holds fewer micro-batches than its limit,
 // else its oldest pending W — so W fills every wait, the waits of a join on
 // its slowest branch and of a fork on its successors included; with none of
-// them ready it waits for the first B or F. The limit is the memory: a
-// micro-batch is held from F to W.
-// zb-h1:    limit = what 1f1b holds on the stage (1F1B's memory; Qi et al.'s
-//           ZB-H1);
-// zb-h2:    limit = twice that less one (ZB-H2's 2p − 1 on the first of p
-//           stages);
-// graph-zb: limit = what graph-1f1b holds (GraphPipe's memory on the DAG).
-// The zero-bubble schedules are made and simulated here; the runtime does not
-// yet run a split backward (StageExecutor refuses W).
+// them ready it waits for the first B or F (with lookahead it also does not
+// start a W that the next B could arrive during). A micro-batch is held
+// from F to W; the limits keep the peak memory of the schedule each keeps —
+// the most any device needs, its static bytes and what it holds — and let
+// every stage hold as many micro-batches as fit in that peak:
+// zb-h1:    1f1b's peak (Qi et al.'s ZB-H1), made on the stages in
+//           topological order as a chain (what a user who linearises the
+//           model runs), then run on the DAG;
+// zb-h2:    as zb-h1 with each limit doubled less one (ZB-H2's 2p − 1);
+// graph-zb: graph-1f1b's peak, made on the DAG.
+// Of the list schedule with and without lookahead and the kept schedule
+// with each W right after its B (never slower than it), the fastest in
+// simulation is returned.
 const std::vector<std::string>& schedule_names();
 const std::vector<std::string>& zero_bubble_names();
 Schedule make_schedule(const std::string& name, const StageGraph& graph, int micro_batches);
