@@ -74,14 +74,7 @@ Schedule zero_bubble(const std::string& name, const StageGraph& graph, const std
   for (bool lookahead : {true, false})
     candidates.push_back({name, most, detail::list_schedule(made, counts, limits, lookahead), counts});
   Schedule after{name, most, base.stages, counts};
-  for (auto& list : after.stages) {
-    StageActions split;
-    for (const auto& a : list) {
-      split.push_back(a);
-      if (a.kind == Action::Kind::kBackward) split.push_back({Action::Kind::kWeight, a.micro_batch});
-    }
-    list = std::move(split);
-  }
+  for (auto& list : after.stages) list = weights_after_backwards(list);
   candidates.push_back(std::move(after));
   std::size_t best = 0;
   double best_s = 0;
@@ -165,6 +158,15 @@ std::string to_string(const Action& a) {
     case Action::Kind::kStep: return "S";
   }
   return "?";
+}
+
+StageActions weights_after_backwards(const StageActions& list) {
+  StageActions split;
+  for (const auto& a : list) {
+    split.push_back(a);
+    if (a.kind == Action::Kind::kBackward) split.push_back({Action::Kind::kWeight, a.micro_batch});
+  }
+  return split;
 }
 
 bool splits_backward(const StageActions& list) {

@@ -135,14 +135,7 @@ TEST(ZeroBubble, OnRandomDagsGraphZbIsNeverSlowerThanGraphOneFOneBAtItsMemory) {
     faster += zb.iteration_s < base.iteration_s * (1 - 1e-9);
     auto after = make_schedule("graph-1f1b", g, m);
     after.name = "W after B";
-    for (auto& list : after.stages) {
-      StageActions split;
-      for (const auto& a : list) {
-        split.push_back(a);
-        if (a.kind == Action::Kind::kBackward) split.push_back({Action::Kind::kWeight, a.micro_batch});
-      }
-      list = std::move(split);
-    }
+    for (auto& list : after.stages) list = weights_after_backwards(list);
     listed += zb.iteration_s < simulate(g, after, m).iteration_s * (1 - 1e-9);
   }
   EXPECT_GT(faster, 150);  // the split pays on most graphs, not only never costs

@@ -109,6 +109,8 @@ std::string to_string(const StageActions& list);  // "F0 F1 B0 F2 B1 B2"
 StageActions parse_actions(const std::string& text);  // throws ScheduleError
 // Whether the list splits any backward (has a W; see Note [Split backward]).
 bool splits_backward(const StageActions& list);
+// The list with each B followed at once by its W (a split that moves nothing).
+StageActions weights_after_backwards(const StageActions& list);
 
 struct ScheduleCheck {
   // Per stage: most micro-batches forwarded whose backward is not done (for
