@@ -62,7 +62,7 @@ void StageExecutor::ClockBackend::weight(Pass& p, int, bool last, const std::str
   const auto t0 = now_us();
   std::this_thread::sleep_for(std::chrono::microseconds(scaled_us(emulation_.costs.stages[s_.stage_].weight_s)));
   const auto t1 = now_us();
-  if (p.trace) p.trace->add(action, "backward", kComputeLane, t0, t1);
+  if (p.trace) p.trace->add(action, "weight", kComputeLane, t0, t1);
   if (last) last_backward_ = {t0, t1};
 }
 

@@ -139,7 +139,7 @@ void StageExecutor::TensorBackend::weight(Pass& p, int m, bool last, const std::
   if (!saved.roots.empty() && !weights.empty())
     torch::autograd::backward(saved.roots, saved.grads, /*retain_graph=*/false, /*create_graph=*/false, weights);
   saved_.erase(m);
-  if (p.trace) p.trace->add_stamped(action, "backward", t0, p.stamp());
+  if (p.trace) p.trace->add_stamped(action, "weight", t0, p.stamp());
 }
 
 // Note [Recomputation]

@@ -55,6 +55,7 @@ std::map<int, std::string> rank_labels(const nlohmann::json& trace) {
 const char* colour(const std::string& cat) {
   if (cat == "forward") return "#4e79a7";
   if (cat == "backward") return "#59a14f";
+  if (cat == "weight") return "#b07aa1";  // W of a split backward (Note [Split backward])
   if (cat == "wait") return "#e15759";
   if (cat == "sync") return "#f28e2b";
   if (cat == "optimizer") return "#9c9c9c";
@@ -92,7 +93,7 @@ Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>
   for (const auto& sp : all) {
     ranks.insert(sp.pid);
     if (sp.cat == "step" && sp.pid == 0) step_total += sp.dur, ++s.steps;
-    if (sp.cat == "forward" || sp.cat == "backward") busy += sp.dur;
+    if (sp.cat == "forward" || sp.cat == "backward" || sp.cat == "weight") busy += sp.dur;
     if (sp.cat == "wait") waited += sp.dur;
   }
   s.ranks = static_cast<int>(ranks.size());
@@ -183,7 +184,7 @@ std::string timeline_svg(const nlohmann::json& trace, int steps) {
     << "' font-family='sans-serif' font-size='11'>\n";
   o << "<text x='" << left << "' y='18'>last " << std::min<std::size_t>(step_spans.size(), steps)
     << " steps, " << fmt("%.1f ms", (t1 - t0) / 1e3)
-    << " — forward (blue), backward (green), waiting (red), gradient sync (orange), optimizer (grey)</text>\n";
+    << " — forward (blue), backward (green), weight gradients W (purple), waiting (red), gradient sync (orange), optimizer (grey)</text>\n";
   for (int r = 0; r < ranks; ++r) {
     const double y = top + r * row_h;
     const auto it = labels.find(r);
@@ -199,7 +200,7 @@ std::string timeline_svg(const nlohmann::json& trace, int steps) {
     o << "<rect x='" << fmt("%.2f", a) << "' y='" << y << "' width='" << fmt("%.2f", std::max(b - a, 0.5))
       << "' height='" << lane_h << "' fill='" << colour(sp.cat) << "'><title>" << escape(sp.name) << " "
       << fmt("%.3f ms", sp.dur / 1e3) << "</title></rect>\n";
-    if (b - a > 8 * static_cast<double>(sp.name.size()) * 0.7 && (sp.cat == "forward" || sp.cat == "backward"))
+    if (b - a > 8 * static_cast<double>(sp.name.size()) * 0.7 && (sp.cat == "forward" || sp.cat == "backward" || sp.cat == "weight"))
       o << "<text x='" << fmt("%.2f", a + 2) << "' y='" << y + lane_h - 4 << "' fill='white'>" << escape(sp.name)
         << "</text>\n";
   }
@@ -267,6 +268,7 @@ nlohmann::json simulated_trace(const schedule::SimResult& r, const plan::Plan& p
                       : e.lane == Lane::kSend ? "send"
                       : e.name == "optimizer" ? "optimizer"
                       : e.name.rfind("F", 0) == 0 ? "forward"
+                      : e.name.rfind("W", 0) == 0 ? "weight"
                                                   : "backward";
     events.push_back({{"name", e.name}, {"cat", cat}, {"ph", "X"}, {"pid", plan.stages[e.stage].devices.front()},
                       {"tid", e.lane == Lane::kCompute ? 0 : 1}, {"ts", e.start * 1e6},

@@ -104,16 +104,19 @@ TEST(Report, SimulatedTimelineDrawsEveryStageAndSpan) {
   r.events = {{0, Lane::kCompute, "F0", 0, 0, 0.002}, {0, Lane::kSend, "send F0 -> s1", 0, 0.002, 0.003},
               {1, Lane::kCompute, "F0", 0, 0.003, 0.005}, {1, Lane::kCompute, "B0", 0, 0.005, 0.007},
               {1, Lane::kSync, "sync w", -1, 0.007, 0.008}, {1, Lane::kCompute, "optimizer", -1, 0.008, 0.009},
-              {0, Lane::kCompute, "B0", 0, 0.007, 0.010}};
+              {0, Lane::kCompute, "B0", 0, 0.007, 0.009}, {0, Lane::kCompute, "W0", 0, 0.009, 0.010}};
   const auto trace = simulated_trace(r, p);
   const auto s = summarize(trace, {});
   EXPECT_NEAR(s.iteration_s, 0.010, 1e-12);
+  // Busy: F, B and W (a split backward's weight gradients) on the two ranks.
+  EXPECT_NEAR(s.bubble_fraction, 1 - (0.002 + 0.002 + 0.001 + 0.002 + 0.002) / (2 * 0.010), 1e-9);
   const auto svg = timeline_svg(trace, 1);
   EXPECT_NE(svg.find("stage 1 (rank 1,2)"), std::string::npos) << svg;
   std::size_t rects = 0;
   for (auto q = svg.find("<rect"); q != std::string::npos; q = svg.find("<rect", q + 1)) ++rects;
-  EXPECT_EQ(rects, 2u + 7u);  // rows of ranks 0 and 1, and the spans
+  EXPECT_EQ(rects, 2u + 8u);  // rows of ranks 0 and 1, and the spans
   EXPECT_NE(svg.find("#f28e2b"), std::string::npos) << "the sync is drawn";
+  EXPECT_NE(svg.find("#b07aa1"), std::string::npos) << "W is drawn in its own colour";
 }
 
 TEST(Report, LossCurveAndErrors) {

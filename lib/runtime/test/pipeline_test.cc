@@ -552,18 +552,28 @@ namespace {
 // one (the lower bound is exact), and the upper bound only allows noise.
 // Also with stages of different micro-batches (see Note [Micro-batch ratios]):
 // stage 1 at twice stage 0's rows, so half as many micro-batches of twice
-// the modelled time, consuming two of stage 0's each.
+// the modelled time, consuming two of stage 0's each. And under zb-h1, the
+// backward split into B and W of half its time each (Note [Split backward]).
 TEST(Emulation, MeasuredIterationFollowsTheSimulator) {
   const auto g = zoo::build_graph({"mlp", "tiny"});
   const auto uniform = make_plan(g, request("pipedream", "1f1b", 2, 32, 8, 1));
   ASSERT_EQ(uniform.stages.size(), 2u);
-  for (const int ratio : {1, 2}) {
-    SCOPED_TRACE("stage 1 at " + std::to_string(ratio) + "x stage 0's micro-batch");
-    const auto p = ratio == 1 ? uniform : resized(g, uniform, {8, 8 * ratio});
+  for (const int variant : {1, 2, 0}) {
+    const int ratio = std::max(variant, 1);
+    SCOPED_TRACE(variant ? "stage 1 at " + std::to_string(ratio) + "x stage 0's micro-batch" : std::string("zb-h1"));
+    auto p = ratio == 1 ? uniform : resized(g, uniform, {8, 8 * ratio});
     schedule::StageGraph costs;
-    for (int s = 0; s < 2; ++s)
+    for (int s = 0; s < 2; ++s) {
       costs.stages.push_back({"s" + std::to_string(s), 1, 0.010 * (s ? ratio : 1), 0.020 * (s ? ratio : 1), 0, 0, {}});
+      costs.stages.back().weight_s = 0.010 * (s ? ratio : 1);
+    }
     costs.edges.push_back({0, 1, 0.004, 0.004 * ratio});
+    if (variant == 0) {
+      p.schedule = "zb-h1";
+      const auto zb = schedule::make_schedule("zb-h1", costs, p.micro_batch_counts());
+      for (auto& st : p.stages) st.actions = schedule::to_string(zb.stages[st.id]);
+      ASSERT_TRUE(schedule::splits_backward(zb.stages[1]));
+    }
     const auto sched = plan::schedule_of(p);
     const double simulated = schedule::simulate(costs, sched, static_cast<int>(p.mini_batch)).iteration_s;
     ASSERT_GT(simulated, 0.1);  // 4 micro-batches of 30 ms per stage (or 2 of 60), plus transfers

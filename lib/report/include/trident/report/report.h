@@ -5,7 +5,7 @@
 //
 // Measured from the trace, over the traced steps:
 //   iteration_s      mean wall time of a step (rank 0's "step" spans)
-//   bubble_fraction  1 − (forward + backward time of all ranks) /
+//   bubble_fraction  1 − (forward + backward + W time of all ranks) /
 //                    (ranks × iteration): the share of device time spent
 //                    neither forwarding nor backwarding (waiting, syncing,
 //                    the optimizer, idle), as in the simulator's figure
@@ -54,8 +54,9 @@ Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>
 std::string summary_text(const Summary& s);
 
 // One row per rank (two lanes: compute, communication) over the last
-// `steps` traced steps, forward blue, backward green, waits red, gradient
-// sync orange, optimizer grey — like the pipeline figures of GraphPipe.
+// `steps` traced steps, forward blue, backward green, W of a split backward
+// purple, waits red, gradient sync orange, optimizer grey — like the
+// pipeline figures of GraphPipe.
 std::string timeline_svg(const nlohmann::json& trace, int steps = 2);
 // Training loss per logged window and test accuracy per evaluation.
 std::string loss_svg(const std::vector<nlohmann::json>& metrics);
