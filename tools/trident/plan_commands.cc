@@ -86,7 +86,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   c->add_option("--mini-batch", a.mini_batch, "samples per iteration (global batch)")->required();
   c->add_option("--micro-batch", a.micro_batch, "fix the micro-batch (default: search powers of two)");
   c->add_option("--partitioner", a.partitioner, "graphpipe | pipedream | dp");
-  c->add_option("--schedule", a.schedule, "gpipe | 1f1b | graph-1f1b (default: graph-1f1b for graphpipe, else 1f1b)");
+  c->add_option("--schedule", a.schedule,
+                "gpipe | 1f1b | graph-1f1b | zb-h1 | zb-h2 | graph-zb (default: graph-1f1b for graphpipe, else 1f1b)");
   c->add_option("--grad-sync", a.grad_sync, "hybrid | allreduce | ps | sfb");
   c->add_option("--optimizer", a.optimizer, "adam | sgd | sgd-plain (sets optimizer-state memory)");
   c->add_option("--precision", a.precision, "fp32 | bf16 (train.precision: activation memory and edge bytes)");
