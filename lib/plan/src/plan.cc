@@ -77,6 +77,7 @@ nlohmann::json Plan::to_json() const {
                      {"search_seconds", search_seconds}};
   if (!space.empty()) doc["space"] = space;
   if (precision != "fp32") doc["precision"] = precision;
+  if (comm_dtype != "fp32") doc["comm_dtype"] = comm_dtype;
   for (const auto& [name, pr] : space_best)
     doc["space_best"][name] = {{"iteration_s", pr.iteration_s}, {"samples_per_s", pr.samples_per_s}};
   for (const auto& s : stages) {
@@ -122,6 +123,9 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     p.precision = doc.contains("precision") ? field<std::string>(doc, "precision", "", origin, "fp32 or bf16") : "fp32";
     if (!graph::precision_from_string(p.precision))
       throw PlanError("plan " + origin + ": precision = '" + p.precision + "': allowed: fp32, bf16");
+    p.comm_dtype = doc.contains("comm_dtype") ? field<std::string>(doc, "comm_dtype", "", origin, "fp32 or bf16") : "fp32";
+    if (p.comm_dtype != "fp32" && p.comm_dtype != "bf16")
+      throw PlanError("plan " + origin + ": comm_dtype = '" + p.comm_dtype + "': allowed: fp32, bf16");
     if (!doc.contains("stages") || !doc["stages"].is_array())
       throw PlanError("plan " + origin + ": stages must be a list of {id, ops, devices, micro_batch}");
     for (std::size_t i = 0; i < doc["stages"].size(); ++i) {

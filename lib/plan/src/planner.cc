@@ -279,6 +279,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   plan.partitioner = partitioner, plan.schedule = request_.schedule;
   plan.optimizer_states = request_.optimizer_states;
   plan.precision = graph::to_string(request_.precision);
+  plan.comm_dtype = request_.ps_push_scale < 1 ? "bf16" : "fp32";  // See Note [Push dtype]
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     PlanStage st;
     st.id = static_cast<int>(i);

@@ -155,6 +155,18 @@ TEST(Planner, Bf16HalvesProductActivationsAddsWeightCopiesAndRecordsItself) {
   EXPECT_EQ(bf16.precision, "bf16");
   EXPECT_EQ(fp32.to_json().count("precision"), 0u);  // fp32 plans read as they always did
   EXPECT_EQ(Plan::from_json(bf16.to_json(), "test").precision, "bf16");
+  // PS pushes in bf16 (parallel.comm_dtype) are recorded too, so a saved plan
+  // is priced again as it was made; a dtype that does not exist is refused.
+  EXPECT_EQ(fp32.to_json().count("comm_dtype"), 0u);
+  auto c = cost::load_cluster("cpu-local");
+  PlanRequest r;
+  r.devices = 1, r.mini_batch = 64, r.partitioner = "dp", r.ps_push_scale = 0.5;
+  const auto pushed = Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
+  EXPECT_EQ(pushed.comm_dtype, "bf16");
+  EXPECT_EQ(Plan::from_json(pushed.to_json(), "test").comm_dtype, "bf16");
+  auto odd = pushed.to_json();
+  odd["comm_dtype"] = "fp16";
+  EXPECT_THROW(Plan::from_json(odd, "test"), PlanError);
   // A pipeline: its edges move bf16, so the modelled iteration is no slower.
   EXPECT_LE(with(graph::Precision::kBf16, 2).predicted.iteration_s, with(graph::Precision::kFp32, 2).predicted.iteration_s);
 }

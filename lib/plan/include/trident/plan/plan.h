@@ -66,6 +66,7 @@ struct Plan {
   std::string partitioner = "hand-written", schedule = "graph-1f1b";
   int optimizer_states = 2;   // tensors of optimizer state per parameter (Adam 2, SGD+momentum 1)
   std::string precision = "fp32";  // fp32 | bf16: what memory and edges were priced for (JSON only when bf16)
+  std::string comm_dtype = "fp32";  // fp32 | bf16: PS pushes as priced (Note [Push dtype]; JSON only when bf16)
   std::vector<PlanStage> stages;
   std::vector<PlanEdge> edges;
   std::map<std::string, std::string> grad_sync;  // parameter -> allreduce | ps | sfb
