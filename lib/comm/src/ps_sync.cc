@@ -1,56 +1,20 @@
 // Poseidon's parameter server: a block-sharded KV store with colocated
 // servers and stale-synchronous pulls (see Note [Sharded parameter server] and
-// See Note [Staleness] in grad_sync.h), moving bounded pieces (Note [PS pieces]).
+// See Note [Staleness] in grad_sync.h), moving bounded pieces (Note [PS pieces]
+// in ps_pieces.h).
 #include <deque>
 #include <limits>
 
 #include "ordered_sync.h"
+#include "ps_pieces.h"
 #include "trident/cost/comm.h"
 
 namespace trident::comm {
 namespace {
 
+using detail::BufferPool;
+using detail::Layout;
 using TimePoint = std::chrono::steady_clock::time_point;
-
-// Note [PS pieces]
-// ~~~~~~~~~~~~~~~~
-// A bucket moves in pieces of at most a bucket's bytes: piece k carries
-// the k-th `chunk` elements of every server's block, so a push or pull of
-// piece k is one alltoall of P rows of `chunk` elements, and which member
-// serves which elements (shard()) does not depend on the cut. A bucket of
-// small tensors is one piece; a tensor larger than a bucket is several.
-// The pieces' buffers come from one pool and the bytes held by pieces in
-// flight stay within PsOptions::buffer_bytes (one piece always may go), so
-// the PS's transient memory is bounded whatever the model's size: what it
-// saves against all-reduce is the optimizer state it shards (and
-// all-reduce's own bucket buffers). A server sums its block piece by piece
-// and updates it once every piece has arrived (one optimizer step per
-// tensor and iteration, as before); the pull's pieces are cut from the
-// updated block as they are launched.
-// Waiting for room must not deadlock members that launch and wait in
-// different orders. Every piece has a place in one order — (iteration,
-// bucket, push before pull, piece) — and every member launches pushes and
-// pulls each in that order (backward's bucket order; serving in order). A
-// member blocks only on the first piece in that order it has in flight,
-// and only after launching any pull piece before it that it may launch and
-// serving every bucket it may serve: then the smallest piece any member
-// waits for has been launched by every member, and completes.
-// Under staleness s > 0 a pull that arrives while its parameters are held
-// for backward (or were read in this forward) cannot land yet; its pieces
-// wait outside the bound (parked), as much as s iterations of pulls.
-
-// Where a bucket's parameters sit in its flat elements, which block this
-// member serves, and how the blocks are cut into pieces.
-struct Layout {
-  std::vector<int> params;             // indices into params_
-  std::vector<std::int64_t> offset;    // of each, in the bucket's flat elements
-  std::int64_t elements = 0, block = 0;  // n, and ⌈n / P⌉
-  std::int64_t chunk = 1;              // elements of a block per piece (the last piece shorter)
-  int pieces = 1;
-  std::int64_t begin(int member) const { return std::min(member * block, elements); }
-  std::int64_t end(int member) const { return std::min((member + 1) * block, elements); }
-  std::int64_t length(int k) const { return std::min(chunk, block - k * chunk); }
-};
 
 // One piece on its way: what this member sends ([P × length]) and receives.
 struct Piece {
@@ -243,7 +207,8 @@ class PsSync final : public detail::OrderedSync {
       l.params = item;
       for (int i : item) {
         l.offset.push_back(l.elements);
-        l.elements += params_[i].second.numel();
+        l.sizes.push_back(params_[i].second.numel());
+        l.elements += l.sizes.back();
       }
       l.block = (l.elements + p - 1) / p;
       l.chunk = std::max<std::int64_t>(1, std::min(chunk, l.block));
@@ -257,7 +222,7 @@ class PsSync final : public detail::OrderedSync {
       }
       layouts_.push_back(std::move(l));
     }
-    capacity_ = p * widest;
+    pool_ = BufferPool(p * widest, options_);
     for (std::size_t i = 0; i < params_.size(); ++i) {
       const auto& [name, t] = params_[i];
       index_[name] = static_cast<int>(i);
@@ -279,36 +244,11 @@ class PsSync final : public detail::OrderedSync {
         }
   }
 
-  // Note [PS buffers]
-  // ~~~~~~~~~~~~~~~~~
-  // Pieces take their buffers from one pool, each
-  // buffer a piece's full size, and give them back: a fresh large
-  // allocation is a fresh mapping whose every page faults on first touch,
-  // which on the 2-core machine cost more than the copies themselves. The
-  // pool holds at most what pieces held at once (SyncStats::buffer_bytes),
-  // which Note [PS pieces] bounds. Pushes are in push_dtype_, pulls in the
-  // parameters' dtype.
-  torch::Tensor acquire(torch::ScalarType dtype) {
-    auto& free = pool_[dtype];
-    torch::Tensor t;
-    if (!free.empty()) {
-      t = std::move(free.back());
-      free.pop_back();
-    } else {
-      t = torch::empty({capacity_}, options_.dtype(dtype));
-      stats_.buffer_bytes += bytes_of(t);
-    }
-    held_ += bytes_of(t);
+  torch::Tensor acquire(torch::ScalarType dtype) {  // See Note [PS buffers]
+    auto t = pool_.acquire(dtype);
+    stats_.buffer_bytes = pool_.bytes();
     return t;
   }
-  void release(torch::Tensor& t) {
-    if (!t.defined()) return;
-    held_ -= bytes_of(t);
-    pool_[t.scalar_type()].push_back(std::move(t));
-    t = torch::Tensor();
-  }
-  static std::int64_t bytes_of(const torch::Tensor& t) { return t.numel() * static_cast<std::int64_t>(t.element_size()); }
-  std::int64_t active() const { return held_ - parked_; }
 
   // A pool buffer as a piece's P rows of `length` elements.
   torch::Tensor rows(const torch::Tensor& buffer, std::int64_t length) const {
@@ -318,17 +258,6 @@ class PsSync final : public detail::OrderedSync {
   // A parameter's elements, flat, sharing its storage.
   torch::Tensor flat(int i) const { return params_[i].second.detach().view(-1); }
 
-  // Calls f(parameter, offset in it, offset from lo, count) for each
-  // parameter's share of bucket elements [lo, hi).
-  template <class F>
-  void segments(const Layout& l, std::int64_t lo, std::int64_t hi, F&& f) const {
-    for (std::size_t k = 0; k < l.params.size(); ++k) {
-      const auto n = params_[l.params[k]].second.numel();
-      const auto a = std::max(lo, l.offset[k]), z = std::min(hi, l.offset[k] + n);
-      if (z > a) f(l.params[k], a - l.offset[k], a - lo, z - a);
-    }
-  }
-
   // Backward produced bucket b's gradients: push its pieces, piece k's row j
   // to server j, as room allows (see Note [PS pieces]).
   void launch(std::size_t b) override {
@@ -336,7 +265,7 @@ class PsSync final : public detail::OrderedSync {
     touch_ = {-1, true, b, true};
     const auto& l = layouts_[b];
     rounds_.back().flights[b].pieces.resize(static_cast<std::size_t>(l.pieces));
-    const auto need = (size() > 1 ? 2 : 1) * capacity_ * static_cast<std::int64_t>(c10::elementSize(push_dtype_));
+    const auto need = (size() > 1 ? 2 : 1) * pool_.capacity() * static_cast<std::int64_t>(c10::elementSize(push_dtype_));
     for (int k = 0; k < l.pieces; ++k) {
       ensure_room(need);
       push(rounds_.back(), b, k);
@@ -368,7 +297,7 @@ class PsSync final : public detail::OrderedSync {
       auto row = out[j];
       const auto real = std::clamp(l.elements - lo, std::int64_t{0}, length);
       if (real < length) row.narrow(0, real, length - real).zero_();
-      segments(l, lo, lo + real, [&](int i, std::int64_t at, std::int64_t into, std::int64_t n) {
+      l.segments(lo, lo + real, [&](int i, std::int64_t at, std::int64_t into, std::int64_t n) {
         row.narrow(0, into, n).copy_(grad_or_zeros(i).reshape(-1).narrow(0, at, n));
       });
     }
@@ -403,7 +332,7 @@ class PsSync final : public detail::OrderedSync {
       sum.copy_(in[0].narrow(0, 0, n));
       for (int j = 1; j < size(); ++j) sum.add_(in[j].narrow(0, 0, n));
     }
-    release(p.out), release(p.in);
+    pool_.release(p.out), pool_.release(p.in);
     if (++f.summed == l.pieces) event("ps push bucket " + std::to_string(b), f.push_start);
   }
 
@@ -504,7 +433,7 @@ class PsSync final : public detail::OrderedSync {
     if (copy_) {
       row.narrow(0, 0, n).copy_(server_[b].narrow(0, lo, n));
     } else {
-      segments(l, begin + lo, begin + lo + n, [&](int i, std::int64_t at, std::int64_t into, std::int64_t c) {
+      l.segments(begin + lo, begin + lo + n, [&](int i, std::int64_t at, std::int64_t into, std::int64_t c) {
         row.narrow(0, into, c).copy_(flat(i).narrow(0, at, c));
       });
     }
@@ -529,9 +458,9 @@ class PsSync final : public detail::OrderedSync {
 
   // Launches pull pieces in order while the budget allows.
   void issue_pulls() {
-    const auto need = (size() > 1 ? 2 : 1) * capacity_ * static_cast<std::int64_t>(options_.dtype().itemsize());
-    while (auto* next = oldest_pending()) {
-      if (active() > 0 && active() + need > budget_) return;
+    const auto need = (size() > 1 ? 2 : 1) * pool_.capacity() * static_cast<std::int64_t>(options_.dtype().itemsize());
+    while (const auto next = oldest_pending()) {
+      if (pool_.active() > 0 && pool_.active() + need > budget_) return;
       pull(*next->round, next->bucket);
     }
   }
@@ -543,8 +472,8 @@ class PsSync final : public detail::OrderedSync {
     auto& p = f.pieces[static_cast<std::size_t>(f.waited)];
     if (p.work) wait(*p.work, "pull", round, b);
     p.work.reset();
-    release(p.out);
-    parked_ += bytes_of(p.in);
+    pool_.release(p.out);
+    pool_.park(p.in);
     ++f.waited;
   }
 
@@ -562,12 +491,12 @@ class PsSync final : public detail::OrderedSync {
         if (j == me() && !copy_) continue;
         const auto lo = j * l.block + k * l.chunk;
         const auto row = in[j];
-        segments(l, lo, lo + row.numel(), [&](int i, std::int64_t at, std::int64_t into, std::int64_t c) {
+        l.segments(lo, lo + row.numel(), [&](int i, std::int64_t at, std::int64_t into, std::int64_t c) {
           flat(i).narrow(0, at, c).copy_(row.narrow(0, into, c));
         });
       }
-      parked_ -= bytes_of(p.in);
-      release(p.in);
+      pool_.unpark(p.in);
+      pool_.release(p.in);
     }
     if (f.landed < l.pieces) return;
     event("ps pull bucket " + std::to_string(b), f.pull_start);
@@ -609,7 +538,7 @@ class PsSync final : public detail::OrderedSync {
     return std::nullopt;
   }
   // The first pull piece of a served bucket not launched yet, if any.
-  std::optional<At> oldest_pending_at() {
+  std::optional<At> oldest_pending() {
     for (auto& round : rounds_)
       for (std::size_t b = 0; b < round.flights.size(); ++b) {
         const auto& f = round.flights[b];
@@ -618,18 +547,13 @@ class PsSync final : public detail::OrderedSync {
       }
     return std::nullopt;
   }
-  At* oldest_pending() {
-    pending_ = oldest_pending_at();
-    return pending_ ? &*pending_ : nullptr;
-  }
-
   // Blocks on the first piece in flight — after launching a pull piece
   // before it, over the budget if need be (see Note [PS pieces]) — and
   // takes it: a push summed; a pull landed where the current call may.
   // False when nothing is in flight or waiting to launch.
   bool retire_oldest() {
     auto oldest = oldest_active();
-    if (auto pending = oldest_pending_at(); pending && (!oldest || pending->place < oldest->place)) {
+    if (auto pending = oldest_pending(); pending && (!oldest || pending->place < oldest->place)) {
       pull(*pending->round, pending->bucket);
       oldest = oldest_active();
     }
@@ -646,7 +570,7 @@ class PsSync final : public detail::OrderedSync {
   // Room for `need` more bytes in flight: takes the oldest pieces, serving
   // what that completes, until they fit (one piece always may go).
   void ensure_room(std::int64_t need) {
-    while (active() > 0 && active() + need > budget_) {
+    while (pool_.active() > 0 && pool_.active() + need > budget_) {
       if (!retire_oldest()) return;
       serve(serving_);
     }
@@ -735,12 +659,9 @@ class PsSync final : public detail::OrderedSync {
   std::int64_t budget_;           // bytes pieces in flight may hold (see Note [PS pieces])
   Group pull_group_;
   std::vector<Layout> layouts_;               // by bucket
-  std::int64_t capacity_ = 0;                 // elements of a pool buffer: the widest piece
   torch::TensorOptions options_ = torch::TensorOptions().dtype(torch::kFloat);  // the parameters'
-  std::map<torch::ScalarType, std::vector<torch::Tensor>> pool_;  // free buffers (see Note [PS buffers])
-  std::int64_t held_ = 0, parked_ = 0;        // bytes pieces hold; of them, arrived pulls not landed yet
+  BufferPool pool_;                           // See Note [PS buffers]
   Scope serving_, touch_;                     // what the current call may serve, and where it may land pulls
-  std::optional<At> pending_;                 // oldest_pending()'s answer
   std::vector<Span> span_;                    // by parameter: the elements this member serves
   std::map<std::string, int> index_;          // parameter name -> index
   std::map<graph::OpId, std::vector<int>> by_op_;  // op -> buckets of the parameters it reads

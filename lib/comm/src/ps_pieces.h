@@ -1,0 +1,112 @@
+// Internal to the parameter server (ps_sync.cc): how a bucket is cut into
+// pieces, and the pool their buffers come from.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace trident::comm::detail {
+
+// Note [PS pieces]
+// ~~~~~~~~~~~~~~~~
+// A bucket moves in pieces of at most a bucket's bytes: piece k carries
+// the k-th `chunk` elements of every server's block, so a push or pull of
+// piece k is one alltoall of P rows of `chunk` elements, and which member
+// serves which elements (shard()) does not depend on the cut. A bucket of
+// small tensors is one piece; a tensor larger than a bucket is several.
+// The pieces' buffers come from one pool and the bytes held by pieces in
+// flight stay within PsOptions::buffer_bytes (one piece always may go), so
+// the PS's transient memory is bounded whatever the model's size: what it
+// saves against all-reduce is the optimizer state it shards (and
+// all-reduce's own bucket buffers). A server sums its block piece by piece
+// and updates it once every piece has arrived (one optimizer step per
+// tensor and iteration, as before); the pull's pieces are cut from the
+// updated block as they are launched.
+// Waiting for room must not deadlock members that launch and wait in
+// different orders. Every piece has a place in one order — (iteration,
+// bucket, push before pull, piece) — and every member launches pushes and
+// pulls each in that order (backward's bucket order; serving in order). A
+// member blocks only on the first piece in that order it has in flight,
+// and only after launching any pull piece before it that it may launch and
+// serving every bucket it may serve: then the smallest piece any member
+// waits for has been launched by every member, and completes.
+// Under staleness s > 0 a pull that arrives while its parameters are held
+// for backward (or were read in this forward) cannot land yet; its pieces
+// wait outside the bound (parked), as much as s iterations of pulls.
+
+// Where a bucket's parameters sit in its flat elements, which block this
+// member serves, and how the blocks are cut into pieces.
+struct Layout {
+  std::vector<int> params;             // indices into the sync's parameters
+  std::vector<std::int64_t> offset;    // of each, in the bucket's flat elements
+  std::vector<std::int64_t> sizes;     // of each, its elements
+  std::int64_t elements = 0, block = 0;  // n, and ⌈n / P⌉
+  std::int64_t chunk = 1;              // elements of a block per piece (the last piece shorter)
+  int pieces = 1;
+  std::int64_t begin(int member) const { return std::min(member * block, elements); }
+  std::int64_t end(int member) const { return std::min((member + 1) * block, elements); }
+  std::int64_t length(int k) const { return std::min(chunk, block - k * chunk); }
+  // Calls f(parameter, offset in it, offset from lo, count) for each
+  // parameter's share of bucket elements [lo, hi).
+  template <class F>
+  void segments(std::int64_t lo, std::int64_t hi, F&& f) const {
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      const auto a = std::max(lo, offset[k]), z = std::min(hi, offset[k] + sizes[k]);
+      if (z > a) f(params[k], a - offset[k], a - lo, z - a);
+    }
+  }
+};
+
+// Note [PS buffers]
+// ~~~~~~~~~~~~~~~~~
+// Pieces take their buffers from one pool, each
+// buffer a piece's full size, and give them back: a fresh large
+// allocation is a fresh mapping whose every page faults on first touch,
+// which on the 2-core machine cost more than the copies themselves. The
+// pool holds at most what pieces held at once (SyncStats::buffer_bytes),
+// which Note [PS pieces] bounds. Pushes are in the push dtype, pulls in the
+// parameters' dtype.
+class BufferPool {
+ public:
+  BufferPool() = default;
+  BufferPool(std::int64_t capacity, torch::TensorOptions options) : capacity_(capacity), options_(std::move(options)) {}
+  std::int64_t capacity() const { return capacity_; }  // elements of a buffer: the widest piece
+  torch::Tensor acquire(torch::ScalarType dtype) {
+    auto& free = free_[dtype];
+    torch::Tensor t;
+    if (!free.empty()) {
+      t = std::move(free.back());
+      free.pop_back();
+    } else {
+      t = torch::empty({capacity_}, options_.dtype(dtype));
+      bytes_ += bytes_of(t);
+    }
+    held_ += bytes_of(t);
+    return t;
+  }
+  // Gives `t` back (nothing when undefined) and leaves it undefined.
+  void release(torch::Tensor& t) {
+    if (!t.defined()) return;
+    held_ -= bytes_of(t);
+    free_[t.scalar_type()].push_back(std::move(t));
+    t = torch::Tensor();
+  }
+  // An arrived pull waiting to land: held, but not in flight.
+  void park(const torch::Tensor& t) { parked_ += bytes_of(t); }
+  void unpark(const torch::Tensor& t) { parked_ -= bytes_of(t); }
+  std::int64_t active() const { return held_ - parked_; }  // bytes held by pieces in flight
+  std::int64_t bytes() const { return bytes_; }            // every buffer made, held or free
+
+ private:
+  static std::int64_t bytes_of(const torch::Tensor& t) { return t.numel() * static_cast<std::int64_t>(t.element_size()); }
+  std::int64_t capacity_ = 0;
+  torch::TensorOptions options_;
+  std::map<torch::ScalarType, std::vector<torch::Tensor>> free_;
+  std::int64_t bytes_ = 0, held_ = 0, parked_ = 0;
+};
+
+}  // namespace trident::comm::detail
