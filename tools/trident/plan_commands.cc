@@ -147,8 +147,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
   r.optimizer_states = p.optimizer_states;
   r.precision = graph::precision_from_string(p.precision).value_or(graph::Precision::kFp32);
   r.ps_push_scale = p.comm_dtype == "bf16" ? 0.5 : 1;  // See Note [Push dtype]
-  auto names = schedule::schedule_names();
-  names.insert(names.end(), schedule::zero_bubble_names().begin(), schedule::zero_bubble_names().end());
+  const auto names = schedule::all_schedule_names();
   r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
   return plan::Planner(g, cluster, plan_cost_model(p.cost_model, "", cluster, g, p.preset, p.devices, r.precision), r);
 }

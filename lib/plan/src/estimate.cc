@@ -15,11 +15,9 @@ cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const gra
   const auto& device = planner.cluster().device;
   // SFB captures its factors in backward, which a split backward runs twice
   // (Note [Two-pass split backward]): not under a zero-bubble schedule.
-  const auto& zb = schedule::zero_bubble_names();
-  const bool split = std::find(zb.begin(), zb.end(), planner.request().schedule) != zb.end();
   if (rule == "hybrid")
     return cost::choose_sync(op, param, samples, replicas, link, device, planner.request().bucket_bytes,
-                             planner.request().wire(), !split);
+                             planner.request().wire(), !schedule::is_zero_bubble(planner.request().schedule));
   auto method = cost::sync_method_from_string(rule);
   if (method == cost::SyncMethod::kSfb && !cost::sfb_shape(op, param)) method = cost::SyncMethod::kAllReduce;
   return cost::sync_cost(method, op, param, samples, replicas, link, device, planner.request().wire());

@@ -50,12 +50,10 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   if (std::find(partitioner_names().begin(), partitioner_names().end(), r.partitioner) == partitioner_names().end())
     throw PlanError("partitioner '" + r.partitioner + "' is unknown; use " + join(partitioner_names()));
   if (r.schedule.empty()) r.schedule = r.partitioner == "graphpipe" ? "graph-1f1b" : "1f1b";
-  auto sn = schedule::schedule_names();
-  sn.insert(sn.end(), schedule::zero_bubble_names().begin(), schedule::zero_bubble_names().end());
+  const auto sn = schedule::all_schedule_names();
   if (std::find(sn.begin(), sn.end(), r.schedule) == sn.end())
     throw PlanError("schedule '" + r.schedule + "' is unknown; use " + join(sn));
-  const auto& zb = schedule::zero_bubble_names();
-  if (r.grad_sync == "sfb" && std::find(zb.begin(), zb.end(), r.schedule) != zb.end())
+  if (r.grad_sync == "sfb" && schedule::is_zero_bubble(r.schedule))
     throw PlanError("grad_sync 'sfb' does not take schedule '" + r.schedule +
                     "': SFB captures its factors in backward, which a split backward runs twice; use allreduce, ps "
                     "or hybrid (which then leaves SFB out), or gpipe, 1f1b or graph-1f1b");
@@ -90,8 +88,7 @@ namespace {
 
 // Whether the plan's schedule splits backwards (Note [Split backward]).
 bool splits(const Plan& plan) {
-  const auto& zb = schedule::zero_bubble_names();
-  if (std::find(zb.begin(), zb.end(), plan.schedule) != zb.end()) return true;
+  if (schedule::is_zero_bubble(plan.schedule)) return true;
   return std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) {
     return !st.actions.empty() && schedule::splits_backward(schedule::parse_actions(st.actions));
   });

@@ -137,12 +137,9 @@ TEST(Pipeline, StagesWithTheirOwnMicroBatchSizesEqualSingleProcess) {
   auto planned = make_plan(mmt, request("graphpipe", "graph-1f1b", 4, 16, 4, 1));
   std::vector<int> mmt_sizes;
   for (const auto& st : planned.stages) mmt_sizes.push_back(st.id % 2 ? 8 : 2);
-  auto schedules = schedule::schedule_names();
-  schedules.insert(schedules.end(), schedule::zero_bubble_names().begin(), schedule::zero_bubble_names().end());
-  for (const auto& schedule : schedules) {
+  for (const auto& schedule : schedule::all_schedule_names()) {
     std::vector<std::pair<const graph::OpGraph*, plan::Plan>> plans;
-    const auto& zb = schedule::zero_bubble_names();
-    const bool split = std::find(zb.begin(), zb.end(), schedule) != zb.end();
+    const bool split = schedule::is_zero_bubble(schedule);
     auto with = [&](const graph::OpGraph& g, plan::Plan p, const std::vector<int>& sizes) {
       p.schedule = schedule;
       for (auto& [name, method] : p.grad_sync)  // SFB does not take a split backward (plan.cc, check_sfb_order)

@@ -37,6 +37,16 @@ const std::vector<std::string>& zero_bubble_names() {
   return names;
 }
 
+std::vector<std::string> all_schedule_names() {
+  auto names = schedule_names();
+  names.insert(names.end(), zero_bubble_names().begin(), zero_bubble_names().end());
+  return names;
+}
+
+bool is_zero_bubble(const std::string& name) {
+  return std::count(zero_bubble_names().begin(), zero_bubble_names().end(), name) > 0;
+}
+
 namespace {
 
 // See Note [Zero-bubble schedules]: the limits from the peak memory of the
@@ -142,7 +152,7 @@ Schedule make_schedule(const std::string& name, const StageGraph& graph, const s
       for (StageId t : succ[st]) first[st] = std::max(first[st], first[t]);
       s.stages[st] = actions(st, first[st]);
     }
-  } else if (std::count(zero_bubble_names().begin(), zero_bubble_names().end(), name)) {
+  } else if (is_zero_bubble(name)) {
     return zero_bubble(name, graph, counts);
   } else {
     throw ScheduleError("schedule '" + name + "' is unknown; use gpipe, 1f1b, graph-1f1b, zb-h1, zb-h2 or graph-zb");

@@ -101,6 +101,10 @@ inline std::pair<int, int> overlapping(int m, int from, int to) {
 // simulation is returned.
 const std::vector<std::string>& schedule_names();
 const std::vector<std::string>& zero_bubble_names();
+// Both lists: every schedule make_schedule knows.
+std::vector<std::string> all_schedule_names();
+// Whether `name` is a zero-bubble schedule (it splits every backward).
+bool is_zero_bubble(const std::string& name);
 Schedule make_schedule(const std::string& name, const StageGraph& graph, int micro_batches);
 Schedule make_schedule(const std::string& name, const StageGraph& graph, const std::vector<int>& counts);
 
