@@ -16,6 +16,8 @@
 
 namespace trident::runtime {
 
+class WeightPass;
+
 // One tensor crossing an edge (see Note [Tags]).
 struct StageExecutor::Crossing {
   graph::OpId op = -1;
@@ -138,6 +140,7 @@ class StageExecutor::TensorBackend final : public Backend {
     nn::TensorMap inputs, outputs;
     nn::Batch fields;  // kept for recomputation only
     std::vector<torch::Tensor> roots, grads;  // a split backward's, for its W
+    std::shared_ptr<WeightPass> weight_pass;  // See Note [Split backward at the weights]
   };
   void recompute(Pass& p, int m, const Layout& l, Saved& saved, const std::string& action);
   std::map<int, Saved> saved_;  // micro-batches between their forward and backward

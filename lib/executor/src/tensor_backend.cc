@@ -4,6 +4,8 @@
 
 #include <optional>
 
+#include "weight_pass.h"
+
 #include "trident/nn/random.h"
 
 namespace trident::runtime {
@@ -64,19 +66,17 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
 // Note [Two-pass split backward]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A split micro-batch (Note [Split backward] in schedule.h) runs autograd
-// twice over the graph its forward recorded: B asks only for the gradients
-// of the stage's inputs (autograd::grad with the inputs as targets, so no
-// weight gradient is computed and no AccumulateGrad runs) and keeps the
-// graph; W runs backward from the same roots and output gradients with the
-// stage's parameters as targets, accumulating their gradients as one
-// backward would. Each pass computes every intermediate gradient from the
-// same tensors in the same order as a single backward, so the weights equal
-// one process's (a weight read twice, a tied weight: autograd sums its uses
-// as always). The price: W recomputes the gradients along the paths from
-// the outputs to the weights that B already computed (torch's
-// stage_backward_weight avoids that with hooks on the intermediate
-// gradients; deferring at the weight ops is the other way), and the graph
-// lives from F to W.
+// over the graph its forward recorded: B asks only for the gradients of the
+// stage's inputs (autograd::grad with the inputs as targets, so no weight
+// gradient is computed and no AccumulateGrad runs) and keeps the graph; W
+// computes the weight gradients from what B's hooks recorded at the nodes
+// where the input side meets the weights (Note [Split backward at the
+// weights] in weight_pass.h). Where that cannot give one backward's sums, W
+// is a second pass: backward from the same roots and output gradients with
+// those parameters as targets, recomputing the gradients along the paths
+// to them. Either way every gradient is computed from the same tensors in
+// the same order as a single backward, so the weights equal one process's;
+// the graph lives from F to W.
 void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part part, const std::string& action) {
   const auto& l = *x.layout;
   auto& saved = saved_.at(m);
@@ -108,11 +108,16 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part pa
     std::vector<torch::Tensor> targets;
     for (const auto& [op, t] : saved.inputs)
       if (t.requires_grad()) ops.push_back(op), targets.push_back(t);
+    std::vector<torch::Tensor> weights;
+    for (const auto& [name, w] : s_.params_)
+      if (w.requires_grad()) weights.push_back(w);
+    saved.weight_pass = std::make_shared<WeightPass>(roots, targets, weights);
     if (!roots.empty() && !targets.empty()) {
       const auto g = torch::autograd::grad(roots, targets, grads, /*retain_graph=*/true, /*create_graph=*/false,
                                            /*allow_unused=*/true);
       for (std::size_t i = 0; i < ops.size(); ++i) input_grads[ops[i]] = g[i];
     }
+    saved.weight_pass->unhook();
     saved.roots = std::move(roots), saved.grads = std::move(grads);
   } else if (!roots.empty()) {
     torch::autograd::backward(roots, grads);
@@ -133,11 +138,7 @@ void StageExecutor::TensorBackend::weight(Pass& p, int m, bool last, const std::
   auto& saved = saved_.at(m);
   const auto t0 = p.stamp();
   if (last && p.before_last_backward) p.before_last_backward();
-  std::vector<torch::Tensor> weights;
-  for (const auto& [name, w] : s_.params_)
-    if (w.requires_grad()) weights.push_back(w);
-  if (!saved.roots.empty() && !weights.empty())
-    torch::autograd::backward(saved.roots, saved.grads, /*retain_graph=*/false, /*create_graph=*/false, weights);
+  saved.weight_pass->run(saved.roots, saved.grads);
   saved_.erase(m);
   if (p.trace) p.trace->add_stamped(action, "weight", t0, p.stamp());
 }

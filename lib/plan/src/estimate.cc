@@ -13,8 +13,9 @@ cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const gra
   const auto& rule = planner.request().grad_sync;
   const std::int64_t samples = planner.request().mini_batch / replicas;
   const auto& device = planner.cluster().device;
-  // SFB captures its factors in backward, which a split backward runs twice
-  // (Note [Two-pass split backward]): not under a zero-bubble schedule.
+  // SFB captures its factors from each layer's output gradient, which a
+  // split backward's layer node sees in B and again in W (Note [Split
+  // backward at the weights]): not under a zero-bubble schedule.
   if (rule == "hybrid")
     return cost::choose_sync(op, param, samples, replicas, link, device, planner.request().bucket_bytes,
                              planner.request().wire(), !schedule::is_zero_bubble(planner.request().schedule));

@@ -84,17 +84,6 @@ double Planner::memory_cap() const {
                                       : static_cast<double>(cluster_.device.memory_bytes);
 }
 
-namespace {
-
-// Whether the plan's schedule splits backwards (Note [Split backward]).
-bool splits(const Plan& plan) {
-  if (schedule::is_zero_bubble(plan.schedule)) return true;
-  return std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) {
-    return !st.actions.empty() && schedule::splits_backward(schedule::parse_actions(st.actions));
-  });
-}
-
-}  // namespace
 
 schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
   schedule::StageGraph sg;
@@ -109,21 +98,13 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     c.name = "s" + std::to_string(st.id);
     c.replicas = static_cast<int>(st.devices.size());
     c.forward_s = e.forward_s, c.backward_s = e.backward_s;
-    // W's time: the weight gradients' own products, as a runtime that defers
-    // them at the weight ops would run it (what the schedules are built
-    // for) — but this runtime's W runs the backward again (Note [Two-pass
-    // split backward] in executor/tensor_backend.cc), so a plan whose
-    // schedule splits is priced so: B without the weight products, then W.
+    // W's time: the weight gradients' own products, as the runtime runs it
+    // (Note [Split backward at the weights] in executor/weight_pass.h); B is
+    // the rest of the backward. A stage that receives nothing has no input
+    // gradients to compute: its B is empty and W is its whole backward.
     c.weight_s = std::min(e.weight_grad_s, e.backward_s);
-    // A stage that receives nothing has no input gradients to compute: its B
-    // is empty and W is its whole backward.
     const bool source = std::none_of(plan.edges.begin(), plan.edges.end(), [&](const auto& e) { return e.to == st.id; });
-    if (source) {
-      c.weight_s = e.backward_s;
-    } else if (splits(plan)) {
-      c.backward_s = e.backward_s - c.weight_s + e.backward_s;
-      c.weight_s = e.backward_s;
-    }
+    if (source) c.weight_s = e.backward_s;
     c.static_bytes = e.static_bytes, c.activation_bytes = e.activation_bytes;
     c.sync = e.sync;
     int tensors = 0;

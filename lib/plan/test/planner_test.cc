@@ -287,5 +287,38 @@ TEST(Planner, PlansTwoHundredFiftySixDevicesInSeconds) {
   EXPECT_GT(used, 128);
 }
 
+// Note [Split backward at the weights]: a zero-bubble schedule changes when
+// the weight gradients are computed, not their price. Each stage costs what
+// it costs under graph-1f1b, W is its weight products (all of a source
+// stage's backward, which has no input gradients), and B the rest.
+TEST(Planner, ASplitBackwardIsPricedAsTheRuntimeRunsIt) {
+  const auto& g = model("candle_uno", "tiny");
+  auto base = planner(g, "cpu-local", 4, 64, "graphpipe", 16);
+  const auto plan = base.plan();
+  auto split = plan;
+  split.schedule = "graph-zb";
+  const auto whole = base.stage_graph(plan), parts = base.stage_graph(split);
+  ASSERT_EQ(whole.stages.size(), parts.stages.size());
+  int sources = 0, joins = 0;
+  for (std::size_t s = 0; s < parts.stages.size(); ++s) {
+    SCOPED_TRACE("stage " + std::to_string(s));
+    const auto &a = whole.stages[s], &b = parts.stages[s];
+    EXPECT_DOUBLE_EQ(a.forward_s, b.forward_s);
+    EXPECT_DOUBLE_EQ(a.backward_s, b.backward_s);
+    EXPECT_DOUBLE_EQ(a.weight_s, b.weight_s);
+    const bool source = std::none_of(plan.edges.begin(), plan.edges.end(), [&](const auto& e) { return e.to == static_cast<int>(s); });
+    if (source) {
+      ++sources;
+      EXPECT_DOUBLE_EQ(b.weight_s, b.backward_s);
+    } else {
+      ++joins;
+      EXPECT_GT(b.weight_s, 0);
+      EXPECT_LT(b.weight_s, b.backward_s);
+    }
+  }
+  EXPECT_GT(sources, 0);
+  EXPECT_GT(joins, 0);
+}
+
 }  // namespace
 }  // namespace trident::plan

@@ -1,0 +1,254 @@
+// See Note [Split backward at the weights] in weight_pass.h.
+#include "weight_pass.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+namespace trident::runtime {
+
+namespace {
+
+using torch::autograd::Edge;
+using torch::autograd::Node;
+
+// A set of parameters by index.
+class Bits {
+ public:
+  explicit Bits(std::size_t n = 0) : words_((n + 63) / 64, 0) {}
+  void set(std::size_t i) { words_[i / 64] |= std::uint64_t{1} << (i % 64); }
+  bool test(std::size_t i) const { return (words_[i / 64] >> (i % 64)) & 1; }
+  Bits& operator|=(const Bits& o) {
+    for (std::size_t w = 0; w < words_.size(); ++w) words_[w] |= o.words_[w];
+    return *this;
+  }
+  bool any() const {
+    return std::any_of(words_.begin(), words_.end(), [](std::uint64_t w) { return w != 0; });
+  }
+
+ private:
+  std::vector<std::uint64_t> words_;
+};
+
+// Records the gradients a node receives, then passes them on unchanged.
+struct Capture final : torch::autograd::FunctionPreHook {
+  std::vector<torch::Tensor> grads;
+  bool fired = false;
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& in) override {
+    grads = in, fired = true;
+    return in;
+  }
+};
+
+// What the walk learns of one node: whether it leads to an input (the input
+// side), which parameters it leads to, and its children.
+struct NodeInfo {
+  std::shared_ptr<Node> node;
+  bool to_input = false;
+  Bits params;
+  std::vector<std::size_t> children;
+};
+
+// Every node reachable from the roots, children before parents.
+std::vector<NodeInfo> walk(const std::vector<std::shared_ptr<Node>>& roots,
+                           const std::unordered_set<const Node*>& inputs,
+                           const std::unordered_map<const Node*, std::size_t>& params,
+                           std::unordered_map<const Node*, std::size_t>& index) {
+  std::vector<NodeInfo> info;
+  std::vector<std::pair<std::shared_ptr<Node>, std::size_t>> stack;
+  auto enter = [&](const std::shared_ptr<Node>& n) {
+    if (!n || index.count(n.get())) return;
+    index[n.get()] = static_cast<std::size_t>(-1);  // on the stack
+    stack.emplace_back(n, 0);
+  };
+  for (const auto& r : roots) {
+    enter(r);
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->num_outputs()) {
+        const auto child = n->next_edge(next++).function;
+        enter(child);
+        continue;
+      }
+      NodeInfo ni;
+      ni.node = n;
+      ni.params = Bits(params.size());
+      ni.to_input = inputs.count(n.get()) > 0;
+      if (auto p = params.find(n.get()); p != params.end()) ni.params.set(p->second);
+      for (const auto& e : n->next_edges()) {
+        if (!e.is_valid()) continue;
+        const auto c = index.at(e.function.get());
+        ni.children.push_back(c);
+        ni.to_input = ni.to_input || info[c].to_input;
+        ni.params |= info[c].params;
+      }
+      index[n.get()] = info.size();
+      info.push_back(std::move(ni));
+      stack.pop_back();
+    }
+  }
+  return info;
+}
+
+std::size_t find(std::vector<std::size_t>& parent, std::size_t i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+}  // namespace
+
+struct WeightPass::State {
+  struct Intermediate {
+    std::shared_ptr<Node> node;
+    Capture* hook = nullptr;  // owned by the node while hooked
+    std::size_t group = 0;
+  };
+  std::vector<torch::Tensor> params;
+  std::vector<Intermediate> intermediates;
+  std::vector<std::vector<std::size_t>> groups;  // parameter indices of each clean group
+  std::vector<std::size_t> fallback;             // parameters of the second pass
+  std::vector<std::unique_ptr<Capture>> unhooked;  // the hooks, once taken off their nodes
+};
+
+WeightPass::WeightPass(const std::vector<torch::Tensor>& roots, const std::vector<torch::Tensor>& inputs,
+                       const std::vector<torch::Tensor>& params)
+    : s_(std::make_unique<State>()) {
+  namespace impl = torch::autograd::impl;
+  std::unordered_map<const Node*, std::size_t> param_of;
+  for (const auto& p : params) {
+    param_of[impl::grad_accumulator(p).get()] = s_->params.size();
+    s_->params.push_back(p);
+  }
+  std::unordered_set<const Node*> input_nodes;
+  for (const auto& t : inputs) input_nodes.insert(impl::gradient_edge(t).function.get());
+  std::vector<std::shared_ptr<Node>> root_nodes;
+  for (const auto& r : roots) root_nodes.push_back(impl::gradient_edge(r).function);
+  std::unordered_map<const Node*, std::size_t> index;
+  const auto info = walk(root_nodes, input_nodes, param_of, index);
+
+  const std::size_t n = params.size();
+  Bits fallback(n);  // reached from a root outside the input side
+  for (const auto& r : root_nodes)
+    if (r && !info[index.at(r.get())].to_input) fallback |= info[index.at(r.get())].params;
+  // The intermediates: what each reaches past the input side, and through it.
+  struct Found {
+    std::size_t node;
+    Bits side, inside;
+  };
+  std::vector<Found> found;
+  for (std::size_t i = 0; i < info.size(); ++i) {
+    if (!info[i].to_input) continue;
+    Found f{i, Bits(n), Bits(n)};
+    for (auto c : info[i].children) (info[c].to_input ? f.inside : f.side) |= info[c].params;
+    if (f.side.any()) found.push_back(std::move(f));
+  }
+  std::vector<std::size_t> parent(n);
+  std::iota(parent.begin(), parent.end(), 0);
+  std::vector<bool> reached(n, false);
+  for (const auto& f : found) {
+    std::size_t first = n;
+    for (std::size_t p = 0; p < n; ++p) {
+      if (!f.side.test(p)) continue;
+      reached[p] = true;
+      if (first == n) first = p;
+      parent[find(parent, p)] = find(parent, first);
+    }
+  }
+  // A group is clean unless a root reaches it past the input side or one
+  // of its intermediates reaches it through the input side too.
+  auto group_of = [&](const Found& f) {
+    std::size_t q = 0;
+    while (!f.side.test(q)) ++q;
+    return find(parent, q);
+  };
+  std::vector<bool> bad(n, false);
+  for (std::size_t p = 0; p < n; ++p)
+    if (fallback.test(p)) bad[find(parent, p)] = true;
+  for (const auto& f : found)
+    for (std::size_t p = 0; p < n; ++p)
+      if (f.inside.test(p) && find(parent, p) == group_of(f)) bad[group_of(f)] = true;
+  std::unordered_map<std::size_t, std::size_t> group_of_root;
+  for (std::size_t p = 0; p < n; ++p) {
+    const auto root = find(parent, p);
+    if (bad[root]) {
+      s_->fallback.push_back(p);
+      continue;
+    }
+    if (!reached[p]) continue;  // no gradient reaches it
+    auto [it, fresh] = group_of_root.emplace(root, s_->groups.size());
+    if (fresh) s_->groups.emplace_back();
+    s_->groups[it->second].push_back(p);
+  }
+  for (const auto& f : found) {
+    const auto root = group_of(f);
+    if (bad[root]) continue;
+    auto hook = std::make_unique<Capture>();
+    State::Intermediate x{info[f.node].node, hook.get(), group_of_root.at(root)};
+    x.node->add_pre_hook(std::move(hook));
+    s_->intermediates.push_back(std::move(x));
+  }
+}
+
+WeightPass::~WeightPass() { unhook(); }
+
+void WeightPass::unhook() {
+  for (auto& x : s_->intermediates) {
+    if (!x.hook) continue;
+    auto& hooks = x.node->pre_hooks();
+    for (auto it = hooks.begin(); it != hooks.end(); ++it) {
+      if (it->get() != x.hook) continue;
+      s_->unhooked.emplace_back(static_cast<Capture*>(it->release()));
+      hooks.erase(it);
+      break;
+    }
+  }
+}
+
+void WeightPass::run(const std::vector<torch::Tensor>& roots, const std::vector<torch::Tensor>& grads) {
+  unhook();
+  namespace impl = torch::autograd::impl;
+  std::vector<std::size_t> fallback = s_->fallback;
+  for (std::size_t g = 0; g < s_->groups.size(); ++g) {
+    torch::autograd::edge_list from, to;
+    torch::autograd::variable_list given;
+    bool complete = true;
+    for (const auto& x : s_->intermediates) {
+      if (x.group != g) continue;
+      complete = complete && x.hook->fired;
+      for (std::size_t i = 0; i < x.hook->grads.size(); ++i)
+        if (x.hook->grads[i].defined())
+          from.emplace_back(x.node, static_cast<std::uint32_t>(i)), given.push_back(x.hook->grads[i]);
+    }
+    if (!complete) {
+      fallback.insert(fallback.end(), s_->groups[g].begin(), s_->groups[g].end());
+      continue;
+    }
+    if (from.empty()) continue;
+    for (auto p : s_->groups[g]) to.push_back(impl::gradient_edge(s_->params[p]));
+    torch::autograd::Engine::get_default_engine().execute(from, given, /*keep_graph=*/true, /*create_graph=*/false,
+                                                          /*accumulate_grad=*/true, to);
+  }
+  std::vector<torch::Tensor> targets;
+  std::sort(fallback.begin(), fallback.end());
+  for (auto p : fallback) targets.push_back(s_->params[p]);
+  if (!targets.empty() && !roots.empty())
+    torch::autograd::backward(roots, grads, /*retain_graph=*/true, /*create_graph=*/false, targets);
+}
+
+int WeightPass::deferred_params() const {
+  int k = 0;
+  for (const auto& g : s_->groups) k += static_cast<int>(g.size());
+  return k;
+}
+
+int WeightPass::fallback_params() const { return static_cast<int>(s_->fallback.size()); }
+
+}  // namespace trident::runtime
