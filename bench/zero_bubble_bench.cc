@@ -2,9 +2,9 @@
 // count, the graphpipe plan's stage graph (its DAG) under graph-1f1b and
 // graph-zb, and the pipedream plan's (a chain, as a user who linearises the
 // model runs it) under 1f1b, zb-h1 and zb-h2 — W priced as its weight
-// products alone (a runtime that defers them at the weight ops); and the
-// plan the planner makes for graph-zb as this runtime runs it (W by a
-// second backward pass, Note [Two-pass split backward]). Prints Markdown.
+// products alone, as the runtime runs it (Note [Split backward at the
+// weights]); and what graphpipe's `parallel.schedule: auto` chooses (Note
+// [Automatic schedule]). Prints Markdown.
 //   build/bench/zero_bubble_bench [CLUSTER] [SAMPLES_PER_DEVICE]   (make bench-build)
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   std::printf("cluster %s, mini-batch %d per device; samples/s (bubble %%), W priced as its weight products\n\n",
               cluster_name.c_str(), per_device);
   std::printf("| model | devices | graphpipe stages (depth) | graph-1f1b | graph-zb | pipedream stages | 1f1b | zb-h1 | "
-              "zb-h2 | graph-zb / best chain zb | graph-zb / graph-1f1b | graph-zb as this runtime runs it |\n");
+              "zb-h2 | graph-zb / best chain zb | graph-zb / graph-1f1b | graphpipe, auto |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const char* model : {"transformer", "mmt", "candle_uno", "dlrm", "inception"}) {
     graph::OpGraph graph;
@@ -59,11 +59,11 @@ int main(int argc, char** argv) {
         std::vector<double> graphpipe, pipedream;
         run("graphpipe", "graph-1f1b", {"graph-1f1b", "graph-zb"}, cells, graphpipe);
         run("pipedream", "1f1b", {"1f1b", "zb-h1", "zb-h2"}, cells, pipedream);
-        r.partitioner = "graphpipe", r.schedule = "graph-zb";
-        const auto two_pass = plan::Planner(graph, cluster, cost, r).plan();
-        std::printf("| %s | %d |%s %.2f | %.2f | %.1f |\n", model, devices, cells.c_str(),
+        r.partitioner = "graphpipe", r.schedule = "";
+        const auto chosen = plan::Planner(graph, cluster, cost, r).plan();
+        std::printf("| %s | %d |%s %.2f | %.2f | %s %.1f |\n", model, devices, cells.c_str(),
                     graphpipe[1] / std::max(pipedream[1], pipedream[2]), graphpipe[1] / graphpipe[0],
-                    two_pass.predicted.samples_per_s);
+                    chosen.schedule.c_str(), chosen.predicted.samples_per_s);
       } catch (const std::exception& e) {
         std::printf("| %s | %d | %s |\n", model, devices, e.what());
       }

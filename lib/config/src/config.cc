@@ -258,7 +258,9 @@ std::vector<Key> parallel_keys() {
                        "fit otherwise), `never`, `always`; a plan file sets it per stage"));
   k.push_back(text_key("parallel.schedule", [](TrainConfig& c) -> auto& { return c.parallel.schedule; },
                        {"auto", "gpipe", "1f1b", "graph-1f1b", "zb-h1", "zb-h2", "graph-zb"},
-                       "`auto` (graph-1f1b for graphpipe, 1f1b otherwise), `gpipe`, `1f1b`, `graph-1f1b`, or a "
+                       "`auto` (the partition searched under graph-1f1b for graphpipe, 1f1b otherwise; then a "
+                       "zero-bubble schedule instead where simulated more than 1% faster: see "
+                       "[planner.md](planner.md)), `gpipe`, `1f1b`, `graph-1f1b`, or a "
                        "zero-bubble schedule that splits each backward into B and W: `zb-h1` (1f1b's memory), "
                        "`zb-h2` (about twice it), `graph-zb` (graph-1f1b's memory, W filling the waits of forks and "
                        "joins)"));

@@ -80,6 +80,9 @@ nlohmann::json Plan::to_json() const {
   if (comm_dtype != "fp32") doc["comm_dtype"] = comm_dtype;
   for (const auto& [name, pr] : space_best)
     doc["space_best"][name] = {{"iteration_s", pr.iteration_s}, {"samples_per_s", pr.samples_per_s}};
+  for (const auto& [name, pr] : schedule_best)
+    doc["schedule_best"][name] = {
+        {"iteration_s", pr.iteration_s}, {"samples_per_s", pr.samples_per_s}, {"bubble_fraction", pr.bubble_fraction}};
   for (const auto& s : stages) {
     doc["stages"].push_back({{"id", s.id},
                              {"ops", s.ops},
@@ -160,6 +163,10 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     if (doc.contains("space_best") && doc["space_best"].is_object())
       for (const auto& [name, pr] : doc["space_best"].items())
         p.space_best[name] = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), 0, 0};
+    if (doc.contains("schedule_best") && doc["schedule_best"].is_object())
+      for (const auto& [name, pr] : doc["schedule_best"].items())
+        p.schedule_best[name] = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0),
+                                 pr.value("bubble_fraction", 0.0), 0};
     // Edges are derived (validate_plan rebuilds them); read them back so that
     // a written plan can be drawn without its model.
     if (doc.contains("edges") && doc["edges"].is_array()) {

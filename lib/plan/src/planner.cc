@@ -49,6 +49,7 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
                     std::to_string(r.mini_batch));
   if (std::find(partitioner_names().begin(), partitioner_names().end(), r.partitioner) == partitioner_names().end())
     throw PlanError("partitioner '" + r.partitioner + "' is unknown; use " + join(partitioner_names()));
+  schedule_auto_ = r.schedule.empty();
   if (r.schedule.empty()) r.schedule = r.partitioner == "graphpipe" ? "graph-1f1b" : "1f1b";
   const auto sn = schedule::all_schedule_names();
   if (std::find(sn.begin(), sn.end(), r.schedule) == sn.end())
@@ -466,6 +467,7 @@ Plan Planner::plan() const {
     }
   }
   if (!best) no_plan(reasons, micro_batches.front());
+  best = with_best_schedule(std::move(*best));
   for (std::size_t i = 0; i < spaces.size(); ++i)
     if (best_in[i] && (!best->space_best.count(spaces[i].name) ||
                        best_in[i]->predicted.samples_per_s > best->space_best[spaces[i].name].samples_per_s))
@@ -473,6 +475,55 @@ Plan Planner::plan() const {
   best->search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stamp(*best);
   return *best;
+}
+
+// Note [Automatic schedule]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// With `parallel.schedule: auto` the partition is searched under the base
+// schedule (graph-1f1b for graphpipe, 1f1b otherwise: they rank candidates
+// the way GraphPipe and PipeDream do), then the zero-bubble schedules that
+// apply to it — graph-zb on graphpipe's stage DAG, zb-h1 and zb-h2 on a
+// chain — are simulated on the same stages, each with the sync methods it
+// allows (hybrid leaves SFB out of a split backward) and recomputation
+// where it would not fit otherwise. The base is replaced only by a plan
+// more than 1% faster: a schedule that splits runs more, smaller actions
+// than the simulator prices. One stage (dp) has nothing to fill; grad_sync
+// sfb takes no split. Every schedule simulated is kept in
+// plan.schedule_best, which `trident plan` prints. The partition is not
+// searched again under each schedule.
+Plan Planner::with_best_schedule(Plan base) const {
+  constexpr double kMargin = 0.01;
+  if (!schedule_auto_ || base.stages.size() < 2 || request_.grad_sync == "sfb") return base;
+  std::vector<StageChoice> stages;
+  for (const auto& st : base.stages) {
+    StageChoice c;
+    for (const auto& name : st.ops) c.ops.push_back(graph_.id_of(name));
+    c.replicas = static_cast<int>(st.devices.size()), c.micro_batch = st.micro_batch;
+    stages.push_back(std::move(c));
+  }
+  const std::vector<std::string> names =
+      request_.partitioner == "graphpipe" ? std::vector<std::string>{"graph-zb"} : std::vector<std::string>{"zb-h1", "zb-h2"};
+  std::map<std::string, Prediction> tried{{base.schedule, base.predicted}};
+  Plan best = base;
+  for (const auto& name : names) {
+    Planner other = *this;
+    other.request_.schedule = name;
+    Plan p;
+    try {
+      p = other.assemble(stages, base.stages.front().micro_batch, base.partitioner);
+    } catch (const PlanError& e) {
+      if (e.kind() == ErrorKind::kFailure) throw;
+      continue;  // does not fit under this schedule
+    }
+    tried[name] = p.predicted;
+    if (p.predicted.samples_per_s > (1 + kMargin) * base.predicted.samples_per_s &&
+        p.predicted.samples_per_s > best.predicted.samples_per_s) {
+      p.space = base.space;
+      best = std::move(p);
+    }
+  }
+  best.schedule_best = std::move(tried);
+  return best;
 }
 
 }  // namespace trident::plan

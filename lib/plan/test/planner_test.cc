@@ -34,9 +34,9 @@ TEST(Planner, AssembleRejectsStagesThatFormACycle) {
 TEST(Planner, GraphPipeRunsBranchesSideBySideAndBeatsTheSequentialBaseline) {
   const auto& g = model("candle_uno", "paper");
   const auto t0 = std::chrono::steady_clock::now();
-  auto gpp = planner(g, "summit-v100", 8, 128, "graphpipe").plan();
+  auto gpp = planner(g, "summit-v100", 8, 128, "graphpipe", std::nullopt, "graph-1f1b").plan();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto spp = planner(g, "summit-v100", 8, 128, "pipedream").plan();
+  auto spp = planner(g, "summit-v100", 8, 128, "pipedream", std::nullopt, "1f1b").plan();
   EXPECT_NO_THROW(validate_plan(gpp, g));
   EXPECT_LT(gpp.predicted.depth, static_cast<int>(gpp.stages.size()));  // stages side by side
   EXPECT_GT(gpp.predicted.samples_per_s, spp.predicted.samples_per_s);
@@ -79,8 +79,8 @@ TEST(Planner, OnAChainGraphPipeAndPipeDreamPredictTheSameThroughput) {
     ASSERT_EQ(graph::to_string(graph::sp_decompose(g, true).root), graph::to_string(graph::linearize(g, true).root))
         << name << " is not a chain";
     for (int devices : {2, 4, 8}) {
-      auto gpp = planner(g, "summit-v100", devices, 64, "graphpipe", 8).plan();
-      auto spp = planner(g, "summit-v100", devices, 64, "pipedream", 8).plan();
+      auto gpp = planner(g, "summit-v100", devices, 64, "graphpipe", 8, "graph-1f1b").plan();
+      auto spp = planner(g, "summit-v100", devices, 64, "pipedream", 8, "1f1b").plan();
       EXPECT_DOUBLE_EQ(gpp.predicted.samples_per_s, spp.predicted.samples_per_s) << name << " " << devices;
     }
   }
@@ -318,6 +318,42 @@ TEST(Planner, ASplitBackwardIsPricedAsTheRuntimeRunsIt) {
   }
   EXPECT_GT(sources, 0);
   EXPECT_GT(joins, 0);
+}
+
+// Note [Automatic schedule]: under auto the partitioner's base schedule
+// ranks the partitions; then the zero-bubble schedules are simulated on the
+// chosen stages and one replaces the base only when more than 1% faster.
+TEST(Planner, AutoKeepsTheBaseScheduleUnlessAZeroBubbleOneIsFaster) {
+  int switched = 0, kept = 0;
+  for (const auto& [name, partitioner] : std::vector<std::pair<std::string, std::string>>{
+           {"candle_uno", "graphpipe"}, {"mmt", "graphpipe"}, {"transformer", "pipedream"}, {"mlp", "pipedream"}}) {
+    for (int devices : {4, 8}) {
+      SCOPED_TRACE(name + " on " + std::to_string(devices) + " devices, " + partitioner);
+      const auto& g = model(name, "paper");
+      const auto p = planner(g, "summit-v100", devices, 128, partitioner).plan();
+      const std::string base = partitioner == "graphpipe" ? "graph-1f1b" : "1f1b";
+      const auto pinned = planner(g, "summit-v100", devices, 128, partitioner, std::nullopt, base).plan();
+      EXPECT_TRUE(pinned.schedule_best.empty());  // a named schedule is not second-guessed
+      if (p.stages.size() < 2) continue;
+      const auto expected = partitioner == "graphpipe" ? std::vector<std::string>{"graph-1f1b", "graph-zb"}
+                                                       : std::vector<std::string>{"1f1b", "zb-h1", "zb-h2"};
+      for (const auto& s : expected) EXPECT_TRUE(p.schedule_best.count(s)) << s << " was not simulated";
+      ASSERT_TRUE(p.schedule_best.count(p.schedule));
+      EXPECT_DOUBLE_EQ(p.schedule_best.at(base).samples_per_s, pinned.predicted.samples_per_s);
+      EXPECT_DOUBLE_EQ(p.schedule_best.at(p.schedule).samples_per_s, p.predicted.samples_per_s);
+      double fastest = 0;
+      for (const auto& [s, pr] : p.schedule_best) fastest = std::max(fastest, pr.samples_per_s);
+      if (p.schedule == base) {
+        ++kept;
+        EXPECT_LE(fastest, 1.01 * pinned.predicted.samples_per_s);
+      } else {
+        ++switched;
+        EXPECT_DOUBLE_EQ(p.predicted.samples_per_s, fastest);
+        EXPECT_GT(p.predicted.samples_per_s, 1.01 * pinned.predicted.samples_per_s);
+      }
+    }
+  }
+  EXPECT_GT(switched, 0);
 }
 
 }  // namespace

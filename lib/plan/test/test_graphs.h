@@ -96,11 +96,12 @@ inline const graph::OpGraph& model(const std::string& name, const std::string& p
 
 // A planner for the analytic model of a cluster preset.
 inline Planner planner(const graph::OpGraph& g, const std::string& cluster, int devices, int mini,
-                       const std::string& partitioner, std::optional<int> micro = std::nullopt) {
+                       const std::string& partitioner, std::optional<int> micro = std::nullopt,
+                       const std::string& schedule = "") {
   auto c = cost::load_cluster(cluster);
   PlanRequest r;
   r.model = g.name(), r.preset = "?", r.devices = devices, r.mini_batch = mini, r.partitioner = partitioner;
-  r.micro_batch = micro;
+  r.micro_batch = micro, r.schedule = schedule;
   return Planner(g, c, cost::analytic_cost_model(c.device), r);
 }
 

@@ -85,6 +85,13 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
       s << " " << name << " best " << fmt("%.1f", best.samples_per_s) << " samples/s;";
     s << " chosen from " << plan.space << "\n";
   }
+  if (plan.schedule_best.size() > 1) {
+    s << "schedules (auto):";
+    for (const auto& [name, best] : plan.schedule_best)
+      s << " " << name << " " << fmt("%.1f", best.samples_per_s) << " samples/s, bubble "
+        << fmt("%.1f", 100 * best.bubble_fraction) << "%;";
+    s << " chosen " << plan.schedule << "\n";
+  }
   s << "\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-5s %-44s %-8s %5s %5s %6s %9s %10s %11s %19s %10s %10s\n", "stage", "ops",

@@ -77,6 +77,9 @@ struct Plan {
   // searched (see Note [Search spaces] in planner.cc).
   std::string space;
   std::map<std::string, Prediction> space_best;
+  // Under `parallel.schedule: auto`, each schedule simulated on the plan's
+  // stages (see Note [Automatic schedule] in planner.cc); else empty.
+  std::map<std::string, Prediction> schedule_best;
 
   // See Note [Micro-batch ratios] in schedule/schedule.h: each stage has its
   // own micro-batch; these are mini_batch / micro_batch per stage.

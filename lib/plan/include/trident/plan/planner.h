@@ -44,7 +44,7 @@ struct PlanRequest {
   int mini_batch = 1;
   std::optional<int> micro_batch;  // default: searched
   std::string partitioner = "graphpipe";
-  std::string schedule;            // default: graph-1f1b for graphpipe, else 1f1b
+  std::string schedule;            // default (auto): see Note [Automatic schedule] in planner.cc
   std::string grad_sync = "hybrid";  // hybrid | allreduce | ps | sfb (sfb where it applies, else allreduce)
   int optimizer_states = 2;
   // train.precision: memory, edge bytes and SFB factors as the policy
@@ -177,12 +177,16 @@ class Planner {
   std::vector<StageChoice> ordered_stages(const std::vector<StageChoice>& stages) const;
   void place_devices(Plan& plan, const std::vector<StageChoice>& ordered) const;
   void fit_memory(Plan& plan) const;
+  // See Note [Automatic schedule]: under `auto`, the base plan or the same
+  // stages under a zero-bubble schedule, whichever is simulated faster.
+  Plan with_best_schedule(Plan base) const;
   const graph::OpGraph& graph_;
   cost::ClusterSpec cluster_;
   cost::CostModel cost_;
   PlanRequest request_;
   std::vector<graph::DType> dtypes_;
   bool ratio_given_ = false;  // micro_batch_ratio was set, not defaulted
+  bool schedule_auto_ = false;  // the schedule was left to the planner
 };
 
 }  // namespace trident::plan
