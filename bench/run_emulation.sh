@@ -11,7 +11,7 @@
 # what it chose); with ZB=1 under the partitioner's base schedule and its
 # zero-bubble one instead (graph-1f1b and graph-zb for graphpipe, 1f1b and
 # zb-h1 for pipedream), GPP/SPP then comparing the zero-bubble runs.
-#   [TARGET_S=0.3] [MAX_DILATION=20] [ZB=1] bash bench/run_emulation.sh [STEPS] [DEVICES...]
+#   [TARGET_S=0.3] [MAX_DILATION=20] [ZB=1] [MODELS="mmt candle_uno dlrm"] bash bench/run_emulation.sh [STEPS] [DEVICES...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-8}; shift || true
@@ -29,7 +29,7 @@ YAML
 echo "| model | devices | mini-batch | partitioner | schedule | stages | dilation | emulated ms | simulated ms | emulated / simulated |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 declare -A rate sim
-for model in mmt candle_uno dlrm; do
+for model in ${MODELS:-mmt candle_uno dlrm}; do
   for d in "${devices[@]}"; do
     mini=$((16 * d))
     for p in graphpipe pipedream; do
@@ -58,7 +58,7 @@ done
 echo
 echo "| model | devices | GPP/SPP emulated | GPP/SPP simulated |"
 echo "|---|---|---|---|"
-for model in mmt candle_uno dlrm; do
+for model in ${MODELS:-mmt candle_uno dlrm}; do
   for d in "${devices[@]}"; do
     python3 -c "print('| $model | $d | %.2f | %.2f |' % (${rate[$model-$d-pipedream]}/${rate[$model-$d-graphpipe]}, ${sim[$model-$d-pipedream]}/${sim[$model-$d-graphpipe]}))"
   done

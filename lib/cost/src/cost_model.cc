@@ -60,6 +60,10 @@ class Profiled final : public ICostModel {
   double backward_s(const graph::Op& op, std::int64_t rows) const override {
     return interpolate(p_.ops.at(op.name).backward_s, rows);
   }
+  double weight_grad_s(const graph::Op& op, std::int64_t rows) const override {
+    const auto& t = p_.ops.at(op.name);
+    return t.weight_s.empty() ? interpolate(t.forward_s, rows) : interpolate(t.weight_s, rows);
+  }
   nlohmann::json describe() const override {
     // The profile itself, so that a plan can be simulated again anywhere.
     return {{"kind", "profiled"}, {"profile", origin_}, {"device", p_.device}, {"data", p_.to_json()}};
@@ -89,12 +93,20 @@ double CostModel::backward_s(const graph::Op& op, std::int64_t rows) const {
   return rows <= 0 || op.is_input() ? 0 : impl_->backward_s(op, rows);
 }
 
+double CostModel::weight_grad_s(const graph::Op& op, std::int64_t rows) const {
+  if (rows <= 0 || op.is_input() || op.params.empty()) return 0;
+  return std::min(impl_->weight_grad_s(op, rows), impl_->backward_s(op, rows));
+}
+
 CostModel analytic_cost_model(const DeviceSpec& device) { return CostModel(std::make_shared<Analytic>(device)); }
 
 nlohmann::json Profile::to_json() const {
   nlohmann::json doc{{"format", "trident-profile/1"}, {"model", model}, {"preset", preset},
                      {"device", device},           {"rows", rows},   {"ops", nlohmann::json::object()}};
-  for (const auto& [name, t] : ops) doc["ops"][name] = {{"forward_s", t.forward_s}, {"backward_s", t.backward_s}};
+  for (const auto& [name, t] : ops) {
+    doc["ops"][name] = {{"forward_s", t.forward_s}, {"backward_s", t.backward_s}};
+    if (!t.weight_s.empty()) doc["ops"][name]["weight_s"] = t.weight_s;
+  }
   if (!core_throughput.empty()) doc["core_throughput"] = core_throughput;
   return doc;
 }
@@ -111,7 +123,8 @@ Profile Profile::from_json(const nlohmann::json& doc, const std::string& origin)
       p.device = doc.value("device", "");
       p.rows = get_checked<std::vector<std::int64_t>>(doc.at("rows"));
       for (const auto& [name, t] : doc.at("ops").items()) {
-        p.ops[name] = {t.at("forward_s").get<std::vector<double>>(), t.at("backward_s").get<std::vector<double>>()};
+        p.ops[name] = {t.at("forward_s").get<std::vector<double>>(), t.at("backward_s").get<std::vector<double>>(),
+                       t.value("weight_s", std::vector<double>{})};
       }
       p.core_throughput = doc.value("core_throughput", std::vector<double>{});
     } catch (const nlohmann::json::exception& e) {
@@ -129,6 +142,11 @@ Profile Profile::from_json(const nlohmann::json& doc, const std::string& origin)
         if (!(v >= 0)) fail("op '" + name + "' has a negative or missing time");
       for (double v : t.backward_s)
         if (!(v >= 0)) fail("op '" + name + "' has a negative or missing time");
+      if (!t.weight_s.empty() && t.weight_s.size() != p.rows.size())
+        fail("op '" + name + "': weight_s needs one time per entry of 'rows' (" + std::to_string(p.rows.size()) +
+             ") or none");
+      for (double v : t.weight_s)
+        if (!(v >= 0)) fail("op '" + name + "' has a negative weight_s");
     }
     return p;
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong kind, e.g. a list where a number goes

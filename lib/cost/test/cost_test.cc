@@ -139,6 +139,31 @@ TEST(ProfiledCost, InterpolatesAndNamesMissingOps) {
   EXPECT_THROW(Profile::from_json(doc, "p.json"), ClusterError);
 }
 
+// A split backward's W (Note [Split backward]): measured where the profile
+// has it, else the op's forward; never more than the backward; 0 without
+// parameters.
+TEST(ProfiledCost, WeightGradientsAreTheMeasuredPartOfTheBackward) {
+  auto g = zoo::build_graph({"mlp", "tiny"});
+  Profile p;
+  p.model = "mlp", p.preset = "tiny", p.rows = {2, 4};
+  for (const auto& op : g.ops())
+    if (!op.is_input()) p.ops[op.name] = {{1e-3, 2e-3}, {4e-3, 8e-3}};
+  const auto& fc = g.op(g.id_of("fc0"));
+  const auto& relu = g.op(g.id_of("fc0_relu"));
+  EXPECT_DOUBLE_EQ(profiled_cost_model(p, g, "p").weight_grad_s(fc, 3), 1.5e-3);  // not measured: the forward
+  p.ops[fc.name].weight_s = {3e-3, 9e-3};
+  auto back = Profile::from_json(p.to_json(), "p.json");
+  const auto model = profiled_cost_model(back, g, "p.json");
+  EXPECT_DOUBLE_EQ(model.weight_grad_s(fc, 2), 3e-3);
+  EXPECT_DOUBLE_EQ(model.weight_grad_s(fc, 4), 8e-3);  // capped at the backward
+  EXPECT_DOUBLE_EQ(model.weight_grad_s(relu, 4), 0);
+  auto doc = p.to_json();
+  doc["ops"][fc.name]["weight_s"] = {1e-3};
+  EXPECT_THROW(Profile::from_json(doc, "p.json"), ClusterError);
+  doc["ops"][fc.name]["weight_s"] = {1e-3, -1.0};
+  EXPECT_THROW(Profile::from_json(doc, "p.json"), ClusterError);
+}
+
 TEST(CommCost, ByteCountsFollowPoseidonsFormulas) {
   // GoogLeNet's classifier: W is 1000 x 1024 floats, K = 32 samples per rank.
   const std::int64_t M = 1024, N = 1000, K = 32;

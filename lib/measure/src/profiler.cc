@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 
 #include "trident/nn/executor.h"
@@ -41,7 +42,34 @@ void normalise(cost::Profile& p, std::size_t at, const graph::OpGraph& g, nn::Gr
   double sum_f = 0, sum_b = 0;
   for (const auto& [name, t] : p.ops) sum_f += t.forward_s[at], sum_b += t.backward_s[at];
   const double scale_f = sum_f > 0 ? median(fwd) / sum_f : 1, scale_b = sum_b > 0 ? median(bwd) / sum_b : 1;
-  for (auto& [name, t] : p.ops) t.forward_s[at] *= scale_f, t.backward_s[at] *= scale_b;
+  for (auto& [name, t] : p.ops) {
+    t.forward_s[at] *= scale_f, t.backward_s[at] *= scale_b;
+    if (!t.weight_s.empty()) t.weight_s[at] *= scale_b;
+  }
+}
+
+// The op's parameters that train, by the graph's names.
+std::vector<torch::Tensor> params_of(const graph::Op& op, nn::GraphModule& module) {
+  const auto named = module.named_parameters();
+  std::vector<torch::Tensor> out;
+  for (const auto& spec : op.params)
+    if (const auto* t = named.find(spec.name); t && t->requires_grad()) out.push_back(*t);
+  return out;
+}
+
+// A split backward's W for one op (Note [Split backward] in schedule.h): its
+// backward asked for the weight gradients alone, the median of `repeats`.
+double weight_time(const std::function<torch::Tensor()>& forward, const std::vector<torch::Tensor>& params,
+                   int repeats) {
+  std::vector<double> times;
+  for (int r = 0; r < repeats + 1; ++r) {  // the first run warms up
+    auto out = forward();
+    if (!out.requires_grad()) return 0;
+    const auto t0 = Clock::now();
+    torch::autograd::backward({out}, {torch::ones_like(out)}, /*retain_graph=*/false, /*create_graph=*/false, params);
+    if (r) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return median(times);
 }
 
 }  // namespace
@@ -112,6 +140,9 @@ cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o
       const double f = median(fwd);
       times.forward_s.push_back(f);
       times.backward_s.push_back(std::max(0.0, median(total) - f));
+      if (const auto params = params_of(op, module); !params.empty())
+        times.weight_s.push_back(std::min(
+            times.backward_s.back(), weight_time([&] { return module.op_fn(id)(args); }, params, o.repeats)));
     }
     for (auto& param : module.parameters()) param.mutable_grad() = torch::Tensor();
     normalise(p, p.ops.begin()->second.forward_s.size() - 1, g, whole, module, o.repeats);

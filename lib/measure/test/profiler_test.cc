@@ -18,6 +18,14 @@ TEST(Profiler, MeasuresEveryOpAndFeedsTheProfiledCostModel) {
   }
   // A Linear layer does more work on 16 rows than on 1.
   EXPECT_GT(p.ops.at("fc0").forward_s[1] + p.ops.at("fc0").backward_s[1], p.ops.at("fc0").forward_s[0]);
+  // Its backward's weight part (a split backward's W) is measured, within its backward;
+  // an op without parameters has none.
+  ASSERT_EQ(p.ops.at("fc0").weight_s.size(), 2u);
+  for (int i : {0, 1}) {
+    EXPECT_GT(p.ops.at("fc0").weight_s[i], 0);
+    EXPECT_LE(p.ops.at("fc0").weight_s[i], p.ops.at("fc0").backward_s[i]);
+  }
+  EXPECT_TRUE(p.ops.at("fc0_relu").weight_s.empty());
   auto back = cost::Profile::from_json(p.to_json(), "mem");
   auto model = cost::profiled_cost_model(back, g, "mem");
   EXPECT_GT(model.forward_s(g.op(g.id_of("fc0")), 8), 0);

@@ -170,7 +170,7 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
     e.forward_s += planner.cost().forward_s(op, rows);
     backward[i] = planner.cost().backward_s(op, rows);
     e.backward_s += backward[i];
-    if (!op.params.empty()) e.weight_grad_s += planner.cost().forward_s(op, rows);
+    e.weight_grad_s += planner.cost().weight_grad_s(op, rows);
     e.param_bytes += static_cast<double>(op.param_bytes());
     e.activation_bytes += graph::kept_bytes_per_row(op, planner.dtypes()[static_cast<std::size_t>(ops[i])]) *
                               static_cast<double>(rows) +

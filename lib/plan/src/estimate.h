@@ -38,7 +38,7 @@ namespace trident::plan::detail {
 
 struct StageEstimate {
   double forward_s = 0, backward_s = 0;  // one micro-batch slice on one replica
-  double weight_grad_s = 0;  // of backward_s, the weight gradients' own products (≈ the weight ops' forward)
+  double weight_grad_s = 0;  // of backward_s, the weight gradients' own work (cost::CostModel::weight_grad_s)
   double param_bytes = 0, static_bytes = 0, activation_bytes = 0;
   double input_bytes = 0;  // one micro-batch slice's received tensors and dataset fields
   double sync_s = 0;  // per iteration

@@ -30,6 +30,10 @@ class ICostModel {
   virtual ~ICostModel() = default;
   virtual double forward_s(const graph::Op& op, std::int64_t rows) const = 0;
   virtual double backward_s(const graph::Op& op, std::int64_t rows) const = 0;
+  // Of backward_s, the weight gradients' own work (a split backward's W,
+  // Note [Split backward] in schedule.h); by default the op's forward, whose
+  // product the weight gradient repeats with other operands.
+  virtual double weight_grad_s(const graph::Op& op, std::int64_t rows) const { return forward_s(op, rows); }
   virtual nlohmann::json describe() const = 0;
   virtual std::vector<double> core_throughput() const { return {}; }
 };
@@ -40,6 +44,8 @@ class CostModel {
   // 0 for rows == 0 and for input ops (a dataset read is not modelled).
   double forward_s(const graph::Op& op, std::int64_t rows) const;
   double backward_s(const graph::Op& op, std::int64_t rows) const;
+  // 0 for an op without parameters; never more than backward_s.
+  double weight_grad_s(const graph::Op& op, std::int64_t rows) const;
   // {"kind": "analytic", ...} or {"kind": "profiled", "profile": path}.
   nlohmann::json describe() const { return impl_->describe(); }
   // See Note [Core throughput] (cluster.h) as measured with this model's own
@@ -58,6 +64,9 @@ struct Profile {
   std::vector<std::int64_t> rows;  // ascending, e.g. 1, 2, 4, 8
   struct Times {
     std::vector<double> forward_s, backward_s;  // one per entry of `rows`
+    // Of backward_s, the backward asked for the op's weight gradients alone
+    // (an op with parameters); empty when not measured (older profiles).
+    std::vector<double> weight_s;
   };
   std::map<std::string, Times> ops;  // by op name
   // See Note [Core throughput] measured with this model's training passes
