@@ -6,7 +6,7 @@
 #include <sstream>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "trident/plan/plan.h"
+#include "trident/plan_format/plan.h"
 #include "trident/base/files.h"
 #include "trident/base/json.h"
 #include "trident/runtime/trainer.h"

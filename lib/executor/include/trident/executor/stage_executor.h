@@ -88,7 +88,7 @@
 #include "trident/comm/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/nn/executor.h"
-#include "trident/plan/plan.h"
+#include "trident/plan_format/plan.h"
 #include "trident/executor/placement.h"
 #include "trident/executor/trace.h"
 #include "trident/schedule/schedule.h"

@@ -22,7 +22,7 @@
 
 #include "trident/comm/group.h"
 #include "trident/graph/op_graph.h"
-#include "trident/plan/plan.h"
+#include "trident/plan_format/plan.h"
 
 namespace trident::runtime {
 

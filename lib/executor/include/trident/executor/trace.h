@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trident/plan/plan.h"
+#include "trident/plan_format/plan.h"
 
 namespace trident::runtime {
 

@@ -31,7 +31,7 @@
 #include "trident/cost/cost_model.h"
 #include "trident/graph/precision.h"
 #include "trident/graph/sp.h"
-#include "trident/plan/plan.h"
+#include "trident/plan_format/plan.h"
 #include "trident/schedule/simulator.h"
 #include "trident/schedule/stage_graph.h"
 

@@ -1,4 +1,4 @@
-#include "trident/plan/plan.h"
+#include "trident/plan_format/plan.h"
 
 #include <algorithm>
 #include <set>
