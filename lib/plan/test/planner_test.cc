@@ -339,6 +339,12 @@ TEST(Planner, AutoKeepsTheBaseScheduleUnlessAZeroBubbleOneIsFaster) {
                                                        : std::vector<std::string>{"1f1b", "zb-h1", "zb-h2"};
       for (const auto& s : expected) EXPECT_TRUE(p.schedule_best.count(s)) << s << " was not simulated";
       ASSERT_TRUE(p.schedule_best.count(p.schedule));
+      const auto back = Plan::from_json(p.to_json(), "mem");  // the plan file keeps them
+      ASSERT_EQ(back.schedule_best.size(), p.schedule_best.size());
+      for (const auto& [s, pr] : p.schedule_best) {
+        EXPECT_DOUBLE_EQ(back.schedule_best.at(s).samples_per_s, pr.samples_per_s);
+        EXPECT_DOUBLE_EQ(back.schedule_best.at(s).bubble_fraction, pr.bubble_fraction);
+      }
       EXPECT_DOUBLE_EQ(p.schedule_best.at(base).samples_per_s, pinned.predicted.samples_per_s);
       EXPECT_DOUBLE_EQ(p.schedule_best.at(p.schedule).samples_per_s, p.predicted.samples_per_s);
       double fastest = 0;

@@ -24,6 +24,19 @@ T field(const nlohmann::json& obj, const std::string& key, const std::string& wh
   }
 }
 
+// The best predictions by name (of each search space, of each schedule).
+void write_predictions(nlohmann::json& doc, const char* key, const std::map<std::string, Prediction>& best) {
+  for (const auto& [name, pr] : best)
+    doc[key][name] = {
+        {"iteration_s", pr.iteration_s}, {"samples_per_s", pr.samples_per_s}, {"bubble_fraction", pr.bubble_fraction}};
+}
+
+void read_predictions(const nlohmann::json& doc, const char* key, std::map<std::string, Prediction>& best) {
+  if (!doc.contains(key) || !doc[key].is_object()) return;
+  for (const auto& [name, pr] : doc[key].items())
+    best[name] = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), pr.value("bubble_fraction", 0.0), 0};
+}
+
 }  // namespace
 
 int Plan::micro_batches(int stage) const {
@@ -78,11 +91,8 @@ nlohmann::json Plan::to_json() const {
   if (!space.empty()) doc["space"] = space;
   if (precision != "fp32") doc["precision"] = precision;
   if (comm_dtype != "fp32") doc["comm_dtype"] = comm_dtype;
-  for (const auto& [name, pr] : space_best)
-    doc["space_best"][name] = {{"iteration_s", pr.iteration_s}, {"samples_per_s", pr.samples_per_s}};
-  for (const auto& [name, pr] : schedule_best)
-    doc["schedule_best"][name] = {
-        {"iteration_s", pr.iteration_s}, {"samples_per_s", pr.samples_per_s}, {"bubble_fraction", pr.bubble_fraction}};
+  write_predictions(doc, "space_best", space_best);
+  write_predictions(doc, "schedule_best", schedule_best);
   for (const auto& s : stages) {
     doc["stages"].push_back({{"id", s.id},
                              {"ops", s.ops},
@@ -160,13 +170,8 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     }
     p.search_seconds = doc.value("search_seconds", 0.0);
     p.space = doc.value("space", "");
-    if (doc.contains("space_best") && doc["space_best"].is_object())
-      for (const auto& [name, pr] : doc["space_best"].items())
-        p.space_best[name] = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), 0, 0};
-    if (doc.contains("schedule_best") && doc["schedule_best"].is_object())
-      for (const auto& [name, pr] : doc["schedule_best"].items())
-        p.schedule_best[name] = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0),
-                                 pr.value("bubble_fraction", 0.0), 0};
+    read_predictions(doc, "space_best", p.space_best);
+    read_predictions(doc, "schedule_best", p.schedule_best);
     // Edges are derived (validate_plan rebuilds them); read them back so that
     // a written plan can be drawn without its model.
     if (doc.contains("edges") && doc["edges"].is_array()) {
