@@ -110,6 +110,7 @@ struct WeightPass::State {
     std::shared_ptr<Node> node;
     Capture* hook = nullptr;  // owned by the node while hooked
     std::size_t group = 0;
+    std::vector<std::uint32_t> input_edges;  // cut while W runs
   };
   std::vector<torch::Tensor> params;
   std::vector<Intermediate> intermediates;
@@ -142,39 +143,45 @@ WeightPass::WeightPass(const std::vector<torch::Tensor>& roots, const std::vecto
   struct Found {
     std::size_t node;
     Bits side, inside;
+    std::size_t first = 0;                   // a parameter of its side, naming its group
+    std::vector<std::uint32_t> input_edges;  // its edges into the input side
   };
   std::vector<Found> found;
   for (std::size_t i = 0; i < info.size(); ++i) {
     if (!info[i].to_input) continue;
     Found f{i, Bits(n), Bits(n)};
-    for (auto c : info[i].children) (info[c].to_input ? f.inside : f.side) |= info[c].params;
+    const auto& edges = info[i].node->next_edges();
+    for (std::uint32_t e = 0; e < edges.size(); ++e) {
+      if (!edges[e].is_valid()) continue;
+      const auto& child = info[index.at(edges[e].function.get())];
+      if (child.to_input) f.input_edges.push_back(e);
+      (child.to_input ? f.inside : f.side) |= child.params;
+    }
     if (f.side.any()) found.push_back(std::move(f));
   }
   std::vector<std::size_t> parent(n);
   std::iota(parent.begin(), parent.end(), 0);
   std::vector<bool> reached(n, false);
-  for (const auto& f : found) {
-    std::size_t first = n;
+  for (auto& f : found) {
+    f.first = n;
     for (std::size_t p = 0; p < n; ++p) {
       if (!f.side.test(p)) continue;
       reached[p] = true;
-      if (first == n) first = p;
-      parent[find(parent, p)] = find(parent, first);
+      if (f.first == n) f.first = p;
+      parent[find(parent, p)] = find(parent, f.first);
     }
   }
   // A group is clean unless a root reaches it past the input side or one
   // of its intermediates reaches it through the input side too.
-  auto group_of = [&](const Found& f) {
-    std::size_t q = 0;
-    while (!f.side.test(q)) ++q;
-    return find(parent, q);
-  };
+  auto group_of = [&](const Found& f) { return find(parent, f.first); };
   std::vector<bool> bad(n, false);
   for (std::size_t p = 0; p < n; ++p)
     if (fallback.test(p)) bad[find(parent, p)] = true;
-  for (const auto& f : found)
-    for (std::size_t p = 0; p < n; ++p)
-      if (f.inside.test(p) && find(parent, p) == group_of(f)) bad[group_of(f)] = true;
+  for (const auto& f : found) {
+    const auto g = group_of(f);
+    for (std::size_t p = 0; p < n && !bad[g]; ++p)
+      if (f.inside.test(p) && find(parent, p) == g) bad[g] = true;
+  }
   std::unordered_map<std::size_t, std::size_t> group_of_root;
   for (std::size_t p = 0; p < n; ++p) {
     const auto root = find(parent, p);
@@ -191,7 +198,7 @@ WeightPass::WeightPass(const std::vector<torch::Tensor>& roots, const std::vecto
     const auto root = group_of(f);
     if (bad[root]) continue;
     auto hook = std::make_unique<Capture>();
-    State::Intermediate x{info[f.node].node, hook.get(), group_of_root.at(root)};
+    State::Intermediate x{info[f.node].node, hook.get(), group_of_root.at(root), f.input_edges};
     x.node->add_pre_hook(std::move(hook));
     s_->intermediates.push_back(std::move(x));
   }
@@ -212,35 +219,54 @@ void WeightPass::unhook() {
   }
 }
 
+// The parameters of groups whose hooks all fired go in one autograd call
+// from the intermediates, their edges into the input side cut for its
+// length: the engine then walks and runs the weights-only part alone (an
+// intermediate computes no input gradient, and its call does not walk the
+// graph below it: per-group calls did, W growing with the square of the
+// stage's depth). The rest, the second pass, runs first, on the whole graph.
 void WeightPass::run(const std::vector<torch::Tensor>& roots, const std::vector<torch::Tensor>& grads) {
   unhook();
   namespace impl = torch::autograd::impl;
+  std::vector<bool> complete(s_->groups.size(), true);
+  for (const auto& x : s_->intermediates) complete[x.group] = complete[x.group] && x.hook->fired;
   std::vector<std::size_t> fallback = s_->fallback;
-  for (std::size_t g = 0; g < s_->groups.size(); ++g) {
-    torch::autograd::edge_list from, to;
-    torch::autograd::variable_list given;
-    bool complete = true;
-    for (const auto& x : s_->intermediates) {
-      if (x.group != g) continue;
-      complete = complete && x.hook->fired;
-      for (std::size_t i = 0; i < x.hook->grads.size(); ++i)
-        if (x.hook->grads[i].defined())
-          from.emplace_back(x.node, static_cast<std::uint32_t>(i)), given.push_back(x.hook->grads[i]);
-    }
-    if (!complete) {
-      fallback.insert(fallback.end(), s_->groups[g].begin(), s_->groups[g].end());
-      continue;
-    }
-    if (from.empty()) continue;
-    for (auto p : s_->groups[g]) to.push_back(impl::gradient_edge(s_->params[p]));
-    torch::autograd::Engine::get_default_engine().execute(from, given, /*keep_graph=*/true, /*create_graph=*/false,
-                                                          /*accumulate_grad=*/true, to);
-  }
-  std::vector<torch::Tensor> targets;
+  for (std::size_t g = 0; g < s_->groups.size(); ++g)
+    if (!complete[g]) fallback.insert(fallback.end(), s_->groups[g].begin(), s_->groups[g].end());
   std::sort(fallback.begin(), fallback.end());
+  std::vector<torch::Tensor> targets;
   for (auto p : fallback) targets.push_back(s_->params[p]);
   if (!targets.empty() && !roots.empty())
     torch::autograd::backward(roots, grads, /*retain_graph=*/true, /*create_graph=*/false, targets);
+
+  torch::autograd::edge_list from, to;
+  torch::autograd::variable_list given;
+  std::vector<std::pair<Node*, std::pair<std::uint32_t, Edge>>> cut;
+  for (const auto& x : s_->intermediates) {
+    if (!complete[x.group]) continue;
+    for (std::size_t i = 0; i < x.hook->grads.size(); ++i)
+      if (x.hook->grads[i].defined())
+        from.emplace_back(x.node, static_cast<std::uint32_t>(i)), given.push_back(x.hook->grads[i]);
+    for (auto e : x.input_edges) {
+      cut.push_back({x.node.get(), {e, x.node->next_edge(e)}});
+      x.node->next_edges()[e] = Edge();
+    }
+  }
+  for (std::size_t g = 0; g < s_->groups.size(); ++g)
+    if (complete[g])
+      for (auto p : s_->groups[g]) to.push_back(impl::gradient_edge(s_->params[p]));
+  auto restore = [&] {
+    for (auto& [node, edge] : cut) node->next_edges()[edge.first] = edge.second;
+  };
+  try {
+    if (!from.empty())
+      torch::autograd::Engine::get_default_engine().execute(from, given, /*keep_graph=*/true, /*create_graph=*/false,
+                                                            /*accumulate_grad=*/true, to);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
 }
 
 int WeightPass::deferred_params() const {

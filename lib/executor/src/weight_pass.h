@@ -21,16 +21,17 @@ namespace trident::runtime {
 // convolution's weight and bias, a cat fed by an embedding) is an
 // *intermediate*: before B a hook on it records the gradients it receives
 // there, the same ones a single backward would give it. W then runs autograd
-// from the intermediates, with those gradients, to their parameters: the
-// engine executes only what leads to them, so an intermediate computes its
-// weight-side outputs alone (dW and db, not dX again), and the weights-only
-// nodes below it (a transpose, a cast) run as in one backward. Every weight
-// gradient comes from the same tensors by the same formulas as one
-// process's, accumulated into .grad as one backward does.
+// once, from the intermediates, with those gradients, to their parameters,
+// each intermediate's edges into the input side cut for the call: so an
+// intermediate computes its weight-side outputs alone (dW and db, not dX
+// again), the engine walks only the weights-only part (W stays linear in
+// the stage's depth), and the weights-only nodes below it (a transpose, a
+// cast) run as in one backward. Every weight gradient comes from the same
+// tensors by the same formulas as one process's, accumulated into .grad as
+// one backward does.
 //
-// Parameters that share an intermediate, or a node below one, form a group
-// run by one autograd call, so their sums form as in one backward. A group
-// falls back to a second pass over the whole graph (autograd from the
+// Parameters that share an intermediate, or a node below one, form a group.
+// A group falls back to a second pass over the whole graph (autograd from the
 // roots, with the group's parameters as targets; see Note [Two-pass split
 // backward]) when that would double a gradient or miss one: when an
 // intermediate reaches a parameter of its group through the input side too
