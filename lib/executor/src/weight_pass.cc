@@ -103,6 +103,50 @@ std::size_t find(std::vector<std::size_t>& parent, std::size_t i) {
   return i;
 }
 
+// An intermediate: a node of the input side that reaches parameters past it.
+struct Found {
+  std::size_t node;
+  Bits side, inside;                       // parameters past the input side, and through it
+  std::size_t first = 0;                   // a parameter of its side, naming its group
+  std::vector<std::uint32_t> input_edges;  // its edges into the input side
+};
+
+std::vector<Found> intermediates_of(const std::vector<NodeInfo>& info,
+                                    const std::unordered_map<const Node*, std::size_t>& index, std::size_t n) {
+  std::vector<Found> found;
+  for (std::size_t i = 0; i < info.size(); ++i) {
+    if (!info[i].to_input) continue;
+    Found f{i, Bits(n), Bits(n)};
+    const auto& edges = info[i].node->next_edges();
+    for (std::uint32_t e = 0; e < edges.size(); ++e) {
+      if (!edges[e].is_valid()) continue;
+      const auto& child = info[index.at(edges[e].function.get())];
+      if (child.to_input) f.input_edges.push_back(e);
+      (child.to_input ? f.inside : f.side) |= child.params;
+    }
+    if (f.side.any()) found.push_back(std::move(f));
+  }
+  return found;
+}
+
+// Parameters sharing an intermediate (or a node below one) in one set;
+// `reached`: the parameters some intermediate reaches.
+std::vector<std::size_t> unite(std::vector<Found>& found, std::size_t n, std::vector<bool>& reached) {
+  std::vector<std::size_t> parent(n);
+  std::iota(parent.begin(), parent.end(), 0);
+  reached.assign(n, false);
+  for (auto& f : found) {
+    f.first = n;
+    for (std::size_t p = 0; p < n; ++p) {
+      if (!f.side.test(p)) continue;
+      reached[p] = true;
+      if (f.first == n) f.first = p;
+      parent[find(parent, p)] = find(parent, f.first);
+    }
+  }
+  return parent;
+}
+
 }  // namespace
 
 struct WeightPass::State {
@@ -139,38 +183,9 @@ WeightPass::WeightPass(const std::vector<torch::Tensor>& roots, const std::vecto
   Bits fallback(n);  // reached from a root outside the input side
   for (const auto& r : root_nodes)
     if (r && !info[index.at(r.get())].to_input) fallback |= info[index.at(r.get())].params;
-  // The intermediates: what each reaches past the input side, and through it.
-  struct Found {
-    std::size_t node;
-    Bits side, inside;
-    std::size_t first = 0;                   // a parameter of its side, naming its group
-    std::vector<std::uint32_t> input_edges;  // its edges into the input side
-  };
-  std::vector<Found> found;
-  for (std::size_t i = 0; i < info.size(); ++i) {
-    if (!info[i].to_input) continue;
-    Found f{i, Bits(n), Bits(n)};
-    const auto& edges = info[i].node->next_edges();
-    for (std::uint32_t e = 0; e < edges.size(); ++e) {
-      if (!edges[e].is_valid()) continue;
-      const auto& child = info[index.at(edges[e].function.get())];
-      if (child.to_input) f.input_edges.push_back(e);
-      (child.to_input ? f.inside : f.side) |= child.params;
-    }
-    if (f.side.any()) found.push_back(std::move(f));
-  }
-  std::vector<std::size_t> parent(n);
-  std::iota(parent.begin(), parent.end(), 0);
-  std::vector<bool> reached(n, false);
-  for (auto& f : found) {
-    f.first = n;
-    for (std::size_t p = 0; p < n; ++p) {
-      if (!f.side.test(p)) continue;
-      reached[p] = true;
-      if (f.first == n) f.first = p;
-      parent[find(parent, p)] = find(parent, f.first);
-    }
-  }
+  auto found = intermediates_of(info, index, n);
+  std::vector<bool> reached;
+  auto parent = unite(found, n, reached);
   // A group is clean unless a root reaches it past the input side or one
   // of its intermediates reaches it through the input side too.
   auto group_of = [&](const Found& f) { return find(parent, f.first); };
