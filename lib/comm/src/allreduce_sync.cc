@@ -24,7 +24,7 @@ class AllReduceSync final : public detail::OrderedSync {
  private:
   // A bucket's flat buffer is kept across iterations: a fresh large one is
   // a fresh mapping whose pages all fault on first touch (see Note [PS buffers]
-  // in ps_sync.cc).
+  // in ps_pieces.h).
   void launch(std::size_t i) override {
     if (!buffers_[i].defined()) {
       std::int64_t total = 0;
