@@ -81,7 +81,8 @@ class HybridSync final : public GradSync {
 
 std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
                                            const std::map<std::string, std::string>& methods,
-                                           std::int64_t bucket_bytes, int staleness, torch::ScalarType ps_push_dtype) {
+                                           std::int64_t bucket_bytes, int staleness, torch::ScalarType ps_push_dtype,
+                                           std::vector<std::int64_t> shares) {
   std::map<std::string, NamedParams> split;
   for (auto& [name, t] : params) {
     auto it = methods.find(name);
@@ -98,7 +99,7 @@ std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, cons
     Group sub = group.subgroup(all, "hybrid-" + m);
     if (it->first == "allreduce") parts.push_back(make_allreduce_sync(sub, it->second, bucket_bytes));
     if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, {staleness, bucket_bytes, &graph, ps_push_dtype, 4 * bucket_bytes}));
-    if (it->first == "sfb") parts.push_back(make_sfb_sync(sub, it->second, graph));
+    if (it->first == "sfb") parts.push_back(make_sfb_sync(sub, it->second, graph, shares));
   }
   return std::make_unique<HybridSync>(std::move(parts));
 }

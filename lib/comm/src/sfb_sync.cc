@@ -1,4 +1,6 @@
 // Sufficient-factor broadcasting (grad_sync.h, docs/algorithms.md §1).
+#include <algorithm>
+
 #include "ordered_sync.h"
 #include "trident/cost/comm.h"
 
@@ -7,8 +9,11 @@ namespace {
 
 class SfbSync final : public detail::OrderedSync {
  public:
-  SfbSync(Group group, NamedParams params, std::vector<std::vector<int>> items, const graph::OpGraph& g)
-      : OrderedSync(std::move(group), std::move(params), std::move(items), true) {
+  SfbSync(Group group, NamedParams params, std::vector<std::vector<int>> items, const graph::OpGraph& g,
+          std::vector<std::int64_t> shares)
+      : OrderedSync(std::move(group), std::move(params), std::move(items), true), shares_(std::move(shares)) {
+    if (!shares_.empty() && static_cast<int>(shares_.size()) != group_.size())
+      throw CommError("sfb: " + std::to_string(shares_.size()) + " shares for a group of " + std::to_string(group_.size()));
     factors_.resize(params_.size());
     for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
       const auto& name = params_[i].first;
@@ -66,8 +71,8 @@ class SfbSync final : public detail::OrderedSync {
       throw CommError("sfb: layer of '" + params_[p].first + "' captured " + std::to_string(f.a.size()) +
                       " inputs and " + std::to_string(f.d.size()) +
                       " output gradients; attach observer() to the executor and run backward");
-    f.a_all = torch::cat(f.a);
-    f.d_all = torch::cat(f.d);
+    f.a_all = padded(torch::cat(f.a));
+    f.d_all = padded(torch::cat(f.d));
     const auto rows = f.a_all.size(0);
     const int n = group_.size();
     const double bytes = static_cast<double>(cost::sfb_bytes(rows, f.m, f.n, f.a_all.element_size(), n));
@@ -81,6 +86,23 @@ class SfbSync final : public detail::OrderedSync {
     for (int r = 0; r < n; ++r) a_out[0].push_back(detail::gloo_view(f.a_out[0][r])), d_out[0].push_back(detail::gloo_view(f.d_out[0][r]));
     f.wa = group_.pg().allgather(a_out, a_in);
     f.wd = group_.pg().allgather(d_out, d_in);
+  }
+
+  // See Note [Replica shares] (plan_format/plan.h): members run unequal
+  // rows, and an all-gather moves equal sizes, so every member's factors
+  // are padded to the largest share's rows with zero rows, which add
+  // nothing to Σ_k δ_k a_kᵀ. A member's rows are its share times a count
+  // every member has (micro-batches × positions), so all pad alike.
+  torch::Tensor padded(const torch::Tensor& rows) const {
+    if (shares_.empty()) return rows;
+    const auto mine = shares_[static_cast<std::size_t>(group_.rank())];
+    const auto most = *std::max_element(shares_.begin(), shares_.end());
+    if (rows.size(0) % mine)
+      throw CommError("sfb: " + std::to_string(rows.size(0)) + " factor rows are not a multiple of this member's share " +
+                      std::to_string(mine));
+    const auto want = rows.size(0) / mine * most;
+    if (want == rows.size(0)) return rows;
+    return torch::cat({rows, torch::zeros({want - rows.size(0), rows.size(1)}, rows.options())});
   }
 
   void complete(std::size_t item) override {
@@ -100,14 +122,16 @@ class SfbSync final : public detail::OrderedSync {
 
   std::vector<Factors> factors_;
   std::map<graph::OpId, int> by_op_;
+  std::vector<std::int64_t> shares_;  // by member; empty: equal rows
 };
 
 }  // namespace
 
-std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const graph::OpGraph& graph) {
+std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const graph::OpGraph& graph,
+                                        std::vector<std::int64_t> shares) {
   std::vector<std::vector<int>> items;
   for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) items.push_back({i});
-  return std::make_unique<SfbSync>(std::move(group), std::move(params), std::move(items), graph);
+  return std::make_unique<SfbSync>(std::move(group), std::move(params), std::move(items), graph, std::move(shares));
 }
 
 }  // namespace trident::comm

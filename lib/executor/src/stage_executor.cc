@@ -137,9 +137,7 @@ const StageExecutor::Layout& StageExecutor::layout(std::int64_t uniform) {
   slot = std::make_unique<Layout>();
   auto& l = *slot;
   auto size_of = [&](int s) -> std::int64_t { return uniform ? uniform : plan_.stages[s].micro_batch; };
-  auto rows_of = [&](int s, int j) {
-    return data::shard_range(size_of(s), j, static_cast<std::int64_t>(plan_.stages[s].devices.size()));
-  };
+  auto rows_of = [&](int s, int j) { return plan_.replica_rows(s, j, size_of(s)); };  // See Note [Replica shares]
   l.micro_batch = size_of(stage_);
   std::tie(l.row_begin, l.row_end) = rows_of(stage_, replica_);
   l.tag_micro_batches = 1;
@@ -384,16 +382,24 @@ std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan
   for (const auto& p : stage.params())
     if (!leave.count(p.first)) params.push_back(p);
   if (params.empty()) return nullptr;
-  auto devices = plan.stages.at(stage.stage()).devices;
+  const auto& st = plan.stages.at(stage.stage());
+  auto devices = st.devices;
   std::sort(devices.begin(), devices.end());
   auto group = world.subgroup(devices, "stage" + std::to_string(stage.stage()));
+  std::vector<std::int64_t> shares;  // by member of the group: its replica's rows (See Note [Replica shares])
+  if (!st.shares.empty())
+    for (int d : devices) {
+      const auto j = std::find(st.devices.begin(), st.devices.end(), d) - st.devices.begin();
+      shares.push_back(st.shares[static_cast<std::size_t>(j)]);
+    }
   std::map<std::string, std::string> methods;
   for (const auto& [name, p] : params) {
     auto it = plan.grad_sync.find(name);
     methods[name] = it == plan.grad_sync.end() ? "allreduce" : it->second;
   }
   plan::check_sfb_order(plan, stage.graph());  // checked before start too; a plan made here is checked again
-  auto sync = comm::make_hybrid_sync(group, params, stage.graph(), methods, bucket_bytes, staleness, ps_push_dtype);
+  auto sync = comm::make_hybrid_sync(group, params, stage.graph(), methods, bucket_bytes, staleness, ps_push_dtype,
+                                     std::move(shares));
   stage.executor().set_observer(sync->observer());
   stage.executor().set_gate(sync->gate());
   return sync;

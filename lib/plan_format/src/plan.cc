@@ -63,6 +63,23 @@ schedule::Schedule schedule_of(const Plan& plan) {
   return s;
 }
 
+std::pair<std::int64_t, std::int64_t> Plan::replica_rows(int stage, int replica, std::int64_t rows) const {
+  const auto& st = stages.at(static_cast<std::size_t>(stage));
+  const auto parts = static_cast<std::int64_t>(st.devices.size());
+  if (replica < 0 || replica >= parts)
+    throw PlanError("stage " + std::to_string(stage) + " has no replica " + std::to_string(replica), ErrorKind::kFailure);
+  if (st.shares.empty()) {
+    const std::int64_t base = rows / parts, extra = rows % parts;
+    const std::int64_t begin = replica * base + std::min<std::int64_t>(replica, extra);
+    return {begin, begin + base + (replica < extra ? 1 : 0)};
+  }
+  std::int64_t before = 0;
+  for (int j = 0; j < replica; ++j) before += st.shares[static_cast<std::size_t>(j)];
+  const std::int64_t through = before + st.shares[static_cast<std::size_t>(replica)];
+  const auto b = static_cast<std::int64_t>(st.micro_batch);
+  return {rows * before / b, rows * through / b};
+}
+
 bool Plan::one_micro_batch_size() const {
   return std::all_of(stages.begin(), stages.end(), [&](const PlanStage& st) { return st.micro_batch == stages[0].micro_batch; });
 }
@@ -108,6 +125,7 @@ nlohmann::json Plan::to_json() const {
                              {"sync_s", s.sync_s},
                              {"actions", s.actions},
                              {"recompute", s.recompute}});
+    if (!s.shares.empty()) doc["stages"].back()["shares"] = s.shares;
   }
   for (const auto& e : edges) {
     auto tensors = nlohmann::json::array();
@@ -149,6 +167,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
       s.ops = field<std::vector<std::string>>(js, "ops", where, origin, "a list of op names");
       s.devices = field<std::vector<int>>(js, "devices", where, origin, "a list of device ids");
       s.micro_batch = field<int>(js, "micro_batch", where, origin, "an integer");
+      if (js.contains("shares")) s.shares = field<std::vector<int>>(js, "shares", where, origin, "a list of row counts, one per device");
       s.actions = js.value("actions", "");
       s.in_flight = value_checked(js, "in_flight", 0);
       if (js.contains("recompute")) s.recompute = field<bool>(js, "recompute", where, origin, "true or false");
@@ -220,8 +239,29 @@ std::vector<int> stage_of_ops(const Plan& plan, const graph::OpGraph& g) {
 
 namespace {
 
+// See Note [Replica shares]: one positive row count per device, summing to
+// the micro-batch.
+void check_shares(const PlanStage& s, const std::string& st) {
+  const auto listed = [&] {
+    std::string out;
+    for (int x : s.shares) out += (out.empty() ? "" : ", ") + std::to_string(x);
+    return "[" + out + "]";
+  };
+  if (s.shares.size() != s.devices.size())
+    throw PlanError(st + ": shares " + listed() + " has " + std::to_string(s.shares.size()) + " entries for " +
+                    std::to_string(s.devices.size()) + " devices; allowed: one row count per device");
+  int sum = 0;
+  for (int x : s.shares) {
+    if (x < 1) throw PlanError(st + ": shares " + listed() + " has " + std::to_string(x) + "; every device runs at least 1 row");
+    sum += x;
+  }
+  if (sum != s.micro_batch)
+    throw PlanError(st + ": shares " + listed() + " sum to " + std::to_string(sum) + ", not its micro_batch " +
+                    std::to_string(s.micro_batch));
+}
+
 // Ids in order; devices in range and used once; micro-batch sizes that
-// divide the mini-batch and split evenly among each stage's devices.
+// divide the mini-batch and split among each stage's devices.
 void check_stages(const Plan& plan) {
   const int n = static_cast<int>(plan.stages.size());
   if (n == 0) throw PlanError("plan has no stages");
@@ -243,9 +283,12 @@ void check_stages(const Plan& plan) {
     if (s.micro_batch < 1 || plan.mini_batch % s.micro_batch)
       throw PlanError(st + ": micro_batch " + std::to_string(s.micro_batch) + " must divide mini_batch " +
                       std::to_string(plan.mini_batch));
-    if (s.micro_batch % static_cast<int>(s.devices.size()))
+    if (!s.shares.empty()) {
+      check_shares(s, st);
+    } else if (s.micro_batch % static_cast<int>(s.devices.size())) {
       throw PlanError(st + ": micro_batch " + std::to_string(s.micro_batch) + " does not split evenly among its " +
-                      std::to_string(s.devices.size()) + " devices");
+                      std::to_string(s.devices.size()) + " devices; give shares (rows per device) to split it unevenly");
+    }
   }
 }
 

@@ -168,7 +168,7 @@ bool same_layout(const plan::Plan& a, const plan::Plan& b) {
   if (a.devices != b.devices || a.stages.size() != b.stages.size()) return false;
   for (std::size_t s = 0; s < a.stages.size(); ++s) {
     const auto &x = a.stages[s], &y = b.stages[s];
-    if (x.ops != y.ops || x.devices != y.devices || x.micro_batch != y.micro_batch) return false;
+    if (x.ops != y.ops || x.devices != y.devices || x.micro_batch != y.micro_batch || x.shares != y.shares) return false;
   }
   return true;
 }

@@ -69,6 +69,7 @@ struct Result {
   std::vector<double> single_loss;  // per step, one process (sum over the batch's rows)
   std::vector<std::set<std::string>> fields;  // the dataset fields each rank read
   std::vector<std::set<std::string>> held;    // every parameter each rank's module holds
+  std::vector<std::set<std::pair<std::int64_t, std::int64_t>>> rows;  // the dataset rows [b, e) each rank read
 };
 
 using Update = std::function<void(const std::string&, torch::Tensor&, const torch::Tensor&)>;
@@ -121,6 +122,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
   res.loss.assign(steps, 0);
   res.fields.resize(n);
   res.held.resize(n);
+  res.rows.resize(n);
   std::mutex mu;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::thread> threads;
@@ -152,6 +154,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
             nn::Batch out;
             for (const auto& f : fields) out[f] = batches[s].at(f).slice(0, b, e);
             res.fields[r].insert(fields.begin(), fields.end());
+            res.rows[r].insert({b, e});
             return out;
           };
           auto out = ex.run(source, static_cast<double>(batch), [&] {

@@ -205,15 +205,20 @@ std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOption
 // factors are taken in the dtype of its output, move in bf16 (half the
 // bytes; a kHalf view of the same bits for Gloo, as Note [Push dtype]) and
 // the GEMM runs in bf16 as the layer's own backward does, so ∇W equals one
-// process's on the whole batch.
-std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const graph::OpGraph& graph);
+// process's on the whole batch. `shares` (by member; empty: equal): the rows
+// each member runs when they differ (Note [Replica shares] in
+// plan_format/plan.h); the factors are padded to the largest with zero rows.
+std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const graph::OpGraph& graph,
+                                        std::vector<std::int64_t> shares = {});
 
 // Each parameter by its own method ("allreduce", "ps" or "sfb"; missing =
 // allreduce), each method on its own subgroup of the same ranks so their
-// collectives never interleave. Every member calls it with the same methods.
+// collectives never interleave. Every member calls it with the same methods
+// (and `shares`, for SFB: make_sfb_sync).
 std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
                                            const std::map<std::string, std::string>& methods,
                                            std::int64_t bucket_bytes = kDefaultBucketBytes, int staleness = 0,
-                                           torch::ScalarType ps_push_dtype = torch::kFloat);
+                                           torch::ScalarType ps_push_dtype = torch::kFloat,
+                                           std::vector<std::int64_t> shares = {});
 
 }  // namespace trident::comm

@@ -16,7 +16,8 @@
 // ~~~~~~~~~~~~~~~~~~~~~~
 // (docs/design.md, contract "A stage's replicas split each micro-batch"): micro-batch m is rows
 // [m·b, (m+1)·b) of the global batch; replica j of a stage with d devices
-// holds rows shard_range(b, j, d) of it. An edge between stages of
+// holds rows Plan::replica_rows(stage, j, b) of it: an even split, or the
+// stage's shares (Note [Replica shares] in plan_format/plan.h). An edge between stages of
 // different d is split into pieces: one p2p message per (producer replica,
 // consumer replica) whose row ranges overlap, carrying exactly the overlap.
 // Consumers concatenate pieces in row order; gradients travel back the same

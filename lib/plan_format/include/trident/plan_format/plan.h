@@ -28,6 +28,9 @@ struct PlanStage {
   std::vector<std::string> ops;  // op names, topological order
   std::vector<int> devices;      // global device ids; replicas = devices.size()
   int micro_batch = 0;           // rows per micro-batch (split among replicas)
+  // See Note [Replica shares]: the rows of each micro-batch replica j runs
+  // (one per device, summing to micro_batch); empty: an even split.
+  std::vector<int> shares;
   std::string actions;           // schedule, e.g. "F0 F1 B0 F2 B1 B2"
   // See Note [Recomputation]: the stage keeps only its inputs per in-flight
   // micro-batch and runs its forward again right before each backward.
@@ -86,6 +89,21 @@ struct Plan {
   int micro_batches(int stage) const;
   std::vector<int> micro_batch_counts() const;
   bool one_micro_batch_size() const;  // every stage's micro_batch is the same
+  // Note [Replica shares]
+  // ~~~~~~~~~~~~~~~~~~~~~
+  // A stage's replicas split each micro-batch into contiguous row ranges, in
+  // device order: evenly (sizes differ by at most one row, the larger
+  // first), or by the stage's `shares` — on devices of unequal speed the
+  // planner gives a faster one more rows (Cephalo's uneven batch shares,
+  // HetPipe's and Metis's load balancing). Training stays one process's:
+  // the loss is a sum over the global batch divided by its size and the
+  // replicas' gradients are summed, whatever rows each one ran. A chunk of
+  // `rows` other than the micro-batch (evaluation's last, shorter one)
+  // splits in proportion: replica j starts at floor(rows·S_j / b), S_j the
+  // shares before j.
+  // The rows [begin, end) of a `rows`-row micro-batch of `stage` that
+  // replica `replica` runs.
+  std::pair<std::int64_t, std::int64_t> replica_rows(int stage, int replica, std::int64_t rows) const;
   nlohmann::json to_json() const;
   // Throws PlanError naming the missing or mistyped field.
   static Plan from_json(const nlohmann::json& doc, const std::string& origin);
@@ -95,8 +113,8 @@ Plan load_plan(const std::string& path);
 
 // Checks a plan against its model's graph: every op in exactly one stage,
 // stages convex and their dependencies acyclic, devices in range and used
-// once, micro-batch sizes that divide the mini-batch and split evenly among
-// replicas, neighbouring stages' micro-batch sizes that divide one another
+// once, micro-batch sizes that divide the mini-batch and split among
+// replicas evenly or by shares that sum to them (Note [Replica shares]), neighbouring stages' micro-batch sizes that divide one another
 // (see Note [Micro-batch ratios]), parameters' sync methods known (sfb only on
 // Linear weights), and schedule actions that pass the schedule validator. Rebuilds `edges` from
 // the graph when the plan has none. Throws PlanError naming the problem.
