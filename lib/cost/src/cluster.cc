@@ -76,6 +76,23 @@ ClusterSpec preset(const std::string& name) {
     c.devices_per_node = 1, c.nodes = 32;
     const double gbs = name == "poseidon-40gbe" ? 5.0 : 1.25;
     c.intra_node = link(50, gbs), c.inter_node = link(50, gbs);
+  } else if (name == "mixed-v100-a100") {
+    // See Note [Device classes]: a lab's two generations, one host each —
+    // 8 x V100-16GB (NVLink 2) and 8 x A100-80GB (NVSwitch) — joined by
+    // EDR InfiniBand.
+    c.classes = {device("V100-SXM2-16GB", 15.7, 125, 16, 900, 1, 10), device("A100-SXM4-80GB", 19.5, 312, 80, 2039, 2, 8)};
+    c.devices_per_node = 8, c.nodes = 2;
+    c.class_of = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+    c.intra_node = link(5, 50), c.inter_node = link(10, 12.5);
+    c.host_links = {link(5, 50), link(3, 300)};
+  } else if (name == "mixed-h200-a100") {
+    // A cloud job that got 4 H200s (one host, NVLink 4) and 12 A100s (three
+    // hosts of 4, NVSwitch), 200 Gb/s HDR between hosts.
+    c.classes = {device("H200-SXM-141GB", 67, 989, 141, 4800, 4, 6), device("A100-SXM4-80GB", 19.5, 312, 80, 2039, 2, 8)};
+    c.devices_per_node = 4, c.nodes = 4;
+    c.class_of = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    c.intra_node = link(3, 300), c.inter_node = link(8, 25);
+    c.host_links = {link(3, 450), link(3, 300), link(3, 300), link(3, 300)};
   } else if (name == "auto") {
     return calibrated_or_rough();
   } else {
@@ -84,6 +101,7 @@ ClusterSpec preset(const std::string& name) {
     throw ClusterError("cluster: unknown name '" + name + "'; use one of " + names +
                        ", or a .yaml/.json file describing the cluster");
   }
+  if (c.mixed()) c.device = c.classes[static_cast<std::size_t>(c.class_of[0])];
   return c;
 }
 
@@ -295,14 +313,63 @@ double DeviceSpec::peak(graph::DType dtype) const {
   return peak_flops.at(graph::DType::kFloat32);
 }
 
+const DeviceSpec& ClusterSpec::device_at(DeviceId d) const {
+  return mixed() ? classes.at(static_cast<std::size_t>(class_of.at(static_cast<std::size_t>(d)))) : device;
+}
+
+DeviceSpec ClusterSpec::average_device(int count) const {
+  if (!mixed() || count < 1) return device;
+  DeviceSpec a;
+  a.name = "average of " + std::to_string(count);
+  double memory = 0;
+  for (int d = 0; d < count; ++d) {
+    const auto& x = device_at(d);
+    for (auto t : {graph::DType::kFloat32, graph::DType::kFloat16, graph::DType::kBFloat16})
+      a.peak_flops[t] += x.peak(t) / count;
+    memory += static_cast<double>(x.memory_bytes) / count;
+    a.memory_bandwidth += x.memory_bandwidth / count;
+    a.half_efficiency_flops += x.half_efficiency_flops / count;
+    a.launch_s += x.launch_s / count;
+  }
+  a.memory_bytes = static_cast<std::int64_t>(memory);
+  return a;
+}
+
 const LinkSpec& ClusterSpec::link(DeviceId a, DeviceId b) const {
-  return node_of(a) == node_of(b) ? intra_node : inter_node;
+  const int na = node_of(a), nb = node_of(b);
+  if (na == nb) return host_links.empty() ? intra_node : host_links.at(static_cast<std::size_t>(na));
+  auto it = node_links.find({na, nb});
+  if (it == node_links.end()) it = node_links.find({nb, na});
+  return it == node_links.end() ? inter_node : it->second;
 }
 
 const LinkSpec& ClusterSpec::group_link(const std::vector<DeviceId>& devices) const {
-  for (DeviceId d : devices)
-    if (node_of(d) != node_of(devices.front())) return inter_node;
-  return intra_node;
+  if (!mixed() && host_links.empty() && node_links.empty()) {
+    for (DeviceId d : devices)
+      if (node_of(d) != node_of(devices.front())) return inter_node;
+    return intra_node;
+  }
+  // One device per node stands for it, two for a node the group uses twice.
+  std::vector<DeviceId> first(static_cast<std::size_t>(nodes), -1);
+  std::vector<int> count(static_cast<std::size_t>(nodes), 0);
+  for (DeviceId d : devices) {
+    auto n = static_cast<std::size_t>(node_of(d));
+    if (first[n] < 0) first[n] = d;
+    ++count[n];
+  }
+  const LinkSpec* slowest = nullptr;
+  auto consider = [&](const LinkSpec& l) {
+    if (!slowest || l.bandwidth < slowest->bandwidth ||
+        (l.bandwidth == slowest->bandwidth && l.latency_s > slowest->latency_s))
+      slowest = &l;
+  };
+  for (std::size_t a = 0; a < first.size(); ++a) {
+    if (first[a] < 0) continue;
+    if (count[a] > 1) consider(link(first[a], first[a]));
+    for (std::size_t b = 0; b < first.size(); ++b)
+      if (b != a && first[b] >= 0) consider(link(first[a], first[b]));
+  }
+  return slowest ? *slowest : intra_node;
 }
 
 const LinkSpec& ClusterSpec::packed_link(int count) const {
@@ -317,32 +384,143 @@ void check_core_throughput(const std::vector<double>& t, const std::string& wher
 }
 
 const std::vector<std::string>& cluster_presets() {
-  static const std::vector<std::string> names{"cpu-local", "summit-v100", "dgx-a100", "h200", "poseidon-40gbe",
-                                              "poseidon-10gbe"};
+  static const std::vector<std::string> names{"cpu-local",      "summit-v100",     "dgx-a100",       "h200",
+                                              "poseidon-40gbe", "poseidon-10gbe",  "mixed-v100-a100", "mixed-h200-a100"};
   return names;
 }
 
 namespace {
 
-ClusterSpec read_cluster(const YAML::Node& root, const std::string& origin) {
-  if (!root.IsMap()) throw ClusterError(origin + ": expected a mapping with name, device, devices_per_node, ...");
-  Reader r(root, "", origin);
-  r.allow({"name", "device", "devices_per_node", "nodes", "intra_node", "inter_node", "cores_per_node", "core_throughput",
-           "profiles", "calibration"});
-  ClusterSpec c;
-  c.name = r.text("name", origin);
-  auto d = r.child("device");
+DeviceSpec read_device(const Reader& d) {
   d.allow({"name", "float32_tflops", "float16_tflops", "bfloat16_tflops", "memory_gib", "memory_bandwidth_gbs",
            "half_efficiency_gflop", "launch_us"});
   const double fp32 = d.positive("float32_tflops");
-  c.device = device(d.text("name", "device"), fp32, d.positive("float16_tflops", fp32), d.positive("memory_gib"),
+  auto out = device(d.text("name", "device"), fp32, d.positive("float16_tflops", fp32), d.positive("memory_gib"),
                     d.positive("memory_bandwidth_gbs"), d.positive("half_efficiency_gflop"), d.positive("launch_us"));
-  c.device.peak_flops[graph::DType::kBFloat16] =
-      d.positive("bfloat16_tflops", c.device.peak_flops[graph::DType::kFloat16] / 1e12) * 1e12;
-  c.devices_per_node = r.count("devices_per_node");
-  c.nodes = r.count("nodes");
-  c.intra_node = read_link(r.child("intra_node"), root["intra_node"], origin + ": intra_node");
-  c.inter_node = read_link(r.child("inter_node"), root["inter_node"], origin + ": inter_node");
+  out.peak_flops[graph::DType::kBFloat16] =
+      d.positive("bfloat16_tflops", out.peak_flops[graph::DType::kFloat16] / 1e12) * 1e12;
+  return out;
+}
+
+// A whole number in [lo, hi] at `node` (named `where` in errors).
+int index_in(const YAML::Node& node, const std::string& where, int lo, int hi, const std::string& origin) {
+  double v = 0;
+  try {
+    v = node.as<double>();
+  } catch (const YAML::Exception&) {
+    throw ClusterError(origin + ": '" + where + "' must be a host number, got '" + node.Scalar() + "'");
+  }
+  if (v != std::floor(v) || v < lo || v > hi)
+    throw ClusterError(origin + ": '" + where + "' = " + node.Scalar() + " must be a host from " + std::to_string(lo) +
+                       " to " + std::to_string(hi));
+  return static_cast<int>(v);
+}
+
+// See Note [Device classes]: classes (a list, so their order survives
+// JSON), hosts (class -> count each, devices numbered in the classes'
+// order), a link per host and per pair of hosts.
+void read_mixed(const YAML::Node& root, const Reader& r, const std::string& origin, ClusterSpec& c) {
+  if (!root["classes"].IsSequence() || root["classes"].size() == 0)
+    throw ClusterError(origin + ": 'classes' must be a list of device classes, each {name, float32_tflops, ...}");
+  std::map<std::string, int> index;
+  for (std::size_t i = 0; i < root["classes"].size(); ++i) {
+    const std::string where = "classes[" + std::to_string(i) + "].";
+    Reader d(root["classes"][i], where, origin);
+    if (!root["classes"][i].IsMap() || !root["classes"][i]["name"])
+      throw ClusterError(origin + ": '" + where + "name' is missing; every class has a name that hosts count by");
+    c.classes.push_back(read_device(d));
+    if (!index.emplace(c.classes.back().name, static_cast<int>(i)).second)
+      throw ClusterError(origin + ": '" + where + "name' = '" + c.classes.back().name + "' names two classes");
+  }
+  std::string known;
+  for (const auto& cls : c.classes) known += (known.empty() ? "" : ", ") + cls.name;
+  if (!root["hosts"].IsSequence() || root["hosts"].size() == 0)
+    throw ClusterError(origin + ": 'hosts' must be a list of hosts, each {devices: {CLASS: COUNT, ...}, link: {...}}");
+  const auto& hosts = root["hosts"];
+  c.nodes = static_cast<int>(hosts.size());
+  if (root["intra_node"]) c.intra_node = read_link(r.child("intra_node"), root["intra_node"], origin + ": intra_node");
+  for (std::size_t h = 0; h < hosts.size(); ++h) {
+    const std::string where = "hosts[" + std::to_string(h) + "].";
+    Reader host(hosts[h], where, origin);
+    if (!hosts[h].IsMap()) throw ClusterError(origin + ": '" + where + "' must be {devices: {CLASS: COUNT}, link: {...}}");
+    host.allow({"devices", "link"});
+    auto devices = host.child("devices");
+    std::vector<int> counts(c.classes.size(), 0);
+    int total = 0;
+    for (const auto& kv : hosts[h]["devices"]) {
+      const auto name = kv.first.as<std::string>();
+      auto it = index.find(name);
+      if (it == index.end())
+        throw ClusterError(origin + ": '" + where + "devices." + name + "' names an unknown class; the classes are " + known);
+      counts[static_cast<std::size_t>(it->second)] = devices.count(name);
+      total += counts[static_cast<std::size_t>(it->second)];
+    }
+    if (h == 0) c.devices_per_node = total;
+    if (total != c.devices_per_node)
+      throw ClusterError(origin + ": '" + where + "devices' holds " + std::to_string(total) + " devices and host 0 " +
+                         std::to_string(c.devices_per_node) + "; every host must hold as many");
+    for (std::size_t k = 0; k < counts.size(); ++k) c.class_of.insert(c.class_of.end(), counts[k], static_cast<int>(k));
+    if (hosts[h]["link"]) {
+      c.host_links.push_back(read_link(host.child("link"), hosts[h]["link"], origin + ": " + where + "link"));
+    } else if (root["intra_node"]) {
+      c.host_links.push_back(c.intra_node);
+    } else {
+      throw ClusterError(origin + ": '" + where + "link' is missing and there is no intra_node default");
+    }
+  }
+  if (!root["intra_node"]) c.intra_node = c.host_links.front();
+  const bool fallback = static_cast<bool>(root["inter_node"]);
+  if (fallback) c.inter_node = read_link(r.child("inter_node"), root["inter_node"], origin + ": inter_node");
+  if (root["links"]) {
+    if (!root["links"].IsSequence()) throw ClusterError(origin + ": 'links' must be a list of {from, to, latency_us, bandwidth_gbs}");
+    for (std::size_t i = 0; i < root["links"].size(); ++i) {
+      const std::string where = "links[" + std::to_string(i) + "].";
+      const auto& node = root["links"][i];
+      Reader l(node, where, origin);
+      if (!node.IsMap()) throw ClusterError(origin + ": '" + where + "' must be {from, to, latency_us, bandwidth_gbs}");
+      l.allow({"from", "to", "latency_us", "bandwidth_gbs", "measured"});
+      if (!node["from"] || !node["to"]) throw ClusterError(origin + ": '" + where + "from' and 'to' name two hosts");
+      const int a = index_in(node["from"], where + "from", 0, c.nodes - 1, origin);
+      const int b = index_in(node["to"], where + "to", 0, c.nodes - 1, origin);
+      if (a == b) throw ClusterError(origin + ": '" + where + "' links host " + std::to_string(a) + " to itself; use hosts[" + std::to_string(a) + "].link");
+      YAML::Node rest(YAML::NodeType::Map);
+      for (const auto& kv : node)
+        if (kv.first.as<std::string>() != "from" && kv.first.as<std::string>() != "to") rest[kv.first] = kv.second;
+      c.node_links[{a, b}] = read_link(Reader(rest, where, origin), rest, origin + ": " + where);
+    }
+  }
+  if (!fallback) {
+    if (c.nodes > 1) c.inter_node = c.node_links.empty() ? c.intra_node : c.node_links.begin()->second;
+    for (int a = 0; a < c.nodes; ++a)
+      for (int b = a + 1; b < c.nodes; ++b)
+        if (!c.node_links.count({a, b}) && !c.node_links.count({b, a}))
+          throw ClusterError(origin + ": links: no link between host " + std::to_string(a) + " and host " +
+                             std::to_string(b) + "; give one in 'links' ({from, to, latency_us, bandwidth_gbs}) or an "
+                             "inter_node default");
+  }
+  c.device = c.classes[static_cast<std::size_t>(c.class_of.front())];
+}
+
+ClusterSpec read_cluster(const YAML::Node& root, const std::string& origin) {
+  if (!root.IsMap()) throw ClusterError(origin + ": expected a mapping with name, device, devices_per_node, ...");
+  Reader r(root, "", origin);
+  ClusterSpec c;
+  c.name = r.text("name", origin);
+  if (root["classes"] || root["hosts"]) {
+    r.allow({"name", "classes", "hosts", "intra_node", "inter_node", "links", "cores_per_node", "core_throughput",
+             "profiles", "calibration"});
+    if (!root["classes"] || !root["hosts"])
+      throw ClusterError(origin + ": a mixed cluster gives both 'classes' and 'hosts' (see docs/heterogeneous.md)");
+    read_mixed(root, r, origin, c);
+  } else {
+    r.allow({"name", "device", "devices_per_node", "nodes", "intra_node", "inter_node", "cores_per_node",
+             "core_throughput", "profiles", "calibration"});
+    c.device = read_device(r.child("device"));
+    c.devices_per_node = r.count("devices_per_node");
+    c.nodes = r.count("nodes");
+    c.intra_node = read_link(r.child("intra_node"), root["intra_node"], origin + ": intra_node");
+    c.inter_node = read_link(r.child("inter_node"), root["inter_node"], origin + ": inter_node");
+  }
   if (root["cores_per_node"]) c.cores_per_node = r.count("cores_per_node");
   c.core_throughput = read_core_throughput(root["core_throughput"], origin);
   read_calibration(root, origin, c);
@@ -375,20 +553,42 @@ nlohmann::json ClusterSpec::to_json(bool with_measurements) const {
       for (const auto& [ranks, table] : by_ranks) doc["measured"][op][std::to_string(ranks)] = table;
     return doc;
   };
-  nlohmann::json doc{{"name", name},
-          {"device",
-           {{"name", device.name},
-            {"float32_tflops", device.peak(graph::DType::kFloat32) / 1e12},
-            {"float16_tflops", device.peak(graph::DType::kFloat16) / 1e12},
-            {"bfloat16_tflops", device.peak(graph::DType::kBFloat16) / 1e12},
-            {"memory_gib", static_cast<double>(device.memory_bytes) / kGiB},
-            {"memory_bandwidth_gbs", device.memory_bandwidth / 1e9},
-            {"half_efficiency_gflop", device.half_efficiency_flops / 1e9},
-            {"launch_us", device.launch_s * 1e6}}},
-          {"devices_per_node", devices_per_node},
-          {"nodes", nodes},
-          {"intra_node", link_json(intra_node)},
-          {"inter_node", link_json(inter_node)}};
+  auto device_json = [](const DeviceSpec& d) {
+    return nlohmann::json{{"name", d.name},
+                          {"float32_tflops", d.peak(graph::DType::kFloat32) / 1e12},
+                          {"float16_tflops", d.peak(graph::DType::kFloat16) / 1e12},
+                          {"bfloat16_tflops", d.peak(graph::DType::kBFloat16) / 1e12},
+                          {"memory_gib", static_cast<double>(d.memory_bytes) / kGiB},
+                          {"memory_bandwidth_gbs", d.memory_bandwidth / 1e9},
+                          {"half_efficiency_gflop", d.half_efficiency_flops / 1e9},
+                          {"launch_us", d.launch_s * 1e6}};
+  };
+  nlohmann::json doc{{"name", name}};
+  if (mixed()) {  // See Note [Device classes]
+    for (const auto& c : classes) doc["classes"].push_back(device_json(c));
+    for (int n = 0; n < nodes; ++n) {
+      nlohmann::json host{{"devices", nlohmann::json::object()}};
+      for (int d = n * devices_per_node; d < (n + 1) * devices_per_node; ++d) {
+        const auto& cls = classes[static_cast<std::size_t>(class_of[static_cast<std::size_t>(d)])].name;
+        host["devices"][cls] = host["devices"].value(cls, 0) + 1;
+      }
+      host["link"] = link_json(link(n * devices_per_node, n * devices_per_node));
+      doc["hosts"].push_back(host);
+    }
+    doc["intra_node"] = link_json(intra_node);
+    doc["inter_node"] = link_json(inter_node);
+    for (const auto& [pair, l] : node_links) {
+      auto j = link_json(l);
+      j["from"] = pair.first, j["to"] = pair.second;
+      doc["links"].push_back(j);
+    }
+  } else {
+    doc["device"] = device_json(device);
+    doc["devices_per_node"] = devices_per_node;
+    doc["nodes"] = nodes;
+    doc["intra_node"] = link_json(intra_node);
+    doc["inter_node"] = link_json(inter_node);
+  }
   if (cores_per_node > 0) doc["cores_per_node"] = cores_per_node;
   if (!core_throughput.empty()) doc["core_throughput"] = core_throughput;
   if (!with_measurements) return doc;

@@ -94,6 +94,70 @@ TEST(Cluster, FileRoundTripsAndBadFieldsAreNamed) {
   EXPECT_EQ(parse_cluster(yaml, "c.yaml").capacity(), 6);
 }
 
+// See Note [Device classes]: a mixed cluster's classes, hosts and links
+// survive the file format; a link given one way serves both unless the
+// other is given; a group talks at its slowest link; bad files name the field.
+TEST(Cluster, MixedClustersNameClassesHostsAndLinks) {
+  const std::string yaml = R"(name: lab
+classes:
+  - {name: slow, float32_tflops: 10, memory_gib: 16, memory_bandwidth_gbs: 900, half_efficiency_gflop: 1, launch_us: 10}
+  - {name: fast, float32_tflops: 20, memory_gib: 80, memory_bandwidth_gbs: 2000, half_efficiency_gflop: 2, launch_us: 8}
+hosts:
+  - {devices: {fast: 1, slow: 2}, link: {latency_us: 5, bandwidth_gbs: 50}}
+  - {devices: {fast: 3}, link: {latency_us: 3, bandwidth_gbs: 300}}
+  - {devices: {slow: 3}, link: {latency_us: 5, bandwidth_gbs: 40}}
+links:
+  - {from: 0, to: 1, latency_us: 10, bandwidth_gbs: 12.5}
+  - {from: 1, to: 0, latency_us: 10, bandwidth_gbs: 6}
+  - {from: 0, to: 2, latency_us: 10, bandwidth_gbs: 25}
+  - {from: 1, to: 2, latency_us: 10, bandwidth_gbs: 20}
+)";
+  const auto c = parse_cluster(yaml, "lab.yaml");
+  ASSERT_TRUE(c.mixed());
+  EXPECT_EQ(c.capacity(), 9);
+  EXPECT_EQ(c.class_of, (std::vector<int>{0, 0, 1, 1, 1, 1, 0, 0, 0}));  // class by class in the classes' order
+  EXPECT_EQ(c.device_at(2).name, "fast");
+  EXPECT_DOUBLE_EQ(c.device_at(0).peak(graph::DType::kFloat32), 10e12);
+  EXPECT_DOUBLE_EQ(c.link(0, 1).bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(c.link(3, 4).bandwidth, 300e9);
+  EXPECT_DOUBLE_EQ(c.link(0, 3).bandwidth, 12.5e9);  // host 0 -> 1
+  EXPECT_DOUBLE_EQ(c.link(3, 0).bandwidth, 6e9);     // host 1 -> 0: given apart
+  EXPECT_DOUBLE_EQ(c.link(6, 0).bandwidth, 25e9);    // host 2 -> 0: the one direction given serves both
+  EXPECT_DOUBLE_EQ(c.group_link({3, 4, 5}).bandwidth, 300e9);
+  EXPECT_DOUBLE_EQ(c.group_link({2, 3}).bandwidth, 6e9);  // the slower way around
+  EXPECT_DOUBLE_EQ(c.group_link({6, 7, 3}).bandwidth, 20e9);
+  const auto avg = c.average_device(3);
+  EXPECT_NEAR(avg.peak(graph::DType::kFloat32), (10e12 + 10e12 + 20e12) / 3, 1);
+  const auto again = parse_cluster(c.to_json().dump(), "again.json");
+  EXPECT_EQ(again.class_of, c.class_of);
+  EXPECT_DOUBLE_EQ(again.link(3, 0).bandwidth, 6e9);
+  EXPECT_DOUBLE_EQ(again.link(3, 4).bandwidth, 300e9);
+  for (const auto& preset : {"mixed-v100-a100", "mixed-h200-a100"}) {
+    const auto p = load_cluster(preset);
+    EXPECT_TRUE(p.mixed()) << preset;
+    EXPECT_EQ(parse_cluster(p.to_json().dump(), "p.json").class_of, p.class_of) << preset;
+  }
+  auto expect_error = [](const std::string& text, const std::string& needle) {
+    try {
+      parse_cluster(text, "c.yaml");
+      FAIL() << "expected ClusterError for " << text;
+    } catch (const ClusterError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto edit = [&](const std::string& from, const std::string& to) {
+    auto t = yaml;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  expect_error(edit("{fast: 3}", "{tpu: 3}"), "'hosts[1].devices.tpu' names an unknown class; the classes are slow, fast");
+  expect_error(edit("  - {from: 1, to: 2, latency_us: 10, bandwidth_gbs: 20}\n", ""),
+               "links: no link between host 1 and host 2");
+  expect_error(edit("{slow: 3}", "{slow: 2}"), "'hosts[2].devices' holds 2 devices and host 0 3");
+  expect_error(edit("from: 0, to: 2", "from: 0, to: 5"), "'links[2].to' = 5 must be a host from 0 to 2");
+  expect_error(edit("{name: slow, float32_tflops: 10", "{name: slow, float32_tflops: -1"), "'classes[0].float32_tflops' must be > 0");
+}
+
 TEST(AnalyticCost, SmallMicroBatchesRunBelowPeak) {
   auto c = load_cluster("summit-v100");
   auto model = analytic_cost_model(c.device);

@@ -1,7 +1,9 @@
 // ClusterSpec: the machines a plan runs on, as the planner and simulator see
-// them: identical devices grouped into nodes, one link kind inside a node and
-// one between nodes. Presets describe common clusters; a YAML or JSON file
-// (same keys as `to_yaml`) describes any other. Torch-free.
+// them: devices grouped into nodes (hosts), one link kind inside a node and
+// one between nodes — or, in a mixed cluster, device classes and a link per
+// host and per pair of hosts (Note [Device classes]). Presets describe common
+// clusters; a YAML or JSON file (same keys as `to_json`) describes any
+// other. Torch-free.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +56,22 @@ struct LinkSpec {
 
 struct Profile;  // cost_model.h
 
+// Note [Device classes]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Real clusters mix generations (V100s beside A100s, H200s beside A100s).
+// A mixed cluster names its device classes (each a DeviceSpec: peak FLOP/s
+// per dtype, memory, memory bandwidth) and, per host, how many devices of
+// each class it holds; device ids run host by host, and inside a host class
+// by class in the order the file lists them. Every host holds the same
+// number of devices. Links: each host may have its own (NVLink 2 on one,
+// NVSwitch on another; default intra_node), and every ordered pair of hosts
+// has one — given in `links` (from, to; one direction given serves both
+// unless the other is given too, so asymmetric links are allowed), else
+// inter_node; a mixed cluster without inter_node must list every pair. A
+// group of devices communicates at its slowest link (a ring's speed is its
+// slowest hop's). `device` is device 0's class, for what asks for one
+// device (the homogeneous search's view, see Note [Class-aware placement] in
+// plan/planner.h).
 struct ClusterSpec {
   std::string name;
   DeviceSpec device;
@@ -61,6 +79,11 @@ struct ClusterSpec {
   int nodes = 1;
   LinkSpec intra_node;
   LinkSpec inter_node;
+  // See Note [Device classes]: empty for a cluster of one kind of device.
+  std::vector<DeviceSpec> classes;
+  std::vector<int> class_of;                           // by device id: an index into classes
+  std::vector<LinkSpec> host_links;                    // by node: inside it (empty: intra_node)
+  std::map<std::pair<int, int>, LinkSpec> node_links;  // (from node, to node): between them (absent: inter_node)
   // CPU clusters, where a device is a process: the cores a node's processes
   // share (see Note [Shared cores] in schedule/stage_graph.h); 0 when each device
   // computes on its own (GPUs).
@@ -89,8 +112,16 @@ struct ClusterSpec {
 
   int capacity() const { return devices_per_node * nodes; }
   int node_of(DeviceId d) const { return d / devices_per_node; }
-  // The link between two devices; between the devices of a group, its
-  // slowest link (inter-node as soon as the group spans nodes).
+  bool mixed() const { return !classes.empty(); }
+  // A device's class (`device` in a cluster of one kind) and its index (0 there).
+  const DeviceSpec& device_at(DeviceId d) const;
+  int class_index(DeviceId d) const { return mixed() ? class_of.at(static_cast<std::size_t>(d)) : 0; }
+  // The devices' average: the view of a planner that ignores classes (peak
+  // rates, memory and bandwidth averaged over the first `count` devices).
+  DeviceSpec average_device(int count) const;
+  // The link from device a to device b; between the devices of a group, its
+  // slowest link (least bandwidth; inter-node as soon as the group spans
+  // nodes of one kind of link).
   const LinkSpec& link(DeviceId a, DeviceId b) const;
   const LinkSpec& group_link(const std::vector<DeviceId>& devices) const;
   // The link a group of `count` devices uses when packed from a node
