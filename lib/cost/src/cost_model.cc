@@ -158,6 +158,36 @@ Profile load_profile(const std::string& path) {
   return Profile::from_json(read_json_file<ClusterError>(path, "profile (write one with `trident profile`)"), path);
 }
 
+namespace {
+
+// See class_cost_model: another model's times, scaled.
+class Scaled final : public ICostModel {
+ public:
+  Scaled(CostModel base, double factor, std::string device) : base_(std::move(base)), factor_(factor), device_(std::move(device)) {}
+  double forward_s(const graph::Op& op, std::int64_t rows) const override { return factor_ * base_.forward_s(op, rows); }
+  double backward_s(const graph::Op& op, std::int64_t rows) const override { return factor_ * base_.backward_s(op, rows); }
+  double weight_grad_s(const graph::Op& op, std::int64_t rows) const override {
+    return factor_ * base_.weight_grad_s(op, rows);
+  }
+  nlohmann::json describe() const override {
+    return {{"kind", "scaled"}, {"device", device_}, {"factor", factor_}, {"base", base_.describe()}};
+  }
+  std::vector<double> core_throughput() const override { return base_.core_throughput(); }
+
+ private:
+  CostModel base_;
+  double factor_;
+  std::string device_;
+};
+
+}  // namespace
+
+CostModel class_cost_model(const CostModel& base, const DeviceSpec& base_device, const DeviceSpec& device) {
+  if (base.describe().value("kind", "") == "analytic") return analytic_cost_model(device);
+  const double factor = base_device.peak(graph::DType::kFloat32) / device.peak(graph::DType::kFloat32);
+  return CostModel(std::make_shared<Scaled>(base, factor, device.name));
+}
+
 CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& graph, const std::string& origin) {
   for (const auto& op : graph.ops()) {
     if (!op.is_input() && !profile.ops.count(op.name))

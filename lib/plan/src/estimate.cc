@@ -157,6 +157,30 @@ void price_sync(const Planner& planner, const std::vector<graph::OpId>& ops, con
 
 }  // namespace
 
+namespace {
+
+// The compute part of a stage estimate: `rows` of each micro-batch on a
+// device priced by `cost`; each op's backward in `backward` (if given).
+void add_compute(const Planner& planner, const cost::CostModel& cost, const std::vector<graph::OpId>& ops,
+                 std::int64_t rows, StageEstimate& e, std::vector<double>* backward) {
+  const auto& g = planner.graph();
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto& op = g.op(ops[i]);
+    e.forward_s += cost.forward_s(op, rows);
+    const double b = cost.backward_s(op, rows);
+    if (backward) (*backward)[i] = b;
+    e.backward_s += b;
+    e.weight_grad_s += cost.weight_grad_s(op, rows);
+    e.param_bytes += static_cast<double>(op.param_bytes());
+    e.activation_bytes += graph::kept_bytes_per_row(op, planner.dtypes()[static_cast<std::size_t>(ops[i])]) *
+                              static_cast<double>(rows) +
+                          graph::weight_copy_bytes(op, planner.request().precision);
+  }
+  e.input_bytes = input_bytes_per_row(g, ops) * static_cast<double>(rows);
+}
+
+}  // namespace
+
 StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,
                              int micro_batch, const cost::LinkSpec& link,
                              const std::map<std::string, std::string>* fixed) {
@@ -165,18 +189,7 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   const auto& req = planner.request();
   StageEstimate e;
   std::vector<double> backward(ops.size());
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const auto& op = g.op(ops[i]);
-    e.forward_s += planner.cost().forward_s(op, rows);
-    backward[i] = planner.cost().backward_s(op, rows);
-    e.backward_s += backward[i];
-    e.weight_grad_s += planner.cost().weight_grad_s(op, rows);
-    e.param_bytes += static_cast<double>(op.param_bytes());
-    e.activation_bytes += graph::kept_bytes_per_row(op, planner.dtypes()[static_cast<std::size_t>(ops[i])]) *
-                              static_cast<double>(rows) +
-                          graph::weight_copy_bytes(op, req.precision);
-  }
-  e.input_bytes = input_bytes_per_row(g, ops) * static_cast<double>(rows);
+  add_compute(planner, planner.cost(), ops, rows, e, &backward);
   e.static_bytes = e.param_bytes * (2 + req.optimizer_states);
   if (replicas <= 1) return e;
   price_sync(planner, ops, backward, replicas, link, fixed, e);
@@ -195,6 +208,26 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   e.static_bytes += allreduce_params;
   e.static_bytes -= ps_params * req.optimizer_states * (1.0 - 1.0 / replicas);
   if (req.staleness > 0 && replicas > 1) e.static_bytes += ps_params / replicas;
+  return e;
+}
+
+StageEstimate estimate_placed(const Planner& planner, const std::vector<graph::OpId>& ops, const Plan& plan, int stage,
+                              const cost::LinkSpec& link, const std::map<std::string, std::string>* fixed) {
+  const auto& st = plan.stages.at(static_cast<std::size_t>(stage));
+  auto e = estimate_stage(planner, ops, static_cast<int>(st.devices.size()), st.micro_batch, link, fixed);
+  double slowest = -1, activations = 0, inputs = 0;
+  for (std::size_t j = 0; j < st.devices.size(); ++j) {
+    const auto [begin, end] = plan.replica_rows(stage, static_cast<int>(j), st.micro_batch);
+    StageEstimate r;
+    add_compute(planner, planner.cost_of(st.devices[j]), ops, end - begin, r, nullptr);
+    activations = std::max(activations, r.activation_bytes);
+    inputs = std::max(inputs, r.input_bytes);
+    if (r.forward_s + r.backward_s <= slowest) continue;
+    slowest = r.forward_s + r.backward_s;
+    e.forward_s = r.forward_s, e.backward_s = r.backward_s, e.weight_grad_s = r.weight_grad_s;
+    e.slowest_device = st.devices[j];
+  }
+  e.activation_bytes = activations, e.input_bytes = inputs;
   return e;
 }
 

@@ -44,6 +44,7 @@ struct StageEstimate {
   double sync_s = 0;  // per iteration
   std::vector<schedule::SyncTask> sync;                       // WFBP order
   std::vector<std::pair<std::string, cost::SyncMethod>> methods;  // per parameter, replicas > 1
+  int slowest_device = -1;  // estimate_placed: the replica whose compute sets the stage's time
 
   double tps(int micro_batch, int mini_batch) const {
     return (forward_s + backward_s) / micro_batch + sync_s / mini_batch;
@@ -108,6 +109,14 @@ double input_bytes_per_row(const graph::OpGraph& g, const std::vector<graph::OpI
 StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,
                              int micro_batch, const cost::LinkSpec& link,
                              const std::map<std::string, std::string>* fixed = nullptr);
+
+// See Note [Class-aware placement] (planner.h): stage `stage` of `plan` on
+// its devices, each replica running its rows (Plan::replica_rows) on its
+// device's class. Compute: the slowest replica's (the others wait for it
+// at every edge and at the sync); activations and kept inputs: the largest
+// share's; sync and static bytes as estimate_stage prices them.
+StageEstimate estimate_placed(const Planner& planner, const std::vector<graph::OpId>& ops, const Plan& plan, int stage,
+                              const cost::LinkSpec& link, const std::map<std::string, std::string>* fixed);
 
 // The request's rule for one parameter (hybrid = cost::choose_sync).
 cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const graph::ParamSpec& param, int replicas,

@@ -75,6 +75,8 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   if (!(r.tolerance > 0 && r.tolerance < 1)) throw PlanError("tolerance must be in (0, 1)");
   if (r.max_pieces < 2) throw PlanError("max_pieces must be >= 2");
   if (r.max_replicas < 0) throw PlanError("max replicas must be >= 0 (0: no limit), got " + std::to_string(r.max_replicas));
+  if (cluster_.mixed())
+    for (const auto& c : cluster_.classes) class_costs_.push_back(cost::class_cost_model(cost_, cluster_.device, c));
   if (r.max_replicas > 0 && r.partitioner == "dp" && r.max_replicas < r.devices)
     throw PlanError("max replicas " + std::to_string(r.max_replicas) + " contradicts partitioner dp, which replicates one stage on all " +
                     std::to_string(r.devices) + " devices");
@@ -85,6 +87,17 @@ double Planner::memory_cap() const {
                                       : static_cast<double>(cluster_.device.memory_bytes);
 }
 
+double Planner::memory_cap(const PlanStage& stage) const {
+  if (request_.device_memory_bytes || !cluster_.mixed()) return memory_cap();
+  double cap = std::numeric_limits<double>::infinity();
+  for (int d : stage.devices) cap = std::min(cap, static_cast<double>(cluster_.device_at(d).memory_bytes));
+  return cap;
+}
+
+const cost::CostModel& Planner::cost_of(cost::DeviceId device) const {
+  return cluster_.mixed() ? class_costs_.at(static_cast<std::size_t>(cluster_.class_index(device))) : cost_;
+}
+
 
 schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
   schedule::StageGraph sg;
@@ -92,8 +105,10 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
   const int threads = cluster_.threads_per_process(plan.devices, request_.threads);
   for (const auto& st : plan.stages) {
     for (const auto& name : st.ops) ops[st.id].push_back(graph_.id_of(name));
-    auto e = detail::estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
-                                    cluster_.group_link(st.devices), &plan.grad_sync);
+    auto e = cluster_.mixed()  // See Note [Class-aware placement]
+                 ? detail::estimate_placed(*this, ops[st.id], plan, st.id, cluster_.group_link(st.devices), &plan.grad_sync)
+                 : detail::estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
+                                          cluster_.group_link(st.devices), &plan.grad_sync);
     if (st.recompute) e = e.recomputing();  // See Note [Recomputation costs]
     schedule::StageCost c;
     c.name = "s" + std::to_string(st.id);
@@ -110,7 +125,8 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     c.sync = e.sync;
     int tensors = 0;
     for (auto id : ops[st.id]) tensors += static_cast<int>(graph_.op(id).params.size());
-    c.optimizer_s = cost::optimizer_s(cluster_.device, e.param_bytes, tensors, request_.optimizer_states);
+    const auto& slowest = e.slowest_device >= 0 ? cluster_.device_at(e.slowest_device) : cluster_.device;
+    c.optimizer_s = cost::optimizer_s(slowest, e.param_bytes, tensors, request_.optimizer_states);
     for (int d : st.devices) c.nodes.push_back(cluster_.node_of(d));
     c.threads = threads;
     sg.stages.push_back(std::move(c));
@@ -234,11 +250,11 @@ void Planner::fit_memory(Plan& plan) const {
   if (request_.recompute == "auto") {
     bool any = false;
     for (auto& st : plan.stages)
-      if (st.memory_bytes > memory_cap()) st.recompute = any = true;
+      if (st.memory_bytes > memory_cap(st)) st.recompute = any = true;
     if (any) predict(plan);
   }
   for (const auto& st : plan.stages) {
-    if (st.memory_bytes > memory_cap())
+    if (st.memory_bytes > memory_cap(st))
       throw PlanError("no feasible plan: stage " + std::to_string(st.id) + " (" + std::to_string(st.ops.size()) +
                       " ops, " + st.ops.front() + " .. " + st.ops.back() + ") needs " + gib(st.memory_bytes) +
                       " per device (" + gib(st.memory_bytes - st.in_flight * st.activation_bytes) +
@@ -246,7 +262,7 @@ void Planner::fit_memory(Plan& plan) const {
                                     : " weights, gradients and optimizer state, ") +
                       std::to_string(st.in_flight) + " x " + gib(st.activation_bytes) +
                       (st.recompute ? " kept inputs (recomputing)" : " activations") + "), over the " +
-                      gib(memory_cap()) + " of a " + cluster_.device.name);
+                      gib(memory_cap(st)) + " of a " + cluster_.device_at(st.devices.front()).name);
   }
 }
 
@@ -432,6 +448,7 @@ std::vector<Planner::StageChoice> data_parallel(const graph::OpGraph& g, int dev
 }  // namespace
 
 Plan Planner::plan() const {
+  if (cluster_.mixed()) return plan_mixed();
   const auto start = std::chrono::steady_clock::now();
   const auto micro_batches = micro_batch_candidates(request_);
   const auto spaces = search_spaces(graph_, request_.partitioner, request_.micro_batch_ratio, ratio_given_);

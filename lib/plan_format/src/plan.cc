@@ -110,6 +110,7 @@ nlohmann::json Plan::to_json() const {
   if (comm_dtype != "fp32") doc["comm_dtype"] = comm_dtype;
   write_predictions(doc, "space_best", space_best);
   write_predictions(doc, "schedule_best", schedule_best);
+  write_predictions(doc, "placement_best", placement_best);
   for (const auto& s : stages) {
     doc["stages"].push_back({{"id", s.id},
                              {"ops", s.ops},
@@ -191,6 +192,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     p.space = doc.value("space", "");
     read_predictions(doc, "space_best", p.space_best);
     read_predictions(doc, "schedule_best", p.schedule_best);
+    read_predictions(doc, "placement_best", p.placement_best);
     // Edges are derived (validate_plan rebuilds them); read them back so that
     // a written plan can be drawn without its model.
     if (doc.contains("edges") && doc["edges"].is_array()) {

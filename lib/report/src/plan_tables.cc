@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -52,6 +53,32 @@ std::vector<std::string> plan_lines(const Plan& plan, const std::string& title) 
   return lines;
 }
 
+// "8 x V100-SXM2-16GB" or, on a mixed cluster, "16 devices: 8 x V100, 8 x A100".
+std::string devices_summary(const cost::ClusterSpec& c, int devices) {
+  if (!c.mixed()) return std::to_string(devices) + " x " + c.device.name;
+  std::map<int, int> count;
+  for (int d = 0; d < devices; ++d) ++count[c.class_index(d)];
+  std::string s = std::to_string(devices) + " devices:";
+  for (const auto& [k, n] : count) s += (s.back() == ':' ? " " : ", ") + std::to_string(n) + " x " + c.classes[k].name;
+  return s;
+}
+
+// See Note [Class-aware placement]: per stage, each device's class and the
+// rows of each micro-batch it runs (Note [Replica shares]).
+std::string placement_lines(const cost::ClusterSpec& c, const Plan& plan) {
+  std::ostringstream s;
+  s << "placement (device: class, rows of each micro-batch):\n";
+  for (const auto& st : plan.stages) {
+    s << "  stage " << st.id << ":";
+    for (std::size_t j = 0; j < st.devices.size(); ++j) {
+      const auto [b, e] = plan.replica_rows(st.id, static_cast<int>(j), st.micro_batch);
+      s << (j ? "," : "") << " " << st.devices[j] << ": " << c.device_at(st.devices[j]).name << ", " << e - b;
+    }
+    s << "\n";
+  }
+  return s.str();
+}
+
 }  // namespace
 
 std::string side_by_side(const Plan& before, const std::string& before_title, const Plan& after,
@@ -71,7 +98,7 @@ std::string side_by_side(const Plan& before, const std::string& before_title, co
 std::string stage_table(const Planner& planner, const Plan& plan) {
   std::ostringstream s;
   const auto& p = plan.predicted;
-  s << "plan: " << plan.model << "/" << plan.preset << " on " << plan.devices << " x " << planner.cluster().device.name
+  s << "plan: " << plan.model << "/" << plan.preset << " on " << devices_summary(planner.cluster(), plan.devices)
     << " (" << planner.cluster().name << "), partitioner " << plan.partitioner << ", schedule " << plan.schedule
     << (plan.precision == "fp32" ? "" : ", " + plan.precision)
     << "\n      mini-batch " << plan.mini_batch << " = " << micro_batch_summary(plan) << "; " << plan.stages.size()
@@ -92,19 +119,31 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
         << fmt("%.1f", 100 * best.bubble_fraction) << "%;";
     s << " chosen " << plan.schedule << "\n";
   }
+  if (!plan.placement_best.empty()) {  // See Note [Class-aware placement]
+    s << "placements (mixed cluster):";
+    std::string chosen;
+    for (const auto& [name, best] : plan.placement_best) {
+      s << " " << name << " " << fmt("%.1f", best.samples_per_s) << " samples/s;";
+      if (best.samples_per_s >= p.samples_per_s * (1 - 1e-9) && chosen.empty()) chosen = name;
+    }
+    s << " chosen " << (chosen.empty() ? "?" : chosen) << "\n";
+  }
   s << "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-5s %-44s %-8s %5s %5s %6s %9s %10s %11s %19s %10s %10s\n", "stage", "ops",
+  std::snprintf(line, sizeof line, "%-5s %-44s %-8s %5s %6s %6s %9s %10s %11s %19s %10s %10s\n", "stage", "ops",
                 "devices", "micro", "rows", "flight", "recompute", "params", "activations", "memory/device", "F+B ms",
                 "ms/sample");
   s << line;
   for (const auto& st : plan.stages) {
     std::string ops = std::to_string(st.ops.size()) + ": " + st.ops.front();
     if (st.ops.size() > 1) ops += " .. " + st.ops.back();
-    const std::string mem = human_bytes(st.memory_bytes) + " / " + human_bytes(planner.memory_cap());
-    std::snprintf(line, sizeof line, "%-5d %-44s %-8s %5d %5d %6d %9s %10s %11s %19s %10s %10s\n", st.id,
-                  shorten(ops, 44).c_str(), device_list(st.devices).c_str(), st.micro_batch,
-                  st.micro_batch / static_cast<int>(st.devices.size()), st.in_flight, st.recompute ? "yes" : "-",
+    const std::string mem = human_bytes(st.memory_bytes) + " / " + human_bytes(planner.memory_cap(st));
+    const auto [first, last] = plan.replica_rows(st.id, 0, st.micro_batch);
+    const std::string rows = st.shares.empty() ? std::to_string(last - first)
+                                               : "<=" + std::to_string(*std::max_element(st.shares.begin(), st.shares.end()));
+    std::snprintf(line, sizeof line, "%-5d %-44s %-8s %5d %6s %6d %9s %10s %11s %19s %10s %10s\n", st.id,
+                  shorten(ops, 44).c_str(), device_list(st.devices).c_str(), st.micro_batch, rows.c_str(),
+                  st.in_flight, st.recompute ? "yes" : "-",
                   human_bytes(st.param_bytes).c_str(), human_bytes(st.in_flight * st.activation_bytes).c_str(),
                   mem.c_str(), fmt("%.3f", (st.forward_s + st.backward_s) * 1e3).c_str(),
                   fmt("%.4f", st.predicted_tps_s * 1e3).c_str());
@@ -113,6 +152,8 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
   if (std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) { return st.recompute; }))
     s << "recompute: the stage keeps only its inputs per micro-batch in flight (the activations column) and runs its "
          "forward again before each backward (in F+B)\n";
+  const bool shared = std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) { return !st.shares.empty(); });
+  if (planner.cluster().mixed() || shared) s << placement_lines(planner.cluster(), plan);
   return s.str();
 }
 
@@ -174,13 +215,38 @@ std::string sync_table(const Planner& planner, const Plan& plan, int max_rows) {
 std::string to_dot(const Plan& plan) {
   std::ostringstream s;
   s << "digraph plan {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\"];\n";
+  // See Note [Device classes]: on a mixed cluster each box is striped with
+  // its replicas' class colours, and a legend names them.
+  std::optional<cost::ClusterSpec> mixed;
+  if (plan.cluster.is_object() && plan.cluster.contains("classes")) try {
+      mixed = cost::parse_cluster(plan.cluster.dump(), "the plan's cluster");
+    } catch (const cost::ClusterError&) {  // drawn without classes
+    }
+  static const char* const kColours[] = {"#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99"};
+  auto colour = [&](int d) {
+    const int k = mixed && d < mixed->capacity() ? mixed->class_index(d) : 0;
+    return kColours[k % 6];
+  };
   for (const auto& st : plan.stages) {
     s << "  s" << st.id << " [label=\"stage " << st.id << " (" << st.ops.size() << " ops)\\n";
     if (!st.ops.empty()) s << st.ops.front() << (st.ops.size() > 1 ? " .. " + st.ops.back() : "") << "\\n";
     s << "devices";
-    for (int d : st.devices) s << " " << d;
+    for (std::size_t j = 0; j < st.devices.size(); ++j)
+      s << " " << st.devices[j] << (st.shares.empty() ? "" : " (" + std::to_string(st.shares[j]) + " rows)");
     s << "\\nmicro-batch " << st.micro_batch << ", in flight " << st.in_flight << (st.recompute ? ", recompute" : "")
-      << "\"];\n";
+      << "\"";
+    if (mixed) {
+      s << ", style=\"striped\", fillcolor=\"";
+      for (std::size_t j = 0; j < st.devices.size(); ++j) s << (j ? ":" : "") << colour(st.devices[j]);
+      s << "\"";
+    }
+    s << "];\n";
+  }
+  if (mixed) {
+    s << "  legend [shape=plaintext, label=<<table border=\"0\">";
+    for (std::size_t k = 0; k < mixed->classes.size(); ++k)
+      s << "<tr><td bgcolor=\"" << kColours[k % 6] << "\">" << mixed->classes[k].name << "</td></tr>";
+    s << "</table>>];\n";
   }
   // Each edge: the tensors it carries and their bytes per micro-batch.
   for (const auto& e : plan.edges) {

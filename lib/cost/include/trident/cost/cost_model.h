@@ -58,6 +58,13 @@ class CostModel {
 
 CostModel analytic_cost_model(const DeviceSpec& device);
 
+// The same model for another device (a class of a mixed cluster, Note
+// [Device classes] in cluster.h): analytic — the analytic model of
+// `device`; measured (profiled, or any other) — `base`'s times scaled by
+// the ratio of the two devices' float32 peaks, since only `base_device`
+// was measured.
+CostModel class_cost_model(const CostModel& base, const DeviceSpec& base_device, const DeviceSpec& device);
+
 // Measured per-op times: "trident-profile/1".
 struct Profile {
   std::string model, preset, device;

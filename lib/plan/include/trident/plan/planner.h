@@ -95,10 +95,16 @@ class Planner {
   const graph::OpGraph& graph() const { return graph_; }
   const cost::ClusterSpec& cluster() const { return cluster_; }
   const cost::CostModel& cost() const { return cost_; }
+  // A device's cost model: its class's in a mixed cluster (Note [Device
+  // classes] in cost/cluster.h, cost::class_cost_model), else cost().
+  const cost::CostModel& cost_of(cost::DeviceId device) const;
   const PlanRequest& request() const { return request_; }
   // Each op's output dtype under the request's precision (graph::computed_dtypes).
   const std::vector<graph::DType>& dtypes() const { return dtypes_; }
   double memory_cap() const;
+  // What each device of `stage` may hold: the request's device memory, else
+  // the smallest of its devices' (their classes').
+  double memory_cap(const PlanStage& stage) const;
 
   // The one place a request becomes a plan (`trident plan`, `trident train`,
   // the emulator): with `given` (a plan file's plan, hand-written or made
@@ -130,6 +136,11 @@ class Planner {
   // does not name a sync method by the request's grad_sync (HybComm for
   // hybrid) on the stage's own link; e.g. for hand-written plans.
   void fill_sync(Plan& plan) const;
+  // A plan made elsewhere (another planner's, a placement's) checked and
+  // predicted for this planner's cluster and request: actions and sync
+  // methods kept, recomputation where a stage would not fit; nullopt when
+  // one still does not.
+  std::optional<Plan> repriced(Plan plan) const;
 
   // One stage candidate: ops, data-parallel degree and micro-batch size
   // (0: the size the search ran at).
@@ -180,6 +191,17 @@ class Planner {
   // See Note [Automatic schedule]: under `auto`, the base plan or the same
   // stages under a zero-bubble schedule, whichever is simulated faster.
   Plan with_best_schedule(Plan base) const;
+  // See Note [Class-aware placement] (placement.cc): plan() on a mixed cluster.
+  Plan plan_mixed() const;
+  // A planner for the same request on a cluster of one kind of device:
+  // `device` repeated over `count` devices (links: the mixed cluster's
+  // inside-host and between-host defaults), priced by `cost`.
+  Planner homogeneous_view(const cost::DeviceSpec& device, int count, cost::CostModel cost) const;
+  // Places `structure`'s stages (ops and micro-batch) on the request's
+  // devices by class (Note [Class-aware placement]); every placement tried,
+  // predicted, fastest first. Empty when none fits.
+  std::vector<Plan> place_on_classes(const Plan& structure) const;
+  std::vector<cost::CostModel> class_costs_;  // by class (mixed clusters)
   const graph::OpGraph& graph_;
   cost::ClusterSpec cluster_;
   cost::CostModel cost_;
