@@ -334,6 +334,21 @@ Plan Planner::plan_mixed() const {
     structures.push_back(*p);
     if (auto r = repriced(*p)) keep("one-class", *r);
   }
+  // Structures balanced for unequal speeds: the cluster as the devices'
+  // combined speed in devices of the slowest class (HetPipe's virtual
+  // workers), so that a stage's replica count reflects its share of the
+  // work; placement maps them back to real devices.
+  int slowest = 0;
+  double total = 0;
+  for (int d = 0; d < n; ++d) {
+    if (cluster_.device_at(d).peak(graph::DType::kFloat32) < cluster_.classes[slowest].peak(graph::DType::kFloat32))
+      slowest = cluster_.class_index(d);
+  }
+  for (int d = 0; d < n; ++d)
+    total += cluster_.device_at(d).peak(graph::DType::kFloat32) / cluster_.classes[slowest].peak(graph::DType::kFloat32);
+  const int virtual_devices = std::min(4 * n, static_cast<int>(std::lround(total)));
+  if (virtual_devices > n)
+    if (auto p = search(homogeneous_view(cluster_.classes[slowest], virtual_devices, class_costs_[slowest]))) structures.push_back(*p);
   for (const auto& s : structures) {
     const auto placed = place_on_classes(s);
     if (!placed.empty()) keep("class-aware", placed.front());

@@ -129,6 +129,23 @@ TEST_F(HandPlan, ValidationNamesTheProblem) {
   validate_plan(fields, g);  // stages that compute may recompute
   fields.stages[0].recompute = true;
   expect_error(fields, "stage 0: recompute is set, but the stage only reads dataset fields");
+  // See Note [Replica shares]: one row count per device, each >= 1, summing to the micro-batch.
+  auto shares = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});
+  shares.stages[1].shares = {3, 1};
+  validate_plan(shares, g);
+  EXPECT_EQ(shares.replica_rows(1, 0, 4), (std::pair<std::int64_t, std::int64_t>{0, 3}));
+  EXPECT_EQ(shares.replica_rows(1, 1, 4), (std::pair<std::int64_t, std::int64_t>{3, 4}));
+  EXPECT_EQ(shares.replica_rows(1, 1, 8), (std::pair<std::int64_t, std::int64_t>{6, 8}));  // a longer chunk, in proportion
+  EXPECT_EQ(Plan::from_json(shares.to_json(), "p.json").stages[1].shares, (std::vector<int>{3, 1}));
+  shares.stages[1].shares = {3, 2};
+  expect_error(shares, "stage 1: shares [3, 2] sum to 5, not its micro_batch 4");
+  shares.stages[1].shares = {4};
+  expect_error(shares, "stage 1: shares [4] has 1 entries for 2 devices");
+  shares.stages[1].shares = {4, 0};
+  expect_error(shares, "stage 1: shares [4, 0] has 0; every device runs at least 1 row");
+  auto uneven = make({branch(0, true, true), head()}, {{0}, {1, 2, 3}});
+  for (auto& n : branch(1, true, true)) uneven.stages[0].ops.push_back(n);
+  expect_error(uneven, "does not split evenly among its 3 devices; give shares");
 }
 
 }  // namespace
