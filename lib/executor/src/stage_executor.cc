@@ -2,16 +2,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 #include <numeric>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
 #include "stage_parts.h"
+#include "trident/base/env.h"
 #include "trident/base/text.h"
 #include "trident/graph/precision.h"
 #include "trident/tensor/spec.h"
-#include "trident/data/sampler.h"
 #include "trident/schedule/schedule.h"
 
 namespace trident::runtime {
@@ -24,6 +27,7 @@ StageExecutor::~StageExecutor() = default;
 
 StageExecutor::StageExecutor(nn::GraphModule& module, const plan::Plan& plan, comm::Group world, Placement placement)
     : graph_(module.graph()), module_(&module), plan_(plan), world_(std::move(world)), placement_(std::move(placement)) {
+  slowdown_ = slowdown_for_rank(world_.rank());
   build();
   open_links();
   backend_ = std::make_unique<TensorBackend>(*this);
@@ -34,6 +38,28 @@ StageExecutor::StageExecutor(const graph::OpGraph& graph, const plan::Plan& plan
     : graph_(graph), plan_(plan), world_(std::move(world)) {
   build();
   if (stage_ >= 0) backend_ = std::make_unique<ClockBackend>(*this, std::move(emulation));
+}
+
+double slowdown_for_rank(int rank) {
+  const auto text = env_or_empty("TRIDENT_SLOWDOWN");
+  if (text.empty()) return 1;
+  auto bad = [&](const std::string& why) {
+    return PipelineError("TRIDENT_SLOWDOWN = '" + text + "': " + why + "; allowed: RANK:FACTOR[,RANK:FACTOR...], e.g. 1:2",
+                         ErrorKind::kBadInput);
+  };
+  double found = 1;
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    const auto colon = item.find(':');
+    if (colon == std::string::npos) throw bad("'" + item + "' has no ':'");
+    char* end = nullptr;
+    const long r = std::strtol(item.c_str(), &end, 10);
+    if (end != item.c_str() + colon || r < 0) throw bad("'" + item.substr(0, colon) + "' is not a rank");
+    const double f = std::strtod(item.c_str() + colon + 1, &end);
+    if (*end != 0 || !(f >= 1) || !std::isfinite(f)) throw bad("factor '" + item.substr(colon + 1) + "' must be a number >= 1");
+    if (r == rank) found = f;
+  }
+  return found;
 }
 
 ErrorContext StageExecutor::context() const {

@@ -143,6 +143,10 @@ class StageExecutor::TensorBackend final : public Backend {
     std::shared_ptr<WeightPass> weight_pass;  // See Note [Split backward at the weights]
   };
   void recompute(Pass& p, int m, const Layout& l, Saved& saved, const std::string& action);
+  // See Note [Slowed processes]: waits (slowdown - 1) x the compute since
+  // `start`, less `waited` seconds of waiting for inputs.
+  using Clock = std::chrono::steady_clock;
+  void slow_down(Clock::time_point start, double waited_s) const;
   std::map<int, Saved> saved_;  // micro-batches between their forward and backward
 };
 

@@ -2,7 +2,9 @@
 // modules and real rows (see Note [Action backends], stage_parts.h).
 #include "stage_parts.h"
 
+#include <chrono>
 #include <optional>
+#include <thread>
 
 #include "weight_pass.h"
 
@@ -25,9 +27,13 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   // inside the forward; on a device each receive is marked, and a short wait
   // is dropped when the marks are timed (see Note [GPU spans] in trace.h).
   auto segment_start = p.stamp();
+  const auto started = Clock::now();
+  double waited_s = 0;
   auto receive = [&](int k) {
     const auto t0 = p.stamp();
+    const auto w0 = Clock::now();
     auto t = s_.gather(x, 0, k, m);
+    waited_s += std::chrono::duration<double>(Clock::now() - w0).count();
     const auto t1 = p.stamp();
     if (p.trace && (p.trace->device || t1 - t0 >= kShortestTracedWaitUs)) {
       p.trace->add_stamped(action, "forward", segment_start, t0);
@@ -49,6 +55,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
   saved.outputs =
       s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(l.input_k_of.at(producer)); }, fields);
+  slow_down(started, waited_s);
   for (const auto& piece : l.out)
     if (piece.in(m)) s_.send(x, piece, saved.outputs.at(s_.crossings_[piece.k].op), m, 0);
   if (s_.has_loss_) {
@@ -100,6 +107,7 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part pa
     if (value.requires_grad()) roots.push_back(value), grads.push_back(grad.to(value.scalar_type()));
   }
   const auto t1 = p.stamp();
+  const auto started = Clock::now();
   if (p.trace) p.trace->add_stamped("wait " + action, "wait", t0, t1);
   if (part.last && p.before_last_backward) p.before_last_backward();
   std::map<graph::OpId, torch::Tensor> input_grads;  // a split B's; else the inputs' .grad
@@ -122,6 +130,7 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part pa
   } else if (!roots.empty()) {
     torch::autograd::backward(roots, grads);
   }
+  slow_down(started, 0);
   for (const auto& piece : l.in) {
     if (!s_.crossings_[piece.k].differentiable || !piece.in(m)) continue;
     const auto op = s_.crossings_[piece.k].op;
@@ -137,8 +146,10 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part pa
 void StageExecutor::TensorBackend::weight(Pass& p, int m, bool last, const std::string& action) {
   auto& saved = saved_.at(m);
   const auto t0 = p.stamp();
+  const auto started = Clock::now();
   if (last && p.before_last_backward) p.before_last_backward();
   saved.weight_pass->run(saved.roots, saved.grads);
+  slow_down(started, 0);
   saved_.erase(m);
   if (p.trace) p.trace->add_stamped(action, "weight", t0, p.stamp());
 }
@@ -156,6 +167,12 @@ void StageExecutor::TensorBackend::recompute(Pass& p, int m, const Layout& l, Sa
   nn::RandomScope random(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
   saved.outputs = s_.executor_->forward(saved.inputs, saved.fields);
   if (p.trace) p.trace->add_stamped("recompute " + action, "forward", t0, p.stamp());
+}
+
+void StageExecutor::TensorBackend::slow_down(Clock::time_point start, double waited_s) const {
+  if (s_.slowdown_ <= 1) return;
+  const double compute = std::chrono::duration<double>(Clock::now() - start).count() - waited_s;
+  if (compute > 0) std::this_thread::sleep_for(std::chrono::duration<double>((s_.slowdown_ - 1) * compute));
 }
 
 }  // namespace trident::runtime

@@ -61,5 +61,26 @@ TEST(Shares, PipelineWithUnequalReplicaSharesEqualsOneProcess) {
   expect_rows(res, p);
 }
 
+// See Note [Slowed processes]: the variable names ranks and factors; a bad
+// value is bad input naming the variable.
+TEST(Shares, SlowdownNamesRanksAndFactors) {
+  ::setenv("TRIDENT_SLOWDOWN", "1:2,3:1.5", 1);
+  EXPECT_EQ(slowdown_for_rank(0), 1.0);
+  EXPECT_EQ(slowdown_for_rank(1), 2.0);
+  EXPECT_EQ(slowdown_for_rank(3), 1.5);
+  for (const char* bad : {"1", "x:2", "1:0.5", "1:fast"}) {
+    ::setenv("TRIDENT_SLOWDOWN", bad, 1);
+    try {
+      slowdown_for_rank(1);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const PipelineError& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      EXPECT_NE(std::string(e.what()).find("TRIDENT_SLOWDOWN = '" + std::string(bad) + "'"), std::string::npos) << e.what();
+    }
+  }
+  ::unsetenv("TRIDENT_SLOWDOWN");
+  EXPECT_EQ(slowdown_for_rank(1), 1.0);
+}
+
 }  // namespace
 }  // namespace trident::runtime

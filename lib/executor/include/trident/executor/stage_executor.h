@@ -128,6 +128,20 @@ struct Emulation {
   double dilation = 1;
 };
 
+// Note [Slowed processes]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// To run a mixed cluster for real on one machine, a process can be made a
+// slower device: TRIDENT_SLOWDOWN="RANK:FACTOR[,RANK:FACTOR...]" (e.g.
+// "1:2") makes world rank RANK take FACTOR times its compute — after each
+// forward, backward and W it waits (FACTOR - 1) times the compute it just
+// did (waits for its inputs not counted) before it sends on. Gradient sync
+// and the optimizer step are not slowed. A cluster file whose classes
+// differ by the same factor (Note [Device classes] in cost/cluster.h) lets
+// the planner plan for it; bench/run_heterogeneous.sh measures both.
+// Returns 1 for a rank the variable does not name; throws PipelineError
+// (bad input) naming the variable for a malformed value or a factor < 1.
+double slowdown_for_rank(int rank);
+
 struct StageResult {
   double loss_sum = 0;  // sum of per-sample losses over this rank's rows (loss stage only)
   double correct = 0;   // rows whose logits' argmax is the label (loss stage only)
@@ -223,6 +237,7 @@ class StageExecutor {
   Placement placement_;
   int stage_ = -1, replica_ = 0, micro_batches_ = 0;  // micro_batches_: this stage's
   std::uint64_t random_seed_ = 0;
+  double slowdown_ = 1;  // See Note [Slowed processes]
   std::int64_t random_step_ = 0;
   bool has_loss_ = false;
   bool recompute_ = false;  // See Note [Recomputation]
