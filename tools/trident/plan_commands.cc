@@ -81,7 +81,7 @@ graph::OpGraph model_graph(zoo::ModelSpec& model) {
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   auto* c = app.add_subcommand("plan", "find the fastest plan (stages, devices, micro-batch, schedule, sync) for a model on a cluster");
   add_model_options(c, a.model);
-  c->add_option("--cluster", a.cluster, "auto (this machine, see `trident calibrate`) | cpu-local | summit-v100 | dgx-a100 | h200 | poseidon-40gbe | poseidon-10gbe | a .yaml/.json file");
+  c->add_option("--cluster", a.cluster, "auto (this machine, see `trident calibrate`) | " + join(cost::cluster_presets(), " | ") + " | a .yaml/.json file");
   c->add_option("--devices", a.devices, "devices (one process each)")->required();
   c->add_option("--mini-batch", a.mini_batch, "samples per iteration (global batch)")->required();
   c->add_option("--micro-batch", a.micro_batch, "fix the micro-batch (default: search powers of two)");
@@ -98,6 +98,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   c->add_option("--recompute", a.recompute, "auto | never | always: recompute a stage's forward in its backward (auto: where it would not fit otherwise)");
   c->add_option("--device-memory-gb", a.device_memory_gb, "memory per device in GiB (default: the cluster's)");
   c->add_option("--profile", a.profile, "profile.json from `trident profile`: measured op times instead of the analytic model");
+  c->add_option("--placement", a.placement,
+                "on a mixed cluster: auto (the fastest) | class-aware | as-average | one-class (a baseline's best)");
   c->add_option("--out", a.out, "write the plan JSON here");
   c->add_option("--dot", a.dot, "write the stage graph as Graphviz DOT here");
   c->add_option("--sync-rows", a.sync_rows, "rows of the gradient-sync table");
@@ -116,6 +118,7 @@ int run_plan(PlanArgs a) {
   const auto g = model_graph(a.model);
   const auto cluster = cost::load_cluster(a.cluster);
   auto r = runtime::plan_request(plan_config(a));
+  r.placement = a.placement;
   if (a.device_memory_gb != 0) {
     if (!(a.device_memory_gb > 0))
       throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));

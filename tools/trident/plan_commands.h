@@ -18,6 +18,7 @@ struct PlanArgs {
   zoo::ModelSpec model;
   std::string cluster = "auto", partitioner = "graphpipe", schedule;
   std::string grad_sync = "hybrid", optimizer = "adam", profile, out, dot, recompute = "auto", precision = "fp32";
+  std::string placement = "auto";
   int devices = 1, mini_batch = 0, micro_batch = 0, max_replicas = 0, micro_batch_ratio = 0;
   double device_memory_gb = 0;
   int sync_rows = 12;

@@ -29,7 +29,8 @@
 //      replica also adds communication.
 //   3. The fastest of all plans simulated — the baselines included — is the
 //      plan; plan.placement_best keeps each kind's best, which `trident
-//      plan` prints.
+//      plan` prints. `trident plan --placement KIND` returns a kind's best
+//      instead (to run a baseline).
 //
 // Pricing a placed stage (detail::estimate_placed): each replica's rows on
 // its class; the stage takes the slowest replica's time. Memory: the
@@ -89,6 +90,7 @@ Planner Planner::homogeneous_view(const cost::DeviceSpec& device, int count, cos
   c.nodes = std::max(1, (count + c.devices_per_node - 1) / c.devices_per_node);
   PlanRequest r = request_;
   r.devices = count;
+  r.placement = "auto";
   if (schedule_auto_) r.schedule.clear();
   if (!ratio_given_) r.micro_batch_ratio = 0;
   return Planner(graph_, std::move(c), std::move(cost), std::move(r));
@@ -287,9 +289,15 @@ std::vector<Plan> Planner::place_on_classes(const Plan& structure) const {
   Placer placer(*this, scheduled, structure, class_costs_);
   if (placer.stages() > request_.devices) return {};
   auto out = placer.greedy();
+  // The structure's own devices (where it was planned on this cluster's ids), shares by speed.
   std::vector<std::vector<int>> given;
-  for (const auto& st : structure.stages) given.push_back(st.devices);
-  if (auto p = placer.evaluate(given)) out.push_back(std::move(*p));  // the structure's own devices, shares by speed
+  bool ours = true;
+  for (const auto& st : structure.stages) {
+    given.push_back(st.devices);
+    for (int d : st.devices) ours &= d < request_.devices;
+  }
+  if (ours)
+    if (auto p = placer.evaluate(given)) out.push_back(std::move(*p));
   std::stable_sort(out.begin(), out.end(),
                    [](const Plan& a, const Plan& b) { return a.predicted.samples_per_s > b.predicted.samples_per_s; });
   if (!out.empty()) out.insert(out.begin(), placer.improve(out.front(), kImproveBudget));
@@ -303,9 +311,11 @@ Plan Planner::plan_mixed() const {
   std::vector<Plan> structures;
   std::vector<std::string> reasons;
   std::map<std::string, Prediction> kinds;
+  const auto& wanted = request_.placement;
   auto keep = [&](const std::string& kind, const Plan& p) {
     auto& k = kinds[kind];
     if (p.predicted.samples_per_s > k.samples_per_s) k = p.predicted;
+    if (wanted != "auto" && wanted != kind) return;
     if (!best || p.predicted.samples_per_s > best->predicted.samples_per_s) best = p;
   };
   auto search = [&](const Planner& view) -> std::optional<Plan> {

@@ -30,6 +30,11 @@ const std::vector<std::string>& partitioner_names() {
   return names;
 }
 
+const std::vector<std::string>& placement_names() {
+  static const std::vector<std::string> names{"auto", "class-aware", "as-average", "one-class"};
+  return names;
+}
+
 const std::vector<std::string>& recompute_names() {
   static const std::vector<std::string> names{"auto", "never", "always"};
   return names;
@@ -75,6 +80,12 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   if (!(r.tolerance > 0 && r.tolerance < 1)) throw PlanError("tolerance must be in (0, 1)");
   if (r.max_pieces < 2) throw PlanError("max_pieces must be >= 2");
   if (r.max_replicas < 0) throw PlanError("max replicas must be >= 0 (0: no limit), got " + std::to_string(r.max_replicas));
+  const auto& pn = placement_names();
+  if (std::find(pn.begin(), pn.end(), r.placement) == pn.end())
+    throw PlanError("placement '" + r.placement + "' is unknown; use " + join(pn));
+  if (r.placement != "auto" && !cluster_.mixed())
+    throw PlanError("placement '" + r.placement + "' applies to a mixed cluster (device classes); cluster " +
+                    cluster_.name + " has one kind of device: use auto");
   if (cluster_.mixed())
     for (const auto& c : cluster_.classes) class_costs_.push_back(cost::class_cost_model(cost_, cluster_.device, c));
   if (r.max_replicas > 0 && r.partitioner == "dp" && r.max_replicas < r.devices)

@@ -78,12 +78,17 @@ struct PlanRequest {
   // searched, else 1 (pipedream is the baseline as published, and a
   // requested micro-batch is every stage's).
   int micro_batch_ratio = 0;
+  // On a mixed cluster (Note [Class-aware placement]): which placement's best
+  // plan to return — auto (the fastest of all), class-aware, as-average or
+  // one-class (the baselines, for comparison). Only auto elsewhere.
+  std::string placement = "auto";
   // Per-parameter sync methods over the plan's (config parallel.sync):
   // parameter name -> allreduce | ps | sfb. make() applies and checks them.
   std::map<std::string, std::string> sync_overrides;
 };
 
 const std::vector<std::string>& recompute_names();  // auto, never, always
+const std::vector<std::string>& placement_names();  // auto, class-aware, as-average, one-class
 
 const std::vector<std::string>& partitioner_names();
 
