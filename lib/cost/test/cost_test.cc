@@ -40,6 +40,16 @@ TEST(Cluster, PresetsLoadAndUnknownNamesListThem) {
   }
 }
 
+// Parsing `text` throws ClusterError whose message holds `needle`.
+void expect_error(const std::string& text, const std::string& needle) {
+  try {
+    parse_cluster(text, "c.yaml");
+    FAIL() << "expected ClusterError for " << text;
+  } catch (const ClusterError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 TEST(Cluster, FileRoundTripsAndBadFieldsAreNamed) {
   auto v100 = load_cluster("summit-v100");
   auto again = parse_cluster(v100.to_json().dump(), "x.json");
@@ -53,14 +63,6 @@ TEST(Cluster, FileRoundTripsAndBadFieldsAreNamed) {
           "intra_node": {"latency_us": 1, "bandwidth_gbs": 10}, "inter_node": {"latency_us": 2, "bandwidth_gbs": 1}})",
       "c.json");
   EXPECT_EQ(json.capacity(), 2);
-  auto expect_error = [](const std::string& text, const std::string& needle) {
-    try {
-      parse_cluster(text, "c.yaml");
-      FAIL() << "expected ClusterError for " << text;
-    } catch (const ClusterError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   auto doc = v100.to_json();
   doc["nodes"] = -1;
   expect_error(doc.dump(), "'nodes' must be > 0");
@@ -137,14 +139,6 @@ links:
     EXPECT_TRUE(p.mixed()) << preset;
     EXPECT_EQ(parse_cluster(p.to_json().dump(), "p.json").class_of, p.class_of) << preset;
   }
-  auto expect_error = [](const std::string& text, const std::string& needle) {
-    try {
-      parse_cluster(text, "c.yaml");
-      FAIL() << "expected ClusterError for " << text;
-    } catch (const ClusterError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   auto edit = [&](const std::string& from, const std::string& to) {
     auto t = yaml;
     t.replace(t.find(from), from.size(), to);
