@@ -56,9 +56,9 @@ cost::CostModel plan_cost_model(const nlohmann::json& described, const std::stri
 
 void print_warnings(const plan::Planner& planner, const plan::Plan& p) {
   for (const auto& st : p.stages)
-    if (st.memory_bytes > planner.memory_cap())
+    if (st.memory_bytes > planner.memory_cap(st))
       std::cerr << "warning: stage " << st.id << " needs " << human_bytes(st.memory_bytes)
-                << " per device, over the " << human_bytes(planner.memory_cap()) << " limit\n";
+                << " per device, over the " << human_bytes(planner.memory_cap(st)) << " limit\n";
 }
 
 }  // namespace
