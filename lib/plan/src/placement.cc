@@ -53,10 +53,11 @@ namespace {
 constexpr int kImproveBudget = 300;
 
 // Rows of a micro-batch of `rows` in proportion to `speed`, each at least 1
-// (largest remainders first); empty where that is the even split.
+// (largest remainders first); empty where that is the even split, or where
+// there are more devices than rows (no split: the plan is then refused).
 std::vector<int> shares_by_speed(int rows, const std::vector<double>& speed) {
   const int n = static_cast<int>(speed.size());
-  if (n < 2) return {};
+  if (n < 2 || n > rows) return {};
   const double total = std::accumulate(speed.begin(), speed.end(), 0.0);
   std::vector<int> share(n);
   std::vector<double> ideal(n);
@@ -151,7 +152,11 @@ class Placer {
       st.actions.clear();
       st.recompute = planner_.request().recompute == "always";
     }
-    if (std::any_of(p.stages.begin(), p.stages.end(), [](const PlanStage& st) { return st.devices.empty(); })) return std::nullopt;
+    // Every stage on at least one device and at most one per row.
+    if (std::any_of(p.stages.begin(), p.stages.end(), [](const PlanStage& st) {
+          return st.devices.empty() || static_cast<int>(st.devices.size()) > st.micro_batch;
+        }))
+      return std::nullopt;
     try {
       validate_plan(p, planner_.graph());
     } catch (const PlanError& e) {
