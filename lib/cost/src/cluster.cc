@@ -313,6 +313,19 @@ double DeviceSpec::peak(graph::DType dtype) const {
   return peak_flops.at(graph::DType::kFloat32);
 }
 
+int ClusterSpec::capacity() const {
+  return host_first.empty() ? devices_per_node * nodes : static_cast<int>(class_of.size());
+}
+
+int ClusterSpec::node_of(DeviceId d) const {
+  if (host_first.empty()) return d / devices_per_node;
+  return static_cast<int>(std::upper_bound(host_first.begin(), host_first.end(), d) - host_first.begin()) - 1;
+}
+
+DeviceId ClusterSpec::first_device(int node) const {
+  return host_first.empty() ? node * devices_per_node : host_first.at(static_cast<std::size_t>(node));
+}
+
 const DeviceSpec& ClusterSpec::device_at(DeviceId d) const {
   return mixed() ? classes.at(static_cast<std::size_t>(class_of.at(static_cast<std::size_t>(d)))) : device;
 }
@@ -455,10 +468,9 @@ void read_mixed(const YAML::Node& root, const Reader& r, const std::string& orig
       counts[static_cast<std::size_t>(it->second)] = devices.count(name);
       total += counts[static_cast<std::size_t>(it->second)];
     }
-    if (h == 0) c.devices_per_node = total;
-    if (total != c.devices_per_node)
-      throw ClusterError(origin + ": '" + where + "devices' holds " + std::to_string(total) + " devices and host 0 " +
-                         std::to_string(c.devices_per_node) + "; every host must hold as many");
+    if (total < 1) throw ClusterError(origin + ": '" + where + "devices' holds no device");
+    c.devices_per_node = std::max(c.devices_per_node, total);
+    c.host_first.push_back(static_cast<int>(c.class_of.size()));
     for (std::size_t k = 0; k < counts.size(); ++k) c.class_of.insert(c.class_of.end(), counts[k], static_cast<int>(k));
     if (hosts[h]["link"]) {
       c.host_links.push_back(read_link(host.child("link"), hosts[h]["link"], origin + ": " + where + "link"));
@@ -568,11 +580,11 @@ nlohmann::json ClusterSpec::to_json(bool with_measurements) const {
     for (const auto& c : classes) doc["classes"].push_back(device_json(c));
     for (int n = 0; n < nodes; ++n) {
       nlohmann::json host{{"devices", nlohmann::json::object()}};
-      for (int d = n * devices_per_node; d < (n + 1) * devices_per_node; ++d) {
+      for (int d = first_device(n); d < capacity() && node_of(d) == n; ++d) {
         const auto& cls = classes[static_cast<std::size_t>(class_of[static_cast<std::size_t>(d)])].name;
         host["devices"][cls] = host["devices"].value(cls, 0) + 1;
       }
-      host["link"] = link_json(link(n * devices_per_node, n * devices_per_node));
+      host["link"] = link_json(link(first_device(n), first_device(n)));
       doc["hosts"].push_back(host);
     }
     doc["intra_node"] = link_json(intra_node);

@@ -147,7 +147,16 @@ links:
   expect_error(edit("{fast: 3}", "{tpu: 3}"), "'hosts[1].devices.tpu' names an unknown class; the classes are slow, fast");
   expect_error(edit("  - {from: 1, to: 2, latency_us: 10, bandwidth_gbs: 20}\n", ""),
                "links: no link between host 1 and host 2");
-  expect_error(edit("{slow: 3}", "{slow: 2}"), "'hosts[2].devices' holds 2 devices and host 0 3");
+  // Hosts of different sizes: device ids still run host by host.
+  const auto uneven = parse_cluster(edit("{slow: 3}", "{slow: 5}"), "uneven.yaml");
+  EXPECT_EQ(uneven.capacity(), 11);
+  EXPECT_EQ(uneven.node_of(5), 1);
+  EXPECT_EQ(uneven.node_of(6), 2);
+  EXPECT_EQ(uneven.node_of(10), 2);
+  EXPECT_EQ(uneven.first_device(2), 6);
+  EXPECT_DOUBLE_EQ(uneven.link(10, 0).bandwidth, 25e9);
+  EXPECT_EQ(parse_cluster(uneven.to_json().dump(), "again.json").class_of, uneven.class_of);
+  expect_error(edit("{slow: 3}", "{}"), "'hosts[2].devices' holds no device");
   expect_error(edit("from: 0, to: 2", "from: 0, to: 5"), "'links[2].to' = 5 must be a host from 0 to 2");
   expect_error(edit("{name: slow, float32_tflops: 10", "{name: slow, float32_tflops: -1"), "'classes[0].float32_tflops' must be > 0");
 }

@@ -85,7 +85,7 @@ std::vector<int> shares_by_speed(int rows, const std::vector<double>& speed) {
 
 Planner Planner::homogeneous_view(const cost::DeviceSpec& device, int count, cost::CostModel cost) const {
   cost::ClusterSpec c = cluster_;
-  c.classes.clear(), c.class_of.clear(), c.host_links.clear(), c.node_links.clear();
+  c.classes.clear(), c.class_of.clear(), c.host_first.clear(), c.host_links.clear(), c.node_links.clear();
   c.device = device;
   c.name = cluster_.name + " (" + device.name + ")";
   c.nodes = std::max(1, (count + c.devices_per_node - 1) / c.devices_per_node);

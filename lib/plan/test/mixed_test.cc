@@ -1,7 +1,7 @@
 // Planning on mixed clusters (Note [Class-aware placement] in placement.cc):
 // the plan is never slower than the two baselines, each rebuilt here
-// independently of the planner's own search; heavy branches go to fast
-// devices; shares follow speed.
+// independently of the planner's own search (hosts of equal and of unequal
+// sizes); heavy branches go to fast devices; shares follow speed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +27,20 @@ links:
                              "small-mixed");
 }
 
+// Hosts of different sizes: 3 fast devices on one, 2 slow on another.
+cost::ClusterSpec uneven_hosts() {
+  return cost::parse_cluster(R"(name: uneven-hosts
+classes:
+  - {name: slow, float32_tflops: 8, memory_gib: 16, memory_bandwidth_gbs: 900, half_efficiency_gflop: 1, launch_us: 10}
+  - {name: fast, float32_tflops: 30, memory_gib: 80, memory_bandwidth_gbs: 2000, half_efficiency_gflop: 2, launch_us: 8}
+hosts:
+  - {devices: {fast: 3}, link: {latency_us: 5, bandwidth_gbs: 100}}
+  - {devices: {slow: 2}, link: {latency_us: 5, bandwidth_gbs: 50}}
+inter_node: {latency_us: 10, bandwidth_gbs: 12.5}
+)",
+                             "uneven-hosts");
+}
+
 PlanRequest request(const graph::OpGraph& g, int devices, int mini, const std::string& partitioner) {
   PlanRequest r;
   r.model = g.name(), r.preset = "?", r.devices = devices, r.mini_batch = mini, r.partitioner = partitioner;
@@ -36,7 +50,7 @@ PlanRequest request(const graph::OpGraph& g, int devices, int mini, const std::s
 // The cluster as a class-unaware planner sees it: `device` on `count` devices.
 cost::ClusterSpec one_kind(const cost::ClusterSpec& c, const cost::DeviceSpec& device, int count) {
   auto h = c;
-  h.classes.clear(), h.class_of.clear(), h.host_links.clear(), h.node_links.clear();
+  h.classes.clear(), h.class_of.clear(), h.host_first.clear(), h.host_links.clear(), h.node_links.clear();
   h.device = device;
   h.nodes = (count + h.devices_per_node - 1) / h.devices_per_node;
   return h;
@@ -73,13 +87,13 @@ std::map<std::string, double> baselines(const graph::OpGraph& g, const cost::Clu
 }
 
 TEST(MixedPlanner, NeverSlowerThanEitherBaselineOnGeneratedDags) {
-  const auto c = small_mixed();
   int beaten = 0, cases = 0;
   for (unsigned seed = 0; seed < 10; ++seed) {
     std::mt19937 rng(seed);
     const auto g = seed % 2 ? testing::random_model(rng, 14) : testing::random_sp_model(rng, 14);
-    for (int devices : {4, 8}) {
-      SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(devices) + " devices");
+    for (int devices : {4, 8, 5}) {
+      const auto c = devices == 5 ? uneven_hosts() : small_mixed();
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(devices) + " devices of " + c.name);
       const auto r = request(g, devices, 64, "graphpipe");
       auto p = Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
       validate_plan(p, g);

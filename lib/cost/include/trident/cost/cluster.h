@@ -62,8 +62,8 @@ struct Profile;  // cost_model.h
 // A mixed cluster names its device classes (each a DeviceSpec: peak FLOP/s
 // per dtype, memory, memory bandwidth) and, per host, how many devices of
 // each class it holds; device ids run host by host, and inside a host class
-// by class in the order the file lists them. Every host holds the same
-// number of devices. Links: each host may have its own (NVLink 2 on one,
+// by class in the order the file lists them; hosts may hold different
+// numbers of devices (devices_per_node is then the largest). Links: each host may have its own (NVLink 2 on one,
 // NVSwitch on another; default intra_node), and every ordered pair of hosts
 // has one — given in `links` (from, to; one direction given serves both
 // unless the other is given too, so asymmetric links are allowed), else
@@ -82,6 +82,7 @@ struct ClusterSpec {
   // See Note [Device classes]: empty for a cluster of one kind of device.
   std::vector<DeviceSpec> classes;
   std::vector<int> class_of;                           // by device id: an index into classes
+  std::vector<int> host_first;                         // by node: its first device id (empty: devices_per_node each)
   std::vector<LinkSpec> host_links;                    // by node: inside it (empty: intra_node)
   std::map<std::pair<int, int>, LinkSpec> node_links;  // (from node, to node): between them (absent: inter_node)
   // CPU clusters, where a device is a process: the cores a node's processes
@@ -110,8 +111,9 @@ struct ClusterSpec {
   // 1 where devices do not share cores.
   int threads_per_process(int processes, int requested = 0) const;
 
-  int capacity() const { return devices_per_node * nodes; }
-  int node_of(DeviceId d) const { return d / devices_per_node; }
+  int capacity() const;
+  int node_of(DeviceId d) const;
+  DeviceId first_device(int node) const;
   bool mixed() const { return !classes.empty(); }
   // A device's class (`device` in a cluster of one kind) and its index (0 there).
   const DeviceSpec& device_at(DeviceId d) const;
