@@ -60,7 +60,7 @@ std::pair<std::int64_t, std::int64_t> StageExecutor::ClockBackend::act(Exchange&
 // W: the modelled weight gradients' time; nothing moves.
 void StageExecutor::ClockBackend::weight(Pass& p, int, bool last, const std::string& action) {
   const auto t0 = now_us();
-  std::this_thread::sleep_for(std::chrono::microseconds(scaled_us(emulation_.costs.stages[s_.stage_].weight_s)));
+  std::this_thread::sleep_for(std::chrono::microseconds(scaled_us(mine().weight_s)));
   const auto t1 = now_us();
   if (p.trace) p.trace->add(action, "weight", kComputeLane, t0, t1);
   if (last) last_backward_ = {t0, t1};

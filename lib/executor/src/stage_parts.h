@@ -158,10 +158,10 @@ class StageExecutor::ClockBackend final : public Backend {
     return torch::empty({rows, 1}, torch::kFloat64);
   }
   void forward(Exchange& x, Pass& p, int m, const std::string& action) override {
-    act(x, p, false, m, action, emulation_.costs.stages[s_.stage_].forward_s);
+    act(x, p, false, m, action, mine().forward_s);
   }
   void backward(Exchange& x, Pass& p, int m, Part part, const std::string& action) override {
-    const auto& cost = emulation_.costs.stages[s_.stage_];
+    const auto cost = mine();
     const auto span = act(x, p, true, m, action, part.split ? cost.backward_s - cost.weight_s : cost.backward_s);
     if (part.last) last_backward_ = span;
   }
@@ -173,6 +173,8 @@ class StageExecutor::ClockBackend final : public Backend {
   // `seconds`, sends modelled arrivals on; returns the compute span (µs).
   std::pair<std::int64_t, std::int64_t> act(Exchange& x, Pass& p, bool backward, int m, const std::string& action,
                                             double seconds);
+  // This replica's modelled times (its own on a mixed cluster).
+  schedule::StageCost::Replica mine() const { return emulation_.costs.stages[s_.stage_].replica(s_.replica_); }
   // A modelled duration, stretched by the dilation, in µs.
   std::int64_t scaled_us(double seconds) const {
     return static_cast<std::int64_t>(seconds * emulation_.dilation * 1e6);

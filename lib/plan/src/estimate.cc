@@ -220,6 +220,7 @@ StageEstimate estimate_placed(const Planner& planner, const std::vector<graph::O
     const auto [begin, end] = plan.replica_rows(stage, static_cast<int>(j), st.micro_batch);
     StageEstimate r;
     add_compute(planner, planner.cost_of(st.devices[j]), ops, end - begin, r, nullptr);
+    e.per_replica.push_back({r.forward_s, r.backward_s, r.weight_grad_s});
     activations = std::max(activations, r.activation_bytes);
     inputs = std::max(inputs, r.input_bytes);
     if (r.forward_s + r.backward_s <= slowest) continue;

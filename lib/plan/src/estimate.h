@@ -45,6 +45,7 @@ struct StageEstimate {
   std::vector<schedule::SyncTask> sync;                       // WFBP order
   std::vector<std::pair<std::string, cost::SyncMethod>> methods;  // per parameter, replicas > 1
   int slowest_device = -1;  // estimate_placed: the replica whose compute sets the stage's time
+  std::vector<schedule::StageCost::Replica> per_replica;  // estimate_placed: each replica's compute
 
   double tps(int micro_batch, int mini_batch) const {
     return (forward_s + backward_s) / micro_batch + sync_s / mini_batch;
@@ -56,6 +57,7 @@ struct StageEstimate {
   StageEstimate recomputing() const {
     StageEstimate e = *this;
     e.backward_s += forward_s;
+    for (auto& r : e.per_replica) r.backward_s += r.forward_s;
     e.static_bytes += activation_bytes;
     e.activation_bytes = input_bytes;
     return e;

@@ -132,6 +132,10 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
     c.weight_s = std::min(e.weight_grad_s, e.backward_s);
     const bool source = std::none_of(plan.edges.begin(), plan.edges.end(), [&](const auto& e) { return e.to == st.id; });
     if (source) c.weight_s = e.backward_s;
+    for (auto r : e.per_replica) {  // See Note [Class-aware placement]: each replica's own, for emulation
+      r.weight_s = source ? r.backward_s : std::min(r.weight_s, r.backward_s);
+      c.per_replica.push_back(r);
+    }
     c.static_bytes = e.static_bytes, c.activation_bytes = e.activation_bytes;
     c.sync = e.sync;
     int tensors = 0;

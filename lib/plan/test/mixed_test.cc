@@ -172,5 +172,33 @@ TEST(MixedPlanner, DataParallelSharesFollowSpeed) {
   EXPECT_EQ(p.stages[0].shares[0] + p.stages[0].shares[1], 4096);
 }
 
+// See Note [Class-aware placement]: a placed stage keeps each replica's own
+// compute (what an emulated replica waits) and takes the slowest's.
+TEST(MixedPlanner, PlacedStagesPriceEachReplicaAndTakeTheSlowest) {
+  const auto g = two_branches();
+  auto c = small_mixed();
+  c.class_of = {1, 0, 0, 0, 0, 0, 0, 0};  // device 0 fast, device 1 slow
+  auto r = request(g, 2, 4096, "dp");
+  r.micro_batch = 4096;
+  const Planner planner(g, c, cost::analytic_cost_model(c.device), r);
+  auto p = planner.plan();
+  ASSERT_EQ(p.stages[0].shares.size(), 2u);
+  auto even = p;
+  even.stages[0].shares.clear();
+  for (const auto& [plan, name] : {std::pair{&p, "by speed"}, {&even, "even"}}) {
+    SCOPED_TRACE(name);
+    const auto sg = planner.stage_graph(*plan);
+    const auto& st = sg.stages.at(0);
+    ASSERT_EQ(st.per_replica.size(), 2u);
+    EXPECT_DOUBLE_EQ(st.forward_s + st.backward_s,
+                     std::max(st.per_replica[0].forward_s + st.per_replica[0].backward_s,
+                              st.per_replica[1].forward_s + st.per_replica[1].backward_s));
+  }
+  const auto at_even = planner.stage_graph(even).stages[0];
+  EXPECT_LT(2 * at_even.per_replica[0].forward_s, at_even.per_replica[1].forward_s);  // same rows, 3.75x the speed
+  const auto by_speed = planner.stage_graph(p).stages[0];
+  EXPECT_LT(by_speed.forward_s + by_speed.backward_s, at_even.forward_s + at_even.backward_s);
+}
+
 }  // namespace
 }  // namespace trident::plan

@@ -109,7 +109,9 @@ using FieldSource = std::function<nn::Batch(std::int64_t begin, std::int64_t end
 // schedule actions, pieces, tags, timeouts and replica synchronisation are
 // the real ones; only durations are modelled, from the same stage graph the
 // simulator runs (Planner::stage_graph for the emulated cluster). A forward
-// or backward is a wait of the stage's modelled time per micro-batch.
+// or backward is a wait of the stage's modelled time per micro-batch — on a
+// mixed cluster, this replica's own (its rows on its device's class,
+// StageCost::per_replica).
 // Messages shrink to float64 [rows, 1] whose first element is the system-
 // clock µs at which the modelled transfer completes: the sender takes the
 // edge's channel (one per stage pair and direction, as in the simulator)

@@ -42,6 +42,18 @@ struct StageCost {
   // Of backward_s, the weight gradients' part: what W takes when a schedule
   // splits the backward (Note [Split backward] in schedule.h); B takes the rest.
   double weight_s = 0;
+  // On a mixed cluster, each replica at its own speed (its rows on its
+  // device's class; forward_s, backward_s and weight_s are the slowest
+  // replica's, which the simulator prices): what an emulated replica waits
+  // (Note [Emulation]). Empty: every replica takes the stage's times.
+  struct Replica {
+    double forward_s = 0, backward_s = 0, weight_s = 0;
+  };
+  std::vector<Replica> per_replica;
+  Replica replica(int j) const {
+    return j >= 0 && j < static_cast<int>(per_replica.size()) ? per_replica[static_cast<std::size_t>(j)]
+                                                              : Replica{forward_s, backward_s, weight_s};
+  }
 };
 
 struct StageEdge {
