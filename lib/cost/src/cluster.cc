@@ -469,6 +469,9 @@ void read_mixed(const YAML::Node& root, const Reader& r, const std::string& orig
       total += counts[static_cast<std::size_t>(it->second)];
     }
     if (total < 1) throw ClusterError(origin + ": '" + where + "devices' holds no device");
+    if (static_cast<std::int64_t>(c.class_of.size()) + total > kMostCount)
+      throw ClusterError(origin + ": '" + where + "devices' brings the cluster over " + std::to_string(kMostCount) +
+                         " devices");
     c.devices_per_node = std::max(c.devices_per_node, total);
     c.host_first.push_back(static_cast<int>(c.class_of.size()));
     for (std::size_t k = 0; k < counts.size(); ++k) c.class_of.insert(c.class_of.end(), counts[k], static_cast<int>(k));
