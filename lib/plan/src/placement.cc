@@ -353,12 +353,11 @@ Plan Planner::plan_mixed() const {
   // combined speed in devices of the slowest class (HetPipe's virtual
   // workers), so that a stage's replica count reflects its share of the
   // work; placement maps them back to real devices.
-  int slowest = 0;
+  int slowest = cluster_.class_index(0);  // among the request's devices
   double total = 0;
-  for (int d = 0; d < n; ++d) {
+  for (int d = 0; d < n; ++d)
     if (cluster_.device_at(d).peak(graph::DType::kFloat32) < cluster_.classes[slowest].peak(graph::DType::kFloat32))
       slowest = cluster_.class_index(d);
-  }
   for (int d = 0; d < n; ++d)
     total += cluster_.device_at(d).peak(graph::DType::kFloat32) / cluster_.classes[slowest].peak(graph::DType::kFloat32);
   const int virtual_devices = std::min(4 * n, static_cast<int>(std::lround(total)));
