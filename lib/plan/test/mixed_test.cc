@@ -12,12 +12,15 @@
 namespace trident::plan {
 namespace {
 
-// Two hosts of 4: host 0 holds 2 slow and 2 fast devices, host 1 four slow.
-cost::ClusterSpec small_mixed() {
-  return cost::parse_cluster(R"(name: small-mixed
-classes:
+// The two classes of the clusters below: slow (8 TFLOP/s) and fast (30).
+constexpr const char* kClasses = R"(classes:
   - {name: slow, float32_tflops: 8, memory_gib: 16, memory_bandwidth_gbs: 900, half_efficiency_gflop: 1, launch_us: 10}
   - {name: fast, float32_tflops: 30, memory_gib: 80, memory_bandwidth_gbs: 2000, half_efficiency_gflop: 2, launch_us: 8}
+)";
+
+// Two hosts of 4: host 0 holds 2 slow and 2 fast devices, host 1 four slow.
+cost::ClusterSpec small_mixed() {
+  return cost::parse_cluster(std::string(kClasses) + R"(name: small-mixed
 hosts:
   - {devices: {slow: 2, fast: 2}, link: {latency_us: 5, bandwidth_gbs: 100}}
   - {devices: {slow: 4}, link: {latency_us: 5, bandwidth_gbs: 50}}
@@ -29,10 +32,7 @@ links:
 
 // Hosts of different sizes: 3 fast devices on one, 2 slow on another.
 cost::ClusterSpec uneven_hosts() {
-  return cost::parse_cluster(R"(name: uneven-hosts
-classes:
-  - {name: slow, float32_tflops: 8, memory_gib: 16, memory_bandwidth_gbs: 900, half_efficiency_gflop: 1, launch_us: 10}
-  - {name: fast, float32_tflops: 30, memory_gib: 80, memory_bandwidth_gbs: 2000, half_efficiency_gflop: 2, launch_us: 8}
+  return cost::parse_cluster(std::string(kClasses) + R"(name: uneven-hosts
 hosts:
   - {devices: {fast: 3}, link: {latency_us: 5, bandwidth_gbs: 100}}
   - {devices: {slow: 2}, link: {latency_us: 5, bandwidth_gbs: 50}}
