@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 #include "trident/cost/cluster.h"
 #include "trident/cost/comm.h"
 #include "trident/nn/executor.h"

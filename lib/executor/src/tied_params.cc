@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 
 namespace trident::runtime {
 

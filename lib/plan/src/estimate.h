@@ -9,7 +9,7 @@
 // per parameter) + in-flight × activations of one micro-batch slice
 // (activation bytes per sample × micro_batch / replicas). PS-synced
 // parameters' optimizer state counts 1/replicas (see Note [Sharded parameter
-// server] in comm/grad_sync.h).
+// server] in sync/grad_sync.h).
 //
 // Note [Recomputation costs]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~

@@ -97,7 +97,7 @@ void Trainer::agree_on_plan(const graph::OpGraph& graph) {
   }
   plan_ = plan::Plan::from_json(root.at("plan"), "the plan from rank 0");
   plan::validate_plan(plan_, graph);  // from_json leaves the edges out; this rebuilds them
-  if (config_.parallel.staleness > 0 && plan_.stages.size() > 1)  // See Note [Staleness] in comm/grad_sync.h
+  if (config_.parallel.staleness > 0 && plan_.stages.size() > 1)  // See Note [Staleness] in sync/grad_sync.h
     throw ConfigError("parallel.staleness = " + std::to_string(config_.parallel.staleness) +
                       ": applies to data-parallel replicas, but the plan " + config_.parallel.partitioner + " has " +
                       std::to_string(plan_.stages.size()) + " stages; use a one-stage plan, or staleness 0");

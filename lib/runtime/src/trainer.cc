@@ -18,7 +18,7 @@
 #include "trident/base/test_hooks.h"
 #include "trident/base/files.h"
 #include "trident/base/text.h"
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 #include "trident/report/plan_tables.h"
 #include "trident/host/blas.h"
 #include "trident/host/process.h"
@@ -320,7 +320,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
 // Every step sums the loss, the correct count
 // and the stop flag over the ranks — a collective every rank joins, which
 // under bounded staleness would hold the fast ranks to the slowest every
-// step (see Note [Staleness] in comm/grad_sync.h). So with staleness s the sum
+// step (see Note [Staleness] in sync/grad_sync.h). So with staleness s the sum
 // of step t is started asynchronously and read at step t + s (every rank at
 // the same step, so all stop together), and all are read at the last step.
 Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {

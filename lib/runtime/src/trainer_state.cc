@@ -43,7 +43,7 @@ void Trainer::append_metrics(const std::string& line) const {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Under the parameter server each replica
 // holds the optimizer state of its block of a tensor only (see Note [Sharded
-// parameter server] in comm/grad_sync.h); it writes each element-wise slot
+// parameter server] in sync/grad_sync.h); it writes each element-wise slot
 // as "optim/<name>/<slot>@<begin>", the flat elements from `begin` on, and
 // a scalar slot (Adam's step) whole from the replica whose block starts the
 // tensor. A resume under any plan reassembles the slots and keeps what its

@@ -220,7 +220,7 @@ TEST(Resharding, GraphpipeToDataParallelToOneProcessToPipedream) {
   std::filesystem::remove_all(runs);
 }
 
-// The recipe across plans (see Note [Global gradient norm] in comm/grad_sync.h):
+// The recipe across plans (see Note [Global gradient norm] in sync/grad_sync.h):
 // SGD with momentum (which, unlike Adam, a scaled gradient moves) and
 // optimizer.clip_norm small enough that every step clips.
 TrainConfig recipe_config(const std::string& runs, const std::string& name, int devices,

@@ -54,7 +54,7 @@ double p2p_s(const LinkSpec& link, double bytes);
 double allreduce_bytes(double tensor_bytes, int ranks);
 // The sharded PS, per replica: (P−1)/P of the tensor pushed, as much pulled;
 // push_scale < 1 when pushes move in a narrower dtype than the tensor's
-// (0.5: bf16 pushes of fp32 gradients, see Note [Push dtype] in comm/grad_sync.h).
+// (0.5: bf16 pushes of fp32 gradients, see Note [Push dtype] in sync/grad_sync.h).
 double ps_bytes(double tensor_bytes, int ranks, double push_scale = 1);
 double sfb_bytes(std::int64_t rows_per_rank, std::int64_t m, std::int64_t n, std::int64_t element_bytes, int ranks);
 
@@ -82,7 +82,7 @@ struct SyncChoice {
 // What moves narrower than the parameter: PS pushes at `ps_push_scale` of
 // its bytes (0.5: bf16 pushes of fp32 gradients, parallel.comm_dtype) and
 // SFB factors at `factor_bytes` per element (2 under train.precision bf16;
-// 0: the parameter's element size). See Note [Push dtype] in comm/grad_sync.h.
+// 0: the parameter's element size). See Note [Push dtype] in sync/grad_sync.h.
 struct SyncWire {
   double ps_push_scale = 1;
   std::int64_t factor_bytes = 0;

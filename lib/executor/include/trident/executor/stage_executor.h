@@ -86,7 +86,7 @@
 #include <vector>
 
 #include "trident/base/error.h"
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/nn/executor.h"
 #include "trident/plan_format/plan.h"
@@ -259,7 +259,7 @@ class StageExecutor {
 // subgroup of them (every replica calls it): each parameter by its plan
 // method (plan.grad_sync; missing = allreduce), WFBP buckets of
 // `bucket_bytes`, PS staleness `staleness` and PS pushes in `ps_push_dtype`
-// (see Note [Push dtype] in comm/grad_sync.h). Attaches its observer to the
+// (see Note [Push dtype] in sync/grad_sync.h). Attaches its observer to the
 // stage's executor (SFB). Null when the stage has one replica or the rank
 // is idle. Parameters in `leave` (tied ones, see Note [Tied parameters]) are not
 // synced here.

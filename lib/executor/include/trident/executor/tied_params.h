@@ -44,7 +44,7 @@ class TiedSync {
   // gradient counts as zeros); blocks until done.
   void all_reduce();
   // After all_reduce(): ‖g‖² of the tied parameters of which this rank is
-  // the first holder (see Note [Global gradient norm] in comm/grad_sync.h).
+  // the first holder (see Note [Global gradient norm] in sync/grad_sync.h).
   double grad_square_sum() const;
 
  private:

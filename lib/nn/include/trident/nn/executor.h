@@ -55,7 +55,7 @@ class GraphExecutor {
   using Observer = std::function<void(graph::OpId, const std::vector<torch::Tensor>&, const torch::Tensor&)>;
   void set_observer(Observer observer) { observer_ = std::move(observer); }
   // Called before every op (e.g. to wait for its parameters' parameter-server
-  // pull, see Note [Sharded parameter server] in comm/grad_sync.h).
+  // pull, see Note [Sharded parameter server] in sync/grad_sync.h).
   using Gate = std::function<void(graph::OpId)>;
   void set_gate(Gate gate) { gate_ = std::move(gate); }
 

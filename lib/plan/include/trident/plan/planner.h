@@ -55,7 +55,7 @@ struct PlanRequest {
   cost::SyncWire wire() const { return {ps_push_scale, precision == graph::Precision::kBf16 ? 2 : 0}; }
   // The PS's staleness bound (parallel.staleness): under s > 0 every server
   // keeps a copy of its 1/r of the PS-synced weights (see Note [Server copy] in
-  // comm/src/ps_serve.cc), which the memory model counts.
+  // sync/src/ps_serve.cc), which the memory model counts.
   int staleness = 0;
   std::optional<double> device_memory_bytes;  // default: the cluster's device memory
   double tolerance = 1e-3;  // relative, of the binary search on TPS

@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "trident/base/error.h"
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 #include "trident/data/dataset.h"
 #include "trident/data/sampler.h"
 #include "trident/nn/executor.h"
@@ -198,7 +198,7 @@ class Trainer {
   comm::GradSync::Update update_at(double lr, double scale = 1) const;
   // With optimizer.clip_norm, after the gradients are synced: their global
   // norm (every rank calls it) and the factor that clips it; {0, 1} without.
-  // See Note [Global gradient norm] in comm/grad_sync.h.
+  // See Note [Global gradient norm] in sync/grad_sync.h.
   struct Clip {
     double norm = 0, scale = 1;
   };

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "sync_harness.h"
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/comm/world.h"
 #include "trident/cost/comm.h"

@@ -1,5 +1,5 @@
 // Per-parameter methods (HybComm), each on its own subgroup (grad_sync.h).
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 
 #include "trident/cost/comm.h"
 

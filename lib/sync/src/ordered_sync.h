@@ -6,7 +6,7 @@
 #include <chrono>
 #include <mutex>
 
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 
 namespace trident::comm::detail {
 

@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/comm/store_backend.h"
 #include "trident/comm/world.h"

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "trident/comm/grad_sync.h"
+#include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/data/dataset.h"
 #include "trident/nn/executor.h"
