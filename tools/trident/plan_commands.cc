@@ -68,6 +68,8 @@ void add_model_options(CLI::App* command, zoo::ModelSpec& model) {
   command->add_option("--preset", model.preset, join(zoo::preset_names(), " | "));
   command->add_option("--model-file", model.file, "a user's model.json (tools/export) instead of --model")
       ->excludes(name);
+  command->add_option("--graph", model.graph,
+                      "graph neural networks: the graph, a directory of .npy files or csbm[:key=value,...] (docs/gnn.md)");
 }
 
 graph::OpGraph model_graph(zoo::ModelSpec& model) {
@@ -145,7 +147,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
     throw plan::PlanError("plan " + origin + ": cluster is missing; add \"cluster\": {...} (see `trident plan --out`)");
   const auto cluster = cost::parse_cluster(p.cluster.dump(), origin + " (cluster)");
   plan::PlanRequest r;
-  r.model = p.model, r.preset = p.preset, r.model_file = p.model_file;
+  r.model = p.model, r.preset = p.preset, r.model_file = p.model_file, r.model_graph = p.model_graph;
   r.devices = p.devices, r.mini_batch = p.mini_batch;
   r.optimizer_states = p.optimizer_states;
   r.precision = graph::precision_from_string(p.precision).value_or(graph::Precision::kFp32);
@@ -157,7 +159,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
 
 int run_simulate(const SimulateArgs& a) {
   auto p = plan::load_plan(a.plan);
-  const auto g = zoo::build_graph({p.model, p.preset, p.model_file});
+  const auto g = zoo::build_graph({p.model, p.preset, p.model_file, "", p.model_graph});
   const auto planner = planner_for(p, g, a.plan);
   const auto result = planner.predict(p);
   if (a.json) {

@@ -1,5 +1,6 @@
 #include "trident/base/text.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
@@ -27,6 +28,19 @@ std::string human_bytes(double b) {
 }  // namespace trident
 
 namespace trident {
+
+std::string base64_encode(const std::string& bytes) {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    unsigned v = 0;
+    for (size_t k = 0; k < 3; ++k) v = (v << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+    for (size_t k = 0; k < 4; ++k) out.push_back(k <= n ? alphabet[(v >> (18 - 6 * k)) & 63] : '=');
+  }
+  return out;
+}
 
 std::string base64_decode(const std::string& text) {
   auto value = [](char c) -> int {

@@ -136,6 +136,11 @@ TEST(TestHooks, ParseTheirFormsAndNothingElse) {
 TEST(Text, Base64DecodesWhatPythonWrites) {
   // base64.b64encode(b"trident") == b"dHJpZGVudA==", and one and two bytes of padding.
   EXPECT_EQ(trident::base64_decode("dHJpZGVudA=="), "trident");
+  EXPECT_EQ(trident::base64_encode("trident"), "dHJpZGVudA==");
+  EXPECT_EQ(trident::base64_encode("triden"), "dHJpZGVu");
+  EXPECT_EQ(trident::base64_encode("tride"), "dHJpZGU=");
+  for (const std::string bytes : {std::string(""), std::string("\0\xff\x80", 3), std::string(1000, '\x7f')})
+    EXPECT_EQ(trident::base64_decode(trident::base64_encode(bytes)), bytes);
   EXPECT_EQ(trident::base64_decode("dHJpZGVu"), "triden");
   EXPECT_EQ(trident::base64_decode("dHJpZGVudHM="), "tridents");
   EXPECT_EQ(trident::base64_decode(""), "");

@@ -16,6 +16,7 @@
 #include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/cost/comm.h"
+#include "trident/gnn/graph_data.h"
 #include "trident/config/sources.h"
 #include "trident/plan/planner.h"
 #include "config_keys.h"
@@ -97,10 +98,24 @@ Key model_file_key() {
 
 std::vector<Key> model_and_data_keys() {
   std::vector<Key> k;
-  k.push_back(text_key("model.name", [](TrainConfig& c) -> auto& { return c.model.name; }, zoo::model_names(),
-                       shown(join(zoo::model_names(), "`, `")) + ", or give `model.file`", {nullptr, "(required)"}));
-  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+  k.push_back(text_key("model.name", [](TrainConfig& c) -> auto& { return c.model.name; }, {},
+                       shown(join(zoo::model_names(), "`, `")) + ", `gcniiN` and `jk_gcnN` (a depth N up to 1024), "
+                       "or give `model.file`", {nullptr, "(required)"}));
+  k.back().read = [](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    c.model.name = r.str(sec, "model.name", "");
+    const auto& names = zoo::model_names();
+    if (!c.model.name.empty() && !zoo::is_gnn_model(c.model.name) &&
+        std::find(names.begin(), names.end(), c.model.name) == names.end())
+      r.fail("model.name", sec["name"], "allowed: " + join(names) + ", gcniiN, jk_gcnN (N up to 1024)");
+  };
+  k.push_back(text_key("model.graph", [](TrainConfig& c) -> auto& { return c.model.graph; }, {},
+                       "graph neural networks: the graph, a directory of .npy files or `csbm[:key=value,...]` "
+                       "(docs/gnn.md)", {nullptr, "`csbm`"}));
+  k[k.size() - 2].write = [](YAML::Emitter& e, const TrainConfig& c) {
     if (c.model.file.empty()) e << c.model.name;  // a model file names the model itself
+  };
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (!c.model.graph.empty()) e << c.model.graph;
   };
   k.push_back(text_key("model.preset", [](TrainConfig& c) -> auto& { return c.model.preset; }, zoo::preset_names(),
                        shown(join(zoo::preset_names(), "`, `"))));
@@ -117,9 +132,16 @@ std::vector<Key> model_and_data_keys() {
                         "`<model>-<preset>`, or a model file's name"}));
   k.push_back(text_key("runs_dir", [](TrainConfig& c) -> auto& { return c.runs_dir; }, {}, "a directory"));
   k.push_back(text_key("data.name", [](TrainConfig& c) -> auto& { return c.data.name; },
-                       {"fashion-mnist", "synthetic", "npy"}, "`fashion-mnist`, `synthetic`, `npy` (your arrays)",
+                       {"fashion-mnist", "synthetic", "npy", "graph"},
+                       "`fashion-mnist`, `synthetic`, `npy` (your arrays), `graph` (`model.graph`'s nodes)",
                        {default_dataset, "`fashion-mnist` for mlp/cnn/inception/transformer and model files that "
-                                         "read only `image` [1,28,28] and `label`, else `synthetic`"}));
+                                         "read only `image` [1,28,28] and `label`, `graph` for graph neural "
+                                         "networks, else `synthetic`"}));
+  k.push_back(text_key("data.eval", [](TrainConfig& c) -> auto& { return c.data.eval; }, {"test", "val"},
+                       "graph: the mask evaluation reads, `test` or `val`", {nullptr, "`test`"}));
+  k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (c.data.eval != "test") e << c.data.eval;
+  };
   k.push_back(text_key("data.train", [](TrainConfig& c) -> auto& { return c.data.train; }, {},
                        "npy: a directory with FIELD.npy for every input field and label.npy", {nullptr, "—"}));
   k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
@@ -158,10 +180,13 @@ std::vector<Key> train_keys() {
   k.push_back(int_key("train.mini_batch", [](TrainConfig& c) -> auto& { return c.train.mini_batch; }, bound(1),
                       [](const TrainConfig& c) {
                         if (c.data.name == "npy") return kNoLimit;  // the arrays' length, checked when loaded
+                        if (c.data.name == "graph") return std::int64_t{1};  // the graph is one sample
                         return fashion(c) ? (c.data.train_size ? c.data.train_size : kFashionMnistTrain)
                                           : c.data.train_size;
                       },
-                      "1 to the training-set size"));
+                      "1 to the training-set size (a graph: 1, the whole graph)",
+                      {[](const TrainConfig& c) { return c.data.name == "graph" ? std::int64_t{1} : std::int64_t{128}; },
+                       "128; 1 for a graph"}));
   k.push_back(int_key("train.accumulate", [](TrainConfig& c) -> auto& { return c.train.accumulate; }, bound(1),
                       [](const TrainConfig& c) { return c.train.mini_batch; },
                       "divides `mini_batch`; data parallelism: each optimizer step runs `mini_batch / accumulate` "
@@ -401,9 +426,18 @@ void check_npy_files(const Reader& r, const YAML::Node& root, const TrainConfig&
   }
 }
 
+// The model's graph; a GNN's bad graph names model.graph.
+graph::OpGraph build_model_graph(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
+  try {
+    return zoo::build_graph(c.model);
+  } catch (const gnn::GraphDataError& e) {
+    r.fail("model.graph", root["model"]["graph"] ? root["model"]["graph"] : YAML::Node("csbm"), e.what());
+  }
+}
+
 // The dataset exists, has the fields the model reads, and fits in memory.
 void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
-  const auto graph = zoo::build_graph(c.model);
+  const auto graph = build_model_graph(r, root, c);
   if (fashion(c)) {
     for (const auto& op : graph.ops()) {
       const std::string field = op.attrs.value("field", "");
@@ -415,6 +449,15 @@ void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
     return;
   }
   if (c.data.name == "npy") return check_npy_files(r, root, c, graph);
+  if (c.data.name == "graph") {
+    if (!zoo::is_gnn_model(c.model.name) || !c.model.file.empty())
+      r.fail("data.name", root["data"]["name"], "graph data trains the zoo's graph neural networks (gcn2, gcniiN, "
+             "jk_gcnN, appnp, graph_mlp), not '" + c.model.name + "'");
+    return;
+  }
+  if (zoo::is_gnn_model(c.model.name) && c.model.file.empty())
+    r.fail("data.name", root["data"]["name"] ? root["data"]["name"] : YAML::Node(c.data.name),
+           "a graph neural network trains on `graph` (its model.graph)");
   constexpr std::int64_t kMaxBytes = std::int64_t{4} << 30;
   const auto per_sample = graph.input_bytes(), samples = c.data.train_size + c.data.test_size;
   if (per_sample > 0 && samples > kMaxBytes / per_sample)  // no product that could overflow

@@ -32,8 +32,8 @@ void Dataset::check_fits(const graph::OpGraph& graph, const std::set<std::string
     }
   }
   const auto& loss = graph.op(graph.loss());
-  if (loss.kind != "cross_entropy") return;
-  const auto classes = loss.inputs[0].expected.shape.at(0);
+  if (!graph::OpGraph::classifies(loss.kind)) return;
+  const auto classes = loss.inputs[0].expected.shape.back();
   if (num_classes > classes) {
     throw DataError("data.name = " + name + " has " + std::to_string(num_classes) + " classes but model '" +
                     graph.name() + "' predicts " + std::to_string(classes));

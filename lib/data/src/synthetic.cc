@@ -7,7 +7,7 @@
 namespace trident::data {
 
 Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator gen) {
-  const auto classes = graph.op(graph.loss()).inputs[0].expected.shape.at(0);
+  const auto classes = graph.op(graph.loss()).inputs[0].expected.shape.back();
   Batch b;
   for (const auto& op : graph.ops()) {
     if (!op.is_input()) continue;
@@ -31,7 +31,7 @@ Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator
 Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std::int64_t test_size,
                       std::uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const std::int64_t classes = graph.op(graph.loss()).inputs[0].expected.shape.at(0);
+  const std::int64_t classes = graph.op(graph.loss()).inputs[0].expected.shape.back();
   const std::int64_t total = train_size + test_size;
   Dataset all;
   all.name = "synthetic";

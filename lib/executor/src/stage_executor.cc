@@ -108,11 +108,13 @@ void StageExecutor::build() {
     // The loss stage also reports accuracy: it needs the logits and labels,
     // as stage inputs or as extra outputs of its own ops.
     const auto& loss = g.op(g.loss());
-    classifies_ = loss.kind == "cross_entropy";
+    classifies_ = graph::OpGraph::classifies(loss.kind);
     logits_ = loss.inputs.at(0).producer;
     labels_ = loss.inputs.at(1).producer;
-    for (auto id : {logits_, labels_})
-      if (ops.count(id) && std::find(sg.outputs.begin(), sg.outputs.end(), id) == sg.outputs.end())
+    loss_kind_ = loss.kind;
+    if (loss.kind == "masked_cross_entropy") mask_ = loss.inputs.at(2).producer;
+    for (auto id : {logits_, labels_, mask_})
+      if (id >= 0 && ops.count(id) && std::find(sg.outputs.begin(), sg.outputs.end(), id) == sg.outputs.end())
         sg.outputs.push_back(id);
   }
   for (auto s : sg.sources) fields_.insert(g.op(s).attrs.value("field", g.op(s).name));

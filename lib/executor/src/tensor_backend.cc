@@ -63,7 +63,8 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
     p.result.loss_sum += saved.outputs.at(s_.graph_.loss()).item<double>();
     auto value = [&](graph::OpId id) { return saved.outputs.count(id) ? saved.outputs.at(id) : saved.inputs.at(id); };
     if (s_.classifies_)
-      p.result.correct += value(s_.logits_).argmax(1).eq(value(s_.labels_)).sum().item<double>();
+      p.result.correct += nn::correct_predictions(s_.loss_kind_, value(s_.logits_), value(s_.labels_),
+                                                  s_.mask_ >= 0 ? value(s_.mask_) : torch::Tensor());
   }
   if (!training) saved_.erase(m);  // evaluation keeps nothing
   if (recompute) saved.outputs.clear(), saved.fields = std::move(fields);

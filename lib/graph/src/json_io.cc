@@ -68,6 +68,8 @@ OpGraph OpGraph::from_json(const json& doc) {
       if (!c.is_object() || !c.contains("format") || !c.at("format").is_string())
         throw GraphError("graph JSON: field 'capture' must be an object with a 'format' string (tools/export writes it)");
       g.set_capture(c, doc.value("constants", json::object()));
+    } else if (doc.contains("constants")) {  // a zoo GNN's adjacency (Note [Graph ops] in zoo/builder.h)
+      g.set_capture(nullptr, doc.at("constants"));
     }
     for (const auto& jo : field<json>(doc, "ops", "graph JSON")) {
       Op o;

@@ -100,8 +100,12 @@ std::vector<OpId> OpGraph::topo_order() const {
   return order;
 }
 
+bool OpGraph::classifies(const std::string& loss_kind) {
+  return loss_kind == "cross_entropy" || loss_kind == "masked_cross_entropy";
+}
+
 const std::set<std::string>& OpGraph::loss_kinds() {
-  static const std::set<std::string> kinds = {"cross_entropy", "mse"};
+  static const std::set<std::string> kinds = {"cross_entropy", "mse", "masked_cross_entropy"};
   return kinds;
 }
 
@@ -115,7 +119,7 @@ OpId OpGraph::loss() const {
     }
     found = id;
   }
-  if (!found) throw GraphError("graph '" + name_ + "' has no loss op (cross_entropy or mse)");
+  if (!found) throw GraphError("graph '" + name_ + "' has no loss op (cross_entropy, masked_cross_entropy or mse)");
   return *found;
 }
 

@@ -15,11 +15,12 @@ std::string to_string(Precision precision) { return precision == Precision::kBf1
 // See Note [Precision policy].
 OpPrecision op_precision(const std::string& kind) {
   static const std::set<std::string> low = {"linear", "conv1d", "conv2d", "matmul", "self_attention",
-                                            "multihead_attention"};
+                                            "multihead_attention", "identity_map"};
   static const std::set<std::string> fp32 = {"layer_norm",  "batch_norm", "softmax",
                                              "cross_entropy", "mse",      "mean",
                                              "sum",         "mean_seq",   "global_avg_pool",
-                                             "avg_pool2d",  "adaptive_avg_pool2d"};
+                                             "avg_pool2d",  "adaptive_avg_pool2d", "graph_aggregate",
+                                             "masked_cross_entropy"};
   if (low.count(kind)) return OpPrecision::kLow;
   if (fp32.count(kind)) return OpPrecision::kFp32;
   return OpPrecision::kFollow;

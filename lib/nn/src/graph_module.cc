@@ -1,4 +1,6 @@
 #include "trident/nn/graph_module.h"
+
+#include <ATen/record_function.h>
 #include "trident/base/json.h"
 
 #include <cmath>
@@ -248,6 +250,21 @@ OpFn function_of(const Op& op) {
           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(smoothing));
     };
   }
+  // A graph's loss (Note [Graph ops] in zoo/builder.h): per sample, the mean
+  // cross-entropy over the nodes its mask marks (a mask holds 0s and 1s).
+  if (k == "masked_cross_entropy")
+    return [](const Inputs& in) {
+      const auto classes = in[0].size(-1);
+      auto ce = torch::nn::functional::cross_entropy(
+          in[0].reshape({-1, classes}), in[1].reshape({-1}),
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+      const auto mask = in[2].to(ce.scalar_type());
+      return ((ce.reshape(in[1].sizes()) * mask).sum(1) / mask.sum(1).clamp_min(1)).sum();
+    };
+  if (k == "mix") {
+    const double alpha = op.attrs.value("alpha", 0.0);
+    return [alpha](const Inputs& in) { return (1 - alpha) * in[0] + alpha * in[1]; };
+  }
   // Each sample's mean squared error over its elements: divided by the rows,
   // PyTorch's mse_loss.
   if (k == "mse")
@@ -255,7 +272,50 @@ OpFn function_of(const Op& op) {
   throw GraphError("op '" + op.name + "' has kind '" + k + "', which the executor does not implement");
 }
 
+// See Note [Graph ops] in zoo/builder.h: A.X for each sample, A the sparse
+// graph constant the op names, coalesced (entries by row, then column), so
+// every plan sums each row in one order. The copy on another device is made
+// once.
+OpFn aggregate_of(const Op& op, const std::map<std::string, torch::Tensor>& constants) {
+  const auto name = op.attrs.value("adjacency", std::string());
+  const auto n = attr(op, "nodes");
+  const auto index = constants.find(name + ".index"), weight = constants.find(name + ".weight");
+  if (index == constants.end() || weight == constants.end())
+    throw GraphError("op '" + op.name + "' (graph_aggregate) reads graph constants '" + name + ".index' and '" + name +
+                     ".weight', which the graph lacks");
+  const auto& i = index->second;
+  const auto& w = weight->second;
+  if (i.dim() != 2 || i.size(0) != 2 || i.scalar_type() != torch::kInt64 || w.dim() != 1 ||
+      w.size(0) != i.size(1) || w.scalar_type() != torch::kFloat32 ||
+      (i.numel() && (i.min().item<std::int64_t>() < 0 || i.max().item<std::int64_t>() >= n)))
+    throw GraphError("op '" + op.name + "' (graph_aggregate): constants '" + name + ".index' (int64 [2, nnz], ids below " +
+                     std::to_string(n) + ") and '" + name + ".weight' (float32 [nnz]) do not fit");
+  auto cache = std::make_shared<std::map<std::string, torch::Tensor>>();
+  (*cache)["cpu"] = torch::sparse_coo_tensor(i, w, {n, n}).coalesce();
+  return [cache](const Inputs& in) {
+    const auto where = in[0].device().str();
+    auto it = cache->find(where);
+    if (it == cache->end()) it = cache->emplace(where, cache->at("cpu").to(in[0].device())).first;
+    const auto& a = it->second;
+    // Named for profilers and the precision test: the sparse product has no
+    // bf16 kernel in LibTorch 1.13, so the policy keeps the op in fp32 and its
+    // inner aten::mm calls with it (Note [Precision policy]).
+    RECORD_USER_SCOPE("trident::graph_aggregate");
+    std::vector<torch::Tensor> out;
+    for (std::int64_t b = 0; b < in[0].size(0); ++b) out.push_back(torch::mm(a, in[0][b]));
+    return torch::stack(out);
+  };
+}
+
 }  // namespace
+
+double correct_predictions(const std::string& loss_kind, const torch::Tensor& logits, const torch::Tensor& labels,
+                           const torch::Tensor& mask) {
+  torch::NoGradGuard no_grad;
+  if (loss_kind != "masked_cross_entropy") return logits.argmax(1).eq(labels).sum().item<double>();
+  const auto hit = logits.argmax(-1).eq(labels).to(torch::kFloat64), m = mask.to(torch::kFloat64);
+  return ((hit * m).sum(1) / m.sum(1).clamp_min(1)).sum().item<double>();
+}
 
 void GraphModule::place(const std::string& dotted_name, std::shared_ptr<torch::nn::Module> module) {
   torch::nn::Module* parent = this;
@@ -317,6 +377,14 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
             return it->second;
           },
           constants, &precision_);
+    } else if (op.kind == "graph_aggregate") {
+      fns_[id] = aggregate_of(op, constants);
+    } else if (op.kind == "identity_map") {  // GCNII's (1 - beta) x + beta x W^T
+      auto w = parameter(op.params.at(0));
+      const double beta = op.attrs.value("beta", 0.5);
+      fns_[id] = [w, beta](const std::vector<torch::Tensor>& in) {
+        return (1 - beta) * in[0] + beta * torch::matmul(in[0], w.t());
+      };
     } else if (auto layer = make_layer(op)) {
       place(op.name, layer->ptr());
       fns_[id] = [layer](const std::vector<torch::Tensor>& in) { return layer->forward(in[0]); };

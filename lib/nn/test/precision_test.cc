@@ -24,9 +24,20 @@ struct Calls {
   std::vector<std::pair<std::string, c10::ScalarType>> seen;
 };
 thread_local Calls* recording = nullptr;
+thread_local int inside_fp32_op = 0;  // calls made by an op the policy keeps in fp32 as a whole
+
+bool fp32_op(const at::RecordFunction& fn) {
+  return fn.scope() == at::RecordScope::USER_SCOPE && std::string(fn.name()) == "trident::graph_aggregate";
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (recording && fp32_op(fn)) ++inside_fp32_op;
+  return nullptr;
+}
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (!recording || fn.scope() != at::RecordScope::FUNCTION) return;
+  if (recording && fp32_op(fn)) --inside_fp32_op;
+  if (!recording || inside_fp32_op || fn.scope() != at::RecordScope::FUNCTION) return;
   for (const auto& out : fn.outputs())
     if (out.isTensor() && out.toTensor().defined() && out.toTensor().is_floating_point())
       recording->seen.emplace_back(fn.name(), out.toTensor().scalar_type());
@@ -35,7 +46,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 // The forward of the whole graph in bf16, and what each call produced.
 Calls record_forward(const graph::OpGraph& g, GraphModule& gm, const Batch& batch, torch::Tensor* loss = nullptr) {
   Calls calls;
-  auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(nullptr, on_end).needsOutputs(true));
+  auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end).needsOutputs(true));
   recording = &calls;
   auto out = GraphExecutor(gm, graph::whole_graph(g)).forward({}, batch);
   recording = nullptr;

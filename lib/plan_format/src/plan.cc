@@ -134,6 +134,7 @@ nlohmann::json Plan::to_json() const {
     doc["edges"].push_back({{"from", e.from}, {"to", e.to}, {"tensors", tensors}});
   }
   if (!model_file.empty()) doc["model_file"] = model_file;
+  if (!model_graph.empty()) doc["graph"] = model_graph;
   return doc;
 }
 
@@ -145,6 +146,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     p.model = field<std::string>(doc, "model", "", origin, "a model name");
     p.preset = field<std::string>(doc, "preset", "", origin, "a preset name");
     if (doc.contains("model_file")) p.model_file = field<std::string>(doc, "model_file", "", origin, "a model file's path");
+    if (doc.contains("graph")) p.model_graph = field<std::string>(doc, "graph", "", origin, "a GNN's graph source");
     p.cluster = doc.value("cluster", nlohmann::json());
     p.cost_model = doc.value("cost_model", nlohmann::json{{"kind", "analytic"}});
     p.devices = field<int>(doc, "devices", "", origin, "an integer");
@@ -398,6 +400,20 @@ void check_recompute(const Plan& plan, const graph::OpGraph& g) {
   }
 }
 
+// See Note [Graph ops] in zoo/builder.h: an aggregation reads every node's
+// neighbours, so the rows of one graph stay together — a stage that
+// aggregates runs each micro-batch (whole graphs) on one device.
+void check_graph_ops(const Plan& plan, const graph::OpGraph& g) {
+  for (const auto& st : plan.stages) {
+    if (st.devices.size() < 2) continue;
+    for (const auto& name : st.ops)
+      if (g.op(g.id_of(name)).kind == "graph_aggregate")
+        throw PlanError("stage " + std::to_string(st.id) + ": op '" + name + "' aggregates over graph neighbours, so " +
+                        std::to_string(st.devices.size()) + " replicas would cut the graph's nodes apart inside it; a "
+                        "stage with graph ops takes one device (split the layers among stages instead)");
+  }
+}
+
 }  // namespace
 
 void validate_plan(Plan& plan, const graph::OpGraph& g) {
@@ -408,6 +424,7 @@ void validate_plan(Plan& plan, const graph::OpGraph& g) {
   check_ratios(plan);
   check_grad_sync(plan, g);
   check_recompute(plan, g);
+  check_graph_ops(plan, g);
   check_actions(plan, sg);
   check_sfb_order(plan, g);
 }

@@ -47,6 +47,7 @@ data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<s
   fields.insert("label");
   if (c.data.name == "fashion-mnist") return data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields);
   if (c.data.name == "npy") return data::load_npy(c.data.train, c.data.test, fields);
+  if (c.data.name == "graph") return data::load_graph_dataset(c.model.graph.empty() ? "csbm" : c.model.graph, c.data.eval, fields);
   auto s = data::make_synthetic(g, c.data.train_size, c.data.test_size, c.train.seed);
   for (auto* split : {&s.train, &s.test})
     for (auto it = split->fields.begin(); it != split->fields.end();)
@@ -90,7 +91,7 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   rank_ = world ? world->rank() : comm::world_from_env().rank;  // until join() confirms it
   graph::OpGraph graph;
   phase("model", [&] { graph = zoo::build_graph(config_.model); });
-  classifies_ = graph.op(graph.loss()).kind == "cross_entropy";
+  classifies_ = graph::OpGraph::classifies(graph.op(graph.loss()).kind);
   if (config_.train.label_smoothing > 0) {
     if (!classifies_)
       throw ConfigError("train.label_smoothing = " + fixed(config_.train.label_smoothing, 3) + ": the model's loss is " +

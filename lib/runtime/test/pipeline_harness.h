@@ -16,6 +16,7 @@
 #include "trident/data/dataset.h"
 #include "trident/executor/stage_executor.h"
 #include "trident/executor/trace.h"
+#include "trident/nn/random.h"
 #include "trident/plan/planner.h"
 #include "trident/report/plan_tables.h"
 #include "trident/schedule/schedule.h"
@@ -75,10 +76,16 @@ struct Result {
 using Update = std::function<void(const std::string&, torch::Tensor&, const torch::Tensor&)>;
 
 // The reference: one process, the whole graph, the same batches and update.
+// Random ops (dropout) draw by (kRandomSeed, step, micro-batch) in both
+// (see Note [Random ops] in nn/random.h); one process runs one micro-batch.
+constexpr std::uint64_t kRandomSeed = 3;
+
 inline void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std::vector<nn::Batch>& batches,
                   const Update& update, Result& res) {
   nn::GraphExecutor ex(m, graph::whole_graph(g));
-  for (const auto& b : batches) {
+  for (std::size_t s = 0; s < batches.size(); ++s) {
+    const auto& b = batches[s];
+    nn::RandomScope random(nn::RandomKey{kRandomSeed, static_cast<std::int64_t>(s), 0});
     auto sum = ex.forward({}, b).at(g.loss());
     res.single_loss.push_back(sum.item<double>());
     auto loss = sum / static_cast<double>(b.begin()->second.size(0));
@@ -93,7 +100,7 @@ inline void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std:
 // [Backends]), matched as `matching` says; `per_direction`: transfers take
 // a link per direction, as on GPUs (see Note [Pipeline transfers on GPUs]).
 inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s, bool over_store,
-                  comm::Matching matching, bool per_direction) {
+                  comm::Matching matching, bool per_direction, const nn::Batch* given = nullptr) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
   // Stage-local state (docs/design.md, contract "The run keeps the plan"): rank r builds only its stage's
@@ -110,7 +117,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
   modules.push_back(std::make_shared<nn::GraphModule>(g, 7));
   auto gen = at::detail::createCPUGenerator(11);
   std::vector<nn::Batch> batches;
-  for (int s = 0; s < steps; ++s) batches.push_back(data::random_batch(g, batch, gen));
+  for (int s = 0; s < steps; ++s) batches.push_back(given ? *given : data::random_batch(g, batch, gen));
   auto update = [](const std::string&, torch::Tensor& w, const torch::Tensor& grad) {
     torch::NoGradGuard no_grad;
     w.sub_(grad, 0.05);
@@ -150,6 +157,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
         StageExecutor ex(*modules[r], p, world, per_direction ? Placement().with_link_per_direction() : Placement());
         auto sync = make_stage_sync(ex, p, world, 25 << 20, 0);
         for (int s = 0; s < steps; ++s) {
+          ex.set_random_key(kRandomSeed, s);
           auto source = [&](std::int64_t b, std::int64_t e, const std::set<std::string>& fields) {
             nn::Batch out;
             for (const auto& f : fields) out[f] = batches[s].at(f).slice(0, b, e);
@@ -206,13 +214,14 @@ inline bool only_transport_errors(const Result& res) {
 // train_once, run again once when only_transport_errors (said on stderr);
 // a second failure of any kind stands.
 inline Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20, bool over_store = false,
-             comm::Matching matching = comm::Matching::kByTag, bool per_direction = false) {
-  auto res = train_once(g, p, steps, timeout_s, over_store, matching, per_direction);
+             comm::Matching matching = comm::Matching::kByTag, bool per_direction = false,
+             const nn::Batch* given = nullptr) {
+  auto res = train_once(g, p, steps, timeout_s, over_store, matching, per_direction, given);
   if (!only_transport_errors(res)) return res;
   std::cerr << "pipeline_test: Gloo transport error on loopback, running again once:";
   for (const auto& e : res.errors) std::cerr << "\n  " << e;
   std::cerr << std::endl;
-  return train_once(g, p, steps, timeout_s, over_store, matching, per_direction);
+  return train_once(g, p, steps, timeout_s, over_store, matching, per_direction, given);
 }
 
 inline void expect_equal(const Result& res, const plan::Plan& p) {

@@ -3,6 +3,8 @@
 #include <functional>
 #include <numeric>
 
+#include "trident/base/text.h"
+
 namespace trident::zoo {
 
 using graph::DType;
@@ -197,7 +199,62 @@ OpId GraphBuilder::cross_entropy(const std::string& name, OpId logits, OpId labe
   return push(std::move(op));
 }
 
+OpId GraphBuilder::dropout(const std::string& name, OpId x, double p) {
+  require(p >= 0 && p < 1, name, "dropout p must be in [0, 1)");
+  Op op{name, "dropout", {{"p", p}}, {in(x)}, spec(x)};
+  op.forward_flops = op.backward_flops = static_cast<double>(spec(x).elements());
+  op.activation_bytes = spec(x).bytes();  // the mask, at most
+  return push(std::move(op));
+}
+
+// See Note [Graph ops] in builder.h.
+OpId GraphBuilder::graph_aggregate(const std::string& name, OpId x, const std::string& adjacency, std::int64_t nnz) {
+  const auto& s = spec(x);
+  require(s.shape.size() == 2, name, "graph_aggregate needs [nodes, features], got " + graph::to_string(s));
+  Op op{name, "graph_aggregate", {{"adjacency", adjacency}, {"nodes", s.shape[0]}, {"nnz", nnz}}, {in(x)}, s};
+  op.forward_flops = 2.0 * static_cast<double>(nnz) * static_cast<double>(s.shape[1]);
+  op.backward_flops = op.forward_flops;  // A^T G: no weights, nothing kept but A
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::mix(const std::string& name, OpId a, OpId b, double alpha) {
+  require(spec(a) == spec(b), name, "mix needs two inputs of one spec");
+  Op op{name, "mix", {{"alpha", alpha}}, {in(a), in(b)}, spec(a)};
+  op.forward_flops = 3.0 * static_cast<double>(spec(a).elements());
+  op.backward_flops = 2.0 * static_cast<double>(spec(a).elements());
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::identity_map(const std::string& name, OpId x, double beta) {
+  const auto& s = spec(x);
+  require(!s.shape.empty(), name, "identity_map needs an input with at least one axis");
+  const std::int64_t d = s.shape.back();
+  Op op{name, "identity_map", {{"dim", d}, {"beta", beta}}, {in(x)}, s};
+  op.params = {{name + ".weight", {d, d}}};
+  op.forward_flops = 2.0 * static_cast<double>(leading(s.shape) * d * d) + 3.0 * static_cast<double>(s.elements());
+  op.backward_flops = 2 * op.forward_flops;
+  op.activation_bytes = s.bytes();
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::masked_cross_entropy(const std::string& name, OpId logits, OpId label, OpId mask) {
+  const auto& s = spec(logits);
+  require(s.shape.size() == 2, name, "masked_cross_entropy needs [nodes, classes] logits");
+  require(spec(label) == TensorSpec{{s.shape[0]}, DType::kInt64}, name, "masked_cross_entropy needs int64 [nodes] labels");
+  require(spec(mask) == TensorSpec{{s.shape[0]}, DType::kFloat32}, name, "masked_cross_entropy needs a float32 [nodes] mask");
+  Op op{name, "masked_cross_entropy", {}, {in(logits), in(label), in(mask)}, {{}, DType::kFloat32}};
+  op.forward_flops = op.backward_flops = 4.0 * static_cast<double>(s.elements());
+  op.activation_bytes = s.bytes();
+  return push(std::move(op));
+}
+
+void GraphBuilder::constant(const std::string& name, const std::string& dtype, const std::vector<std::int64_t>& shape,
+                            const std::string& bytes) {
+  constants_[name] = {{"dtype", dtype}, {"shape", shape}, {"base64", base64_encode(bytes)}};
+}
+
 OpGraph GraphBuilder::finish() {
+  if (!constants_.is_null()) g_.set_capture(nullptr, constants_);
   g_.validate();
   return std::move(g_);
 }

@@ -9,6 +9,7 @@
 #include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/zoo/builder.h"
+#include "gnn_models.h"
 
 namespace trident::zoo {
 namespace {
@@ -163,8 +164,9 @@ const std::map<std::string, std::function<graph::OpGraph(const ModelSpec&)>>& bu
 }  // namespace
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"mlp", "cnn", "inception", "transformer",
-                                                 "mmt", "dlrm", "candle_uno"};
+  static const std::vector<std::string> names = {"mlp",  "cnn",        "inception", "transformer", "mmt",
+                                                 "dlrm", "candle_uno", "gcn2",      "gcnii16",     "gcnii64",
+                                                 "jk_gcn16", "appnp",  "graph_mlp"};
   return names;
 }
 
@@ -174,6 +176,7 @@ const std::vector<std::string>& preset_names() {
 }
 
 std::string default_dataset(const std::string& model_name) {
+  if (is_gnn_model(model_name)) return "graph";
   if (model_name == "mmt" || model_name == "dlrm" || model_name == "candle_uno") return "synthetic";
   return "fashion-mnist";
 }
@@ -190,12 +193,14 @@ graph::OpGraph read_model_file(const std::string& path) {
 graph::OpGraph build_graph(const ModelSpec& spec) {
   if (!spec.file.empty()) return read_model_file(spec.file);
   auto it = builders().find(spec.name);
-  if (it == builders().end()) {
-    throw graph::GraphError("model '" + spec.name + "' is unknown; allowed: " + join(model_names()));
+  if (it == builders().end() && !is_gnn_model(spec.name)) {
+    throw graph::GraphError("model '" + spec.name + "' is unknown; allowed: " + join(model_names()) +
+                            " (and gcniiN, jk_gcnN for a depth N up to 1024)");
   }
   if (spec.preset != "tiny" && spec.preset != "paper") {
     throw graph::GraphError("preset '" + spec.preset + "' is unknown; allowed: " + join(preset_names()));
   }
+  if (it == builders().end()) return gnn_model(spec);
   return it->second(spec);
 }
 

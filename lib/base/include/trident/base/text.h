@@ -28,5 +28,7 @@ namespace trident {
 // as Python's base64.b64encode writes them; throws std::invalid_argument
 // for any other character or a length that is not a multiple of four.
 std::string base64_decode(const std::string& text);
+// Its inverse: `bytes` as standard base64 text with '=' padding.
+std::string base64_encode(const std::string& bytes);
 
 }  // namespace trident

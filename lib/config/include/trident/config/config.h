@@ -20,11 +20,12 @@ namespace trident::runtime {
 using ConfigError = ComponentError<struct ConfigErrorTag, ErrorKind::kBadInput>;
 
 struct DataConfig {
-  std::string name;  // fashion-mnist | synthetic | npy (default: the model's)
+  std::string name;  // fashion-mnist | synthetic | npy | graph (default: the model's)
   std::string path;  // fashion-mnist directory
   std::string train, test;  // npy: directories of FIELD.npy
   std::int64_t train_size = 0;  // synthetic: samples; fashion-mnist: limit (0 = all)
   std::int64_t test_size = 0;
+  std::string eval = "test";  // graph: the mask evaluation reads (test | val)
 };
 
 struct TrainLoopConfig {

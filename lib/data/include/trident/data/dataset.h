@@ -53,6 +53,14 @@ Splits load_fashion_mnist(const std::string& dir = kFashionMnistDir, std::int64_
 Splits load_fashion_mnist(const std::string& dir, std::int64_t train_limit, std::int64_t test_limit,
                           const std::set<std::string>& fields);
 
+// A graph (Note [Graphs as data] in gnn/graph_data.h; `source` a directory
+// or csbm[:key=value,...]) as one sample: features float32 [1, N, F], label
+// int64 [1, N] and mask float32 [1, N] — the training mask in the train
+// split, the `eval` mask ("val" or "test") in the test split. Only the
+// named fields are kept (empty: all). Throws gnn::GraphDataError naming the
+// file and field.
+Splits load_graph_dataset(const std::string& source, const std::string& eval, const std::set<std::string>& fields = {});
+
 // A batch for every input op of `graph`: float fields N(0, 1), int64 fields
 // uniform ids below the op's `range`, labels uniform over the loss's classes.
 // Draws from `gen` in op order (torch's default generator when undefined).

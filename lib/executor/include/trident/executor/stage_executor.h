@@ -243,7 +243,8 @@ class StageExecutor {
   std::int64_t random_step_ = 0;
   bool has_loss_ = false;
   bool recompute_ = false;  // See Note [Recomputation]
-  graph::OpId logits_ = -1, labels_ = -1;
+  graph::OpId logits_ = -1, labels_ = -1, mask_ = -1;  // mask_: masked_cross_entropy's
+  std::string loss_kind_;
   bool classifies_ = true;  // cross_entropy: accuracy is counted; mse: it is not
   std::unique_ptr<nn::GraphExecutor> executor_;
   comm::NamedParams params_;

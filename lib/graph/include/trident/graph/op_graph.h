@@ -102,6 +102,9 @@ class OpGraph {
   // The single sink that computes the loss (kind in loss_kinds()).
   OpId loss() const;
   static const std::set<std::string>& loss_kinds();
+  // Whether a loss of this kind reads class logits and labels, so that a run
+  // reports accuracy: cross_entropy and masked_cross_entropy.
+  static bool classifies(const std::string& loss_kind);
 
   // Whole-graph checks: acyclic, unique names, each input's expected spec
   // equals its producer's output, exactly one loss op and it is the only op

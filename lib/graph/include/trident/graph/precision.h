@@ -9,13 +9,15 @@
 //          floating inputs, weights included, are cast to bf16 at each use
 //          (never a cached copy, so never stale after an optimizer update)
 //          and their output is bf16: linear, conv1d, conv2d, matmul, the
-//          attention layers' projections and products; in captured ATen
+//          attention layers' projections and products, GCNII's
+//          identity_map; in captured ATen
 //          programs linear, matmul, mm, bmm, addmm, baddbmm, addbmm,
 //          conv1d/2d/3d, convolution, _convolution, conv_transpose*.
 //   fp32   norms, softmax, losses and reductions compute in fp32 — their
 //          floating inputs are cast up: layer_norm, batch_norm, softmax
-//          (also inside attention), cross_entropy, mse, mean, sum, the
-//          average pools; ATen's native/plain layer, batch and group norms,
+//          (also inside attention), cross_entropy, masked_cross_entropy,
+//          mse, mean, sum, the average pools, and graph_aggregate (a sparse
+//          product: LibTorch 1.13 has no bf16 kernel for it); ATen's native/plain layer, batch and group norms,
 //          (log_)softmax, the losses, mean and sum.
 //   follow everything else (activations, element-wise arithmetic, shapes,
 //          max pooling, embeddings) computes in the dtype that arrives; when

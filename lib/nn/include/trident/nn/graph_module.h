@@ -92,4 +92,12 @@ void load_weights(GraphModule& module, const std::string& path);
 // (see Note [Initial weights]): a hash of the name, mixed with `seed`.
 std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name);
 
+// The correct predictions a classifying loss's inputs hold: for
+// cross_entropy, the rows whose logits' argmax is the label; for
+// masked_cross_entropy (`mask` its third input), per sample the share of the
+// masked nodes predicted right, summed over the samples, so that dividing by
+// the samples gives the accuracy in both.
+double correct_predictions(const std::string& loss_kind, const torch::Tensor& logits, const torch::Tensor& labels,
+                           const torch::Tensor& mask = {});
+
 }  // namespace trident::nn

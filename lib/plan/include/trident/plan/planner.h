@@ -40,6 +40,7 @@ namespace trident::plan {
 struct PlanRequest {
   std::string model, preset;  // recorded in the plan
   std::string model_file;     // recorded in the plan: a user's model file
+  std::string model_graph;    // recorded in the plan: a GNN's graph source
   int devices = 1;
   int mini_batch = 1;
   std::optional<int> micro_batch;  // default: searched

@@ -19,6 +19,28 @@
 //   mean_seq                         [S,H] -> [H]
 //   embedding_bag {rows, dim}        int64 [bag] -> [dim], mean of rows
 //   cross_entropy                    (logits [C], label int64 []) -> loss sum
+//   dropout {p}                      masks drawn per (seed, step, micro-batch, op): the same in every plan
+// Graph ops (Note [Graph ops]): one sample is a whole graph of N nodes.
+//   graph_aggregate {adjacency, nodes, nnz}   [N, d] -> [N, d]: A.X for the
+//                                    sparse graph constant A named `adjacency`
+//   mix {alpha}                      (a, b) -> (1 - alpha) a + alpha b
+//   identity_map {dim, beta}         [..., d] -> (1 - beta) x + beta x W^T; weight [d, d]
+//   masked_cross_entropy             (logits [N, C], label int64 [N], mask [N])
+//                                    -> sum(mask * CE) / sum(mask)
+//
+// Note [Graph ops]
+// ~~~~~~~~~~~~~~~~
+// A full-graph GNN trains on one sample, the graph: node features [N, F],
+// labels [N] and a mask [N] are its dataset fields, and every layer keeps
+// the node axis, so a stage boundary between layers is an exact layer split
+// (the whole graph's activations cross it). The adjacency is not data but a
+// graph constant (OpGraph::constants(): "NAME.index" int64 [2, nnz] of
+// (row, col) sorted by row then column, "NAME.weight" float32 [nnz]), held
+// by the model on every rank whose stage aggregates, so it never crosses a
+// link. The executor multiplies by it as a coalesced sparse COO matrix: one
+// formulation in every plan, so one process and a layer split agree
+// bitwise. A plan never splits a graph's nodes among micro-batches or
+// replicas (a sample cannot be split): validation refuses it.
 #pragma once
 
 #include <string>
@@ -53,6 +75,15 @@ class GraphBuilder {
   OpId mean_seq(const std::string& name, OpId x);
   OpId embedding_bag(const std::string& name, OpId ids, std::int64_t rows, std::int64_t dim);
   OpId cross_entropy(const std::string& name, OpId logits, OpId label);
+  OpId dropout(const std::string& name, OpId x, double p);
+  // Graph ops (Note [Graph ops]).
+  OpId graph_aggregate(const std::string& name, OpId x, const std::string& adjacency, std::int64_t nnz);
+  OpId mix(const std::string& name, OpId a, OpId b, double alpha);
+  OpId identity_map(const std::string& name, OpId x, double beta);
+  OpId masked_cross_entropy(const std::string& name, OpId logits, OpId label, OpId mask);
+  // A graph constant: `dtype` "float32" or "int64", the raw bytes of `shape`.
+  void constant(const std::string& name, const std::string& dtype, const std::vector<std::int64_t>& shape,
+                const std::string& bytes);
 
   const TensorSpec& spec(OpId id) const { return g_.op(id).output; }
   // Validates and hands over the graph.
@@ -62,6 +93,7 @@ class GraphBuilder {
   OpId push(graph::Op op);
   graph::OpInput in(OpId id) const { return {id, spec(id)}; }
   OpGraph g_;
+  nlohmann::json constants_;
 };
 
 }  // namespace trident::zoo

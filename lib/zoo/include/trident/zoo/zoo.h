@@ -19,12 +19,21 @@ struct ModelSpec {
   // weights beside it (a PyTorch state_dict file). `name` is then the
   // graph's own name.
   std::string file, weights;
+  // Graph neural networks (gcn2, gcniiN, jk_gcnN, appnp, graph_mlp): the
+  // graph they train on, a directory or csbm[:key=value,...] (Note [Graphs
+  // as data] in gnn/graph_data.h); empty: "csbm". Their sizes (nodes,
+  // features, classes) and adjacency come from it.
+  std::string graph;
 };
 
 const std::vector<std::string>& model_names();
 const std::vector<std::string>& preset_names();
 
-// The dataset a model trains on by default: "fashion-mnist" or "synthetic".
+// Whether `name` is one of the zoo's graph neural networks.
+bool is_gnn_model(const std::string& name);
+
+// The dataset a model trains on by default: "fashion-mnist", "synthetic" or
+// "graph" (a GNN's, from ModelSpec::graph).
 std::string default_dataset(const std::string& model_name);
 
 // Throws graph::GraphError naming the model or preset and the allowed

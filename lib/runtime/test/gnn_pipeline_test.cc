@@ -1,0 +1,100 @@
+// Graph neural networks split by layers (Note [Graph ops] in
+// zoo/builder.h): pinned plans of 3 and 4 stages — a chain (gcn2), a
+// fan-out from H0 to every stage (gcnii16) and a fan-in of every layer to the
+// head (jk_gcn16) — train on a generated graph, dropout on, to the weights
+// of one process: bit for bit, or within a few float32 roundings where a
+// fan-out sums its gradient in another order (expect_close). A stage that would cut a graph's nodes among
+// replicas is refused.
+#include "pipeline_harness.h"
+
+#include "trident/data/dataset.h"
+
+namespace trident::runtime {
+namespace {
+
+using namespace test;  // NOLINT: the harness
+
+const char* kGraph = "csbm:nodes=200,classes=3,features=8,train_per_class=10,seed=1";
+
+// The op's layer number: k of "conv<k>." or "propagate<k>", else -1.
+int layer_of(const std::string& name) {
+  for (const std::string prefix : {"conv", "propagate"})
+    if (starts(name, prefix) && name.size() > prefix.size() && std::isdigit(name[prefix.size()]))
+      return std::stoi(name.substr(prefix.size()));
+  return -1;
+}
+
+// Stage i < n-1 holds layers [bounds[i], bounds[i+1]) (the first also the
+// features and what comes before the first layer); the last stage holds the
+// rest: the labels, the mask, the head and the loss.
+plan::Plan layer_plan(const graph::OpGraph& g, const std::vector<int>& bounds) {
+  std::vector<std::function<bool(const std::string&)>> groups;
+  for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
+    const int lo = bounds[i], hi = bounds[i + 1];  // NOLINT
+    groups.push_back([lo, hi, first = i == 0](const std::string& n) {
+      const int l = layer_of(n);
+      if (first && (n == "features" || starts(n, "input") || starts(n, "fc"))) return true;
+      return l >= lo && l < hi;
+    });
+  }
+  groups.push_back([](const std::string&) { return true; });
+  return hand_plan(g, request("graphpipe", "graph-1f1b", static_cast<int>(groups.size()), 1, 1, 0), groups,
+                   std::vector<int>(groups.size(), 1));
+}
+
+// Bit for bit where every tensor's gradient is summed in one order; within
+// `tolerance` (absolute) where a fan-out's gradient sums its consumers'
+// contributions in another order: in one process autograd adds them as its
+// graph finishes them, in a split the stage's own first and what other
+// stages send after (measured: at most 1.5e-8 after 3 steps on weights of
+// about 0.1 to 1, a few float32 rounding steps).
+void expect_close(const Result& res, double tolerance) {
+  for (std::size_t r = 0; r < res.ranks.size(); ++r)
+    for (const auto& [name, w] : res.ranks[r]) {
+      const double diff = (w - res.single.at(name)).abs().max().item<double>();
+      if (tolerance == 0) EXPECT_TRUE(torch::equal(w, res.single.at(name))) << "rank " << r << " " << name << " differs by " << diff;
+      else EXPECT_LE(diff, tolerance) << "rank " << r << " " << name;
+    }
+}
+
+TEST(GnnLayerSplit, EqualsOneProcessBitwise) {
+  const auto data = data::load_graph_dataset(kGraph, "test");
+  const auto batch = data.train.batch(torch::tensor({std::int64_t{0}}));
+  struct Case {
+    std::string name;
+    std::vector<int> bounds;
+    double tolerance;
+  };
+  const std::vector<Case> cases = {
+      {"gcn2", {0, 1, 2}, 0},            // 3 stages: conv0 (with the features), conv1, the loss
+      {"jk_gcn16", {0, 4, 8, 12}, 0},    // 4 stages; every layer feeds the head's stage
+      {"gcnii16", {0, 5, 9, 13}, 1e-7},  // 4 stages; H0 feeds every one: a fan-out
+      {"appnp", {0, 3, 6}, 1e-7}};       // 3 stages; H feeds every propagation: a fan-out
+  for (const auto& [name, bounds, tolerance] : cases) {
+    SCOPED_TRACE(name);
+    const auto g = zoo::build_graph({name, "tiny", "", "", kGraph});
+    const auto p = layer_plan(g, bounds);
+    ASSERT_EQ(p.stages.size(), bounds.size());
+    const auto res = train(g, p, 3, 20, false, comm::Matching::kByTag, false, &batch);
+    expect_equal(res, p);
+    expect_close(res, tolerance);
+  }
+}
+
+TEST(GnnLayerSplit, ReplicasOfAnAggregatingStageAreRefused) {
+  const auto g = zoo::build_graph({"gcn2", "tiny", "", "", kGraph});
+  try {
+    hand_plan(g, request("graphpipe", "1f1b", 3, 2, 2, 0),
+              {[](const std::string& n) { return n == "features" || starts(n, "conv0"); },
+               [](const std::string&) { return true; }},
+              {2, 1});
+    ADD_FAILURE() << "accepted";
+  } catch (const plan::PlanError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("op 'conv0.aggregate' aggregates over graph neighbours"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace trident::runtime

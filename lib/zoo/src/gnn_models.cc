@@ -1,0 +1,152 @@
+// Graph neural networks for full-graph training on the graph that
+// ModelSpec::graph names (Note [Graphs as data] in gnn/graph_data.h):
+//   gcn2       Kipf and Welling's two-layer GCN: A relu(A X W1) W2, dropout 0.5
+//   gcniiN     GCNII (Chen et al. 2020): H0 = relu(X W_in) feeds every layer,
+//              H = relu(((1 - a) A H + a H0)((1 - b_l) I + b_l W_l)),
+//              a = 0.1, b_l = ln(0.5 / l + 1), dropout 0.6; a fan-out DAG
+//   jk_gcn16   16 GCN layers whose outputs all feed the head (jumping
+//              knowledge by concatenation, Xu et al. 2018): a fan-in DAG
+//   appnp      APPNP (Klicpera et al. 2019): an MLP's predictions H
+//              propagated 10 times, Z = (1 - a) A Z + a H, a = 0.1
+//   graph_mlp  the MLP on the same nodes and labels, for comparison
+// Hidden width 16 under `tiny` (64 for gcnii, as its paper), 64 under `paper`.
+#include "gnn_models.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "trident/gnn/graph_data.h"
+#include "trident/zoo/builder.h"
+
+namespace trident::zoo {
+namespace {
+
+using graph::DType;
+
+struct Inputs {
+  OpId x, label, mask;
+  std::int64_t nnz = 0, classes = 0;
+};
+
+template <class T>
+std::string bytes_of(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+// The dataset fields and the adjacency constant "adjacency".
+Inputs graph_inputs(GraphBuilder& b, const ModelSpec& s) {
+  const auto g = gnn::load_graph(s.graph.empty() ? "csbm" : s.graph, /*with_features=*/false);
+  const auto a = gnn::gcn_adjacency(g);
+  std::vector<std::int64_t> index(a.rows);
+  index.insert(index.end(), a.cols.begin(), a.cols.end());
+  b.constant("adjacency.index", "int64", {2, a.nnz()}, bytes_of(index));
+  b.constant("adjacency.weight", "float32", {a.nnz()}, bytes_of(a.weights));
+  Inputs in;
+  in.x = b.input("features", {{g.nodes, g.features}, DType::kFloat32});
+  in.label = b.input("label", {{g.nodes}, DType::kInt64});
+  in.mask = b.input("mask", {{g.nodes}, DType::kFloat32});
+  in.nnz = a.nnz(), in.classes = g.classes;
+  return in;
+}
+
+std::int64_t hidden(const ModelSpec& s, std::int64_t tiny) { return s.preset == "paper" ? 64 : tiny; }
+
+OpId gcn_layer(GraphBuilder& b, const Inputs& in, const std::string& p, OpId x, std::int64_t out) {
+  return b.graph_aggregate(p + ".aggregate", b.linear(p, x, out), "adjacency", in.nnz);
+}
+
+graph::OpGraph gcn2(const ModelSpec& s) {
+  GraphBuilder b("gcn2");
+  const auto in = graph_inputs(b, s);
+  OpId x = b.dropout("conv0.dropout", in.x, 0.5);
+  x = b.activation("conv0.relu", "relu", gcn_layer(b, in, "conv0", x, hidden(s, 16)));
+  x = gcn_layer(b, in, "conv1", b.dropout("conv1.dropout", x, 0.5), in.classes);
+  b.masked_cross_entropy("loss", x, in.label, in.mask);
+  return b.finish();
+}
+
+graph::OpGraph gcnii(const ModelSpec& s, int layers) {
+  GraphBuilder b("gcnii" + std::to_string(layers));
+  const auto in = graph_inputs(b, s);
+  const double alpha = 0.1, lambda = 0.5, p = 0.6;
+  OpId h0 = b.activation("input.relu", "relu", b.linear("input", b.dropout("input.dropout", in.x, p), hidden(s, 64)));
+  OpId h = h0;
+  for (int l = 1; l <= layers; ++l) {
+    const std::string name = "conv" + std::to_string(l);
+    OpId a = b.graph_aggregate(name + ".aggregate", b.dropout(name + ".dropout", h, p), "adjacency", in.nnz);
+    a = b.mix(name + ".initial", a, h0, alpha);
+    h = b.activation(name + ".relu", "relu", b.identity_map(name, a, std::log(lambda / l + 1)));
+  }
+  OpId out = b.linear("output", b.dropout("output.dropout", h, p), in.classes);
+  b.masked_cross_entropy("loss", out, in.label, in.mask);
+  return b.finish();
+}
+
+graph::OpGraph jk_gcn(const ModelSpec& s, int layers) {
+  GraphBuilder b("jk_gcn" + std::to_string(layers));
+  const auto in = graph_inputs(b, s);
+  std::vector<OpId> outs;
+  OpId x = in.x;
+  for (int l = 0; l < layers; ++l) {
+    const std::string name = "conv" + std::to_string(l);
+    x = b.activation(name + ".relu", "relu", gcn_layer(b, in, name, b.dropout(name + ".dropout", x, 0.5), hidden(s, 16)));
+    outs.push_back(x);
+  }
+  OpId jk = b.concat("jump", outs, 1);
+  b.masked_cross_entropy("loss", b.linear("head", b.dropout("head.dropout", jk, 0.5), in.classes), in.label, in.mask);
+  return b.finish();
+}
+
+// The MLP part of APPNP, and graph_mlp alone.
+OpId node_mlp(GraphBuilder& b, const Inputs& in, const ModelSpec& s) {
+  OpId x = b.activation("fc0.relu", "relu", b.linear("fc0", b.dropout("fc0.dropout", in.x, 0.5), hidden(s, 64)));
+  return b.linear("fc1", b.dropout("fc1.dropout", x, 0.5), in.classes);
+}
+
+graph::OpGraph appnp(const ModelSpec& s) {
+  GraphBuilder b("appnp");
+  const auto in = graph_inputs(b, s);
+  const OpId h = node_mlp(b, in, s);
+  OpId z = h;
+  for (int k = 0; k < 10; ++k) {
+    const std::string name = "propagate" + std::to_string(k);
+    z = b.mix(name + ".teleport", b.graph_aggregate(name, z, "adjacency", in.nnz), h, 0.1);
+  }
+  b.masked_cross_entropy("loss", z, in.label, in.mask);
+  return b.finish();
+}
+
+graph::OpGraph graph_mlp(const ModelSpec& s) {
+  GraphBuilder b("graph_mlp");
+  const auto in = graph_inputs(b, s);
+  b.masked_cross_entropy("loss", node_mlp(b, in, s), in.label, in.mask);
+  return b.finish();
+}
+
+// N of "<prefix>N" when the rest is a number in 1..1024, else 0.
+int depth_of(const std::string& name, const std::string& prefix) {
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 4) return 0;
+  int n = 0;
+  for (char c : name.substr(prefix.size())) {
+    if (c < '0' || c > '9') return 0;
+    n = 10 * n + (c - '0');
+  }
+  return n >= 1 && n <= 1024 && name[prefix.size()] != '0' ? n : 0;
+}
+
+}  // namespace
+
+bool is_gnn_model(const std::string& name) {
+  return name == "gcn2" || name == "appnp" || name == "graph_mlp" || depth_of(name, "gcnii") ||
+         depth_of(name, "jk_gcn");
+}
+
+graph::OpGraph gnn_model(const ModelSpec& spec) {
+  if (spec.name == "gcn2") return gcn2(spec);
+  if (spec.name == "appnp") return appnp(spec);
+  if (spec.name == "graph_mlp") return graph_mlp(spec);
+  if (int n = depth_of(spec.name, "gcnii")) return gcnii(spec, n);
+  return jk_gcn(spec, depth_of(spec.name, "jk_gcn"));
+}
+
+}  // namespace trident::zoo
