@@ -180,7 +180,7 @@ std::vector<Key> train_keys() {
   k.push_back(int_key("train.mini_batch", [](TrainConfig& c) -> auto& { return c.train.mini_batch; }, bound(1),
                       [](const TrainConfig& c) {
                         if (c.data.name == "npy") return kNoLimit;  // the arrays' length, checked when loaded
-                        if (c.data.name == "graph") return std::int64_t{1};  // the graph is one sample
+                        if (c.data.name == "graph" && zoo::is_gnn_model(c.model.name)) return std::int64_t{1};  // one graph
                         return fashion(c) ? (c.data.train_size ? c.data.train_size : kFashionMnistTrain)
                                           : c.data.train_size;
                       },
@@ -437,7 +437,15 @@ graph::OpGraph build_model_graph(const Reader& r, const YAML::Node& root, const 
 
 // The dataset exists, has the fields the model reads, and fits in memory.
 void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
+  const bool gnn = zoo::is_gnn_model(c.model.name) && c.model.file.empty();
+  if (c.data.name == "graph" && !gnn)
+    r.fail("data.name", root["data"]["name"], "graph data trains the zoo's graph neural networks (gcn2, gcniiN, "
+           "jk_gcnN, appnp, graph_mlp), not '" + c.model.name + "'");
+  if (gnn && c.data.name != "graph")
+    r.fail("data.name", root["data"]["name"] ? root["data"]["name"] : YAML::Node(c.data.name),
+           "a graph neural network trains on `graph` (its model.graph)");
   const auto graph = build_model_graph(r, root, c);
+  if (gnn) return;
   if (fashion(c)) {
     for (const auto& op : graph.ops()) {
       const std::string field = op.attrs.value("field", "");
@@ -449,15 +457,6 @@ void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
     return;
   }
   if (c.data.name == "npy") return check_npy_files(r, root, c, graph);
-  if (c.data.name == "graph") {
-    if (!zoo::is_gnn_model(c.model.name) || !c.model.file.empty())
-      r.fail("data.name", root["data"]["name"], "graph data trains the zoo's graph neural networks (gcn2, gcniiN, "
-             "jk_gcnN, appnp, graph_mlp), not '" + c.model.name + "'");
-    return;
-  }
-  if (zoo::is_gnn_model(c.model.name) && c.model.file.empty())
-    r.fail("data.name", root["data"]["name"] ? root["data"]["name"] : YAML::Node(c.data.name),
-           "a graph neural network trains on `graph` (its model.graph)");
   constexpr std::int64_t kMaxBytes = std::int64_t{4} << 30;
   const auto per_sample = graph.input_bytes(), samples = c.data.train_size + c.data.test_size;
   if (per_sample > 0 && samples > kMaxBytes / per_sample)  // no product that could overflow

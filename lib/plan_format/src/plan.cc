@@ -466,4 +466,16 @@ std::vector<int> stage_of_devices(const Plan& plan) {
   return stage;
 }
 
+double stage_transfer_bytes(const Plan& plan, const graph::OpGraph& g) {
+  const auto carries = g.carries_gradients();
+  double bytes = 0;
+  for (const auto& e : plan.edges)
+    for (const auto& t : e.tensors) {
+      graph::TensorSpec spec{t.shape, graph::dtype_from_string(t.dtype)};
+      const auto per_row = static_cast<double>(spec.bytes());
+      bytes += per_row * static_cast<double>(plan.mini_batch) * (carries[static_cast<std::size_t>(g.id_of(t.op))] ? 2 : 1);
+    }
+  return bytes;
+}
+
 }  // namespace trident::plan

@@ -149,6 +149,9 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
                   fmt("%.4f", st.predicted_tps_s * 1e3).c_str());
     s << line;
   }
+  if (plan.stages.size() > 1)
+    s << "between stages: " << human_bytes(plan::stage_transfer_bytes(plan, planner.graph()))
+      << " per step (activations forward, their gradients backward)\n";
   if (std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) { return st.recompute; }))
     s << "recompute: the stage keeps only its inputs per micro-batch in flight (the activations column) and runs its "
          "forward again before each backward (in F+B)\n";

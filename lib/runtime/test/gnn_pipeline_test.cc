@@ -7,6 +7,8 @@
 // replicas is refused.
 #include "pipeline_harness.h"
 
+#include <numeric>
+
 #include "trident/data/dataset.h"
 
 namespace trident::runtime {
@@ -78,6 +80,10 @@ TEST(GnnLayerSplit, EqualsOneProcessBitwise) {
     const auto res = train(g, p, 3, 20, false, comm::Matching::kByTag, false, &batch);
     expect_equal(res, p);
     expect_close(res, tolerance);
+    // Bytes per step: as the plan says, and for gcn2 as the formula 8 N (16 + classes).
+    const double sent = static_cast<double>(std::accumulate(res.bytes_sent.begin(), res.bytes_sent.end(), std::int64_t{0}));
+    EXPECT_EQ(sent / 3, plan::stage_transfer_bytes(p, g));
+    if (name == "gcn2") EXPECT_EQ(sent / 3, 8.0 * 200 * (16 + 3));
   }
 }
 

@@ -71,6 +71,7 @@ struct Result {
   std::vector<std::set<std::string>> fields;  // the dataset fields each rank read
   std::vector<std::set<std::string>> held;    // every parameter each rank's module holds
   std::vector<std::set<std::pair<std::int64_t, std::int64_t>>> rows;  // the dataset rows [b, e) each rank read
+  std::vector<std::int64_t> bytes_sent;  // stage-to-stage bytes each rank sent, all steps
 };
 
 using Update = std::function<void(const std::string&, torch::Tensor&, const torch::Tensor&)>;
@@ -130,6 +131,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
   res.fields.resize(n);
   res.held.resize(n);
   res.rows.resize(n);
+  res.bytes_sent.assign(n, 0);
   std::mutex mu;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::thread> threads;
@@ -182,6 +184,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
         }
         if (sync) sync->flush();  // PS pulls land in the next forward, else here (as in the trainer)
         for (const auto& [name, w] : ex.params()) res.ranks[r][name] = w.detach().clone();
+        res.bytes_sent[r] = ex.bytes_sent();
         for (const auto& q : modules[r]->named_parameters()) res.held[r].insert(q.key());
       } catch (const std::exception& e) {
         res.errors[r] = e.what();
