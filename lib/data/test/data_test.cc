@@ -7,6 +7,7 @@
 #include "trident/data/dataset.h"
 #include "trident/data/npy.h"
 #include "trident/data/sampler.h"
+#include "trident/gnn/graph_data.h"
 #include "trident/zoo/zoo.h"
 
 namespace trident::data {
@@ -167,6 +168,30 @@ TEST(Sampler, ShardRangesCoverRowsContiguously) {
   }
   EXPECT_EQ(next, 10);
   EXPECT_THROW(shard_range(10, 3, 3), DataError);
+}
+
+// A graph is one sample: its fields follow the graph, the train split's
+// mask is the training mask and the test split's the mask data.eval names.
+TEST(GraphDataset, OneSampleWithTheMasksAsked) {
+  const std::string source = "csbm:nodes=90,classes=3,features=5,train_per_class=4,val=20,test=30";
+  const auto g = gnn::load_graph(source);
+  for (const std::string eval : {"test", "val"}) {
+    const auto s = load_graph_dataset(source, eval);
+    EXPECT_EQ(s.train.size(), 1);
+    EXPECT_EQ(s.train.num_classes, 3);
+    EXPECT_EQ(s.train.fields.at("features").sizes(), (std::vector<std::int64_t>{1, 90, 5}));
+    EXPECT_EQ(s.train.fields.at("features")[0][7][2].item<float>(), g.x[7 * 5 + 2]);
+    EXPECT_EQ(s.train.fields.at("label")[0][11].item<std::int64_t>(), g.labels[11]);
+    EXPECT_EQ(s.train.fields.at("mask").sum().item<double>(), 12);
+    EXPECT_EQ(s.test.fields.at("mask").sum().item<double>(), eval == "val" ? 20 : 30);
+    for (std::int64_t i = 0; i < 90; ++i)
+      EXPECT_EQ(s.test.fields.at("mask")[0][i].item<float>(), (eval == "val" ? g.val : g.test)[i]) << i;
+  }
+  const auto only = load_graph_dataset(source, "test", {"label", "mask"});
+  EXPECT_EQ(only.train.fields.count("features"), 0u);
+  const auto graph = zoo::build_graph({"gcn2", "tiny", "", "", source});
+  EXPECT_NO_THROW(load_graph_dataset(source, "test").train.check_fits(graph));
+  EXPECT_THROW(load_graph_dataset(source, "train"), DataError);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "reference_models.h"
 #include "trident/zoo/zoo.h"
 #include "trident/data/dataset.h"
+#include "trident/gnn/graph_data.h"
 
 namespace trident::nn {
 namespace {
@@ -197,6 +198,38 @@ TEST(GraphModule, LabelSmoothingFollowsTheFormula) {
   EXPECT_NEAR(out.at(g.loss()).item<double>(), expected, 1e-4 * std::abs(expected));
   g.set_attr(g.loss(), "label_smoothing", 1.5);
   EXPECT_THROW(GraphModule(g, 3), graph::GraphError);
+}
+
+// The graph ops against their formulas in float64 (Note [Graph ops] in
+// zoo/builder.h): GCN-2's forward is A relu(A X W1 + b1) W2 + b2 with A the
+// normalised adjacency, its loss the masked mean cross-entropy, its
+// accuracy the masked share of right answers.
+TEST(GraphModule, GraphOpsFollowTheirFormulas) {
+  const std::string source = "csbm:nodes=60,classes=3,features=4,train_per_class=5";
+  const auto g = zoo::build_graph({"gcn2", "tiny", "", "", source});
+  GraphModule gm(g, 3);
+  auto sg = graph::whole_graph(g);
+  const auto logits_id = g.id_of("conv1.aggregate");
+  sg.outputs.push_back(logits_id);
+  const auto data = data::load_graph_dataset(source, "test");
+  const auto batch = data.train.batch(torch::tensor({std::int64_t{0}}));
+  torch::NoGradGuard no_grad;  // dropout off
+  gm.eval();
+  const auto out = GraphExecutor(gm, sg).forward({}, batch);
+  const auto a = gnn::gcn_adjacency(gnn::load_graph(source, false));
+  auto dense = torch::zeros({60, 60}, torch::kFloat64);
+  for (std::int64_t k = 0; k < a.nnz(); ++k) dense[a.rows[k]][a.cols[k]] = a.weights[k];
+  auto p = [&](const char* name) { return gm.named_parameters()[name].to(torch::kFloat64); };
+  const auto x = batch.at("features")[0].to(torch::kFloat64);
+  const auto h = torch::relu(dense.mm(x.mm(p("conv0.weight").t()) + p("conv0.bias")));
+  const auto logits = dense.mm(h.mm(p("conv1.weight").t()) + p("conv1.bias"));
+  EXPECT_TRUE(torch::allclose(out.at(logits_id)[0].to(torch::kFloat64), logits, 1e-5, 1e-6));
+  const auto mask = batch.at("mask")[0].to(torch::kFloat64);
+  const auto nll = -torch::log_softmax(logits, 1).gather(1, batch.at("label")[0].unsqueeze(1)).squeeze(1);
+  const double loss = ((nll * mask).sum() / mask.sum()).item<double>();
+  EXPECT_NEAR(out.at(g.loss()).item<double>(), loss, 1e-5 * loss);
+  const double right = ((logits.argmax(1).eq(batch.at("label")[0]).to(torch::kFloat64) * mask).sum() / mask.sum()).item<double>();
+  EXPECT_DOUBLE_EQ(correct_predictions("masked_cross_entropy", out.at(logits_id), batch.at("label"), batch.at("mask")), right);
 }
 
 TEST(GraphModule, ParameterNamesFollowOpNames) {

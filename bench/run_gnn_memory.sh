@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The point of the exact layer split (docs/gnn.md): memory. GCNII of depth L
+# (hidden 64, dropout 0.6) on a generated graph of NODES nodes (csbm,
+# 4 classes, 64 features, mean degree 8), 2 full-graph epochs, one thread
+# per process. For each depth in DEPTHS, one process and 4 processes (a
+# pinned plan: 4 stages of L/4 layers, H0 sent to every stage) train under a
+# per-process address-space limit (prlimit --as=LIMIT_GB); the table says
+# which trained. Then, at REPORT_DEPTH without a limit, every rank's peak
+# resident memory beside its stage's planned memory (metrics.jsonl).
+#   bash bench/run_gnn_memory.sh [LIMIT_GB] [NODES] [DEPTHS] [REPORT_DEPTH]
+set -u
+cd "$(dirname "$0")/.."
+bin=${BUILD:-build}/tools/trident/trident
+limit_gb=${1:-2}; nodes=${2:-20000}; depths=${3:-"8 16 32 64 128"}; report=${4:-32}
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+G="csbm:nodes=$nodes,classes=4,features=64,degree=8"
+common=(--config examples/graph-gcn2.yaml --set "model.graph=$G" --set train.epochs=2 --set train.eval=false
+        --set train.threads=1 --set checkpoint.every=0 --set runs_dir=$work/runs --set train.log_every=1)
+layer_plan() {  # DEPTH -> a 4-stage plan file
+  "$bin" graph --model gcnii$1 --graph "$G" --out "$work/g$1.json" > /dev/null
+  /usr/bin/python3 - "$work" "$1" <<'PY'
+import json, re, sys
+work, depth = sys.argv[1], int(sys.argv[2])
+ops = [o["name"] for o in json.load(open(f"{work}/g{depth}.json"))["ops"]]
+def stage(name):
+    m = re.match(r"conv(\d+)\.", name + ".")
+    if m: return min(3, (int(m.group(1)) - 1) * 4 // depth)
+    return 0 if name == "features" or name.startswith("input") else 3
+stages = [{"id": s, "ops": [o for o in ops if stage(o) == s], "devices": [s], "micro_batch": 1} for s in range(4)]
+json.dump({"format": "trident-plan/1", "model": f"gcnii{depth}", "preset": "tiny", "devices": 4, "mini_batch": 1,
+           "partitioner": "hand-written", "schedule": "graph-1f1b", "stages": stages}, open(f"{work}/p{depth}.json", "w"))
+PY
+  echo "$work/p$1.json"
+}
+run() {  # NAME DEPTH PROCESSES [LIMIT_BYTES]
+  local args=("${common[@]}" --set model.name=gcnii$2 --set name=$1)
+  [ "$3" -gt 1 ] && args+=(--set parallel.devices=$3 --set parallel.partitioner=$(layer_plan $2) --nproc $3)
+  if [ -n "${4:-}" ]; then prlimit --as=$4 "$bin" train "${args[@]}" > "$work/$1.log" 2>&1
+  else "$bin" train "${args[@]}" > "$work/$1.log" 2>&1; fi
+}
+lim=$(/usr/bin/python3 -c "print(int($limit_gb * 2**30))")
+echo "GCNII on csbm, $nodes nodes, hidden 64; prlimit --as=${limit_gb}G per process"
+echo "| depth | 1 process | 4 processes, layer split |"
+echo "|---|---|---|"
+for d in $depths; do
+  one=$(run one-$d $d 1 $lim && echo trains || echo "fails ($(grep -o -i -m1 'out of memory\|bad_alloc\|cannot allocate[^;]*' "$work/one-$d.log" || echo "exit"))")
+  four=$(run four-$d $d 4 $lim && echo trains || echo "fails ($(grep -o -i -m1 'out of memory\|bad_alloc\|cannot allocate[^;]*' "$work/four-$d.log" || echo "exit"))")
+  echo "| $d | $one | $four |"
+done
+run one-report $report 1 && run four-report $report 4 || { echo "FAILED the unlimited runs"; tail -3 "$work"/*-report.log; exit 1; }
+/usr/bin/python3 - "$work/runs" "$report" <<'PY'
+import json, sys
+runs, depth = sys.argv[1], sys.argv[2]
+MiB = 2 ** 20
+def memory(name):
+    lines = [json.loads(l) for l in open(f"{runs}/{name}/metrics.jsonl")]
+    return {m["rank"]: m for l in lines if "memory" in l for m in l["memory"]}
+print(f"\nGCNII-{depth} without a limit: peak resident memory (measured) and the plan's memory per rank")
+print("| run | rank | stage | peak RSS | planned | measured / planned |")
+print("|---|---|---|---|---|---|")
+for name in ("one-report", "four-report"):
+    for r, m in sorted(memory(name).items()):
+        print(f"| {'1 process' if name.startswith('one') else '4 processes'} | {r} | {m['stage']} | "
+              f"{m['peak_rss_bytes']/MiB:.0f} MiB | {m['planned_bytes']/MiB:.0f} MiB | "
+              f"{m['peak_rss_bytes']/m['planned_bytes']:.1f} |")
+PY
