@@ -125,6 +125,77 @@ void StageExecutor::build() {
   for (const auto& a : schedule::parse_actions(st.actions))
     if (a.kind != schedule::Action::Kind::kStep) actions_.push_back(a);  // the step follows the last action anyway
   layout(0);
+  open_node_parts();
+}
+
+// See Note [Node partitions] in nn/node_parts.h.
+void StageExecutor::open_node_parts() {
+  const auto& st = plan_.stages[stage_];
+  if (st.partition != "nodes") return;
+  std::int64_t nodes = 0;
+  for (const auto& op : graph_.ops())
+    if (op.kind == "graph_aggregate") nodes = op.attrs.value("nodes", std::int64_t{0});
+  const auto& loss = graph_.op(graph_.loss());
+  if (loss.kind == "masked_cross_entropy" && graph_.op(loss.inputs.at(2).producer).is_input())
+    mask_field_ = graph_.op(loss.inputs.at(2).producer).attrs.value("field", graph_.op(loss.inputs.at(2).producer).name);
+  if (nodes <= 0 || mask_field_.empty())
+    throw PipelineError("stage " + std::to_string(stage_) + ": partition \"nodes\" needs a graph model (graph_aggregate "
+                        "ops and a masked_cross_entropy loss on a dataset mask); '" + graph_.name() + "' is not one",
+                        ErrorKind::kBadInput);
+  node_parts_ = std::make_shared<nn::NodeParts>();
+  node_parts_->part = replica_;
+  node_parts_->parts = static_cast<int>(st.devices.size());
+  node_parts_->bounds = nn::even_bounds(nodes, node_parts_->parts);
+  node_parts_->exchange = [this](const std::vector<torch::Tensor>& out, const std::vector<std::int64_t>& rows,
+                                 std::int64_t width, int direction) { return trade_halo(out, rows, width, direction); };
+}
+
+// Halo rows, posted to every peer at once and waited for before the op goes
+// on (so calls never interleave and two tags suffice; a partitioned stage is
+// its plan's only stage, so no edge tag shares them). out[this part] carries
+// the tensors' options.
+std::vector<torch::Tensor> StageExecutor::trade_halo(const std::vector<torch::Tensor>& out,
+                                                     const std::vector<std::int64_t>& rows, std::int64_t width,
+                                                     int direction) {
+  constexpr int kHaloTag = 1 << 30;
+  const auto& devices = plan_.stages[stage_].devices;
+  const auto options = out.at(static_cast<std::size_t>(replica_)).options();
+  std::vector<torch::Tensor> got(rows.size());
+  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, int>> works;
+  auto peer = [&](std::size_t q) { return devices.at(q); };
+  try {
+    for (std::size_t q = 0; q < out.size(); ++q) {
+      if (static_cast<int>(q) == replica_ || !out[q].defined() || !out[q].numel()) continue;
+      std::vector<at::Tensor> v{out[q]};
+      works.push_back({world_.pg().send(v, peer(q), kHaloTag + direction), peer(q)});
+      bytes_sent_ += static_cast<std::int64_t>(out[q].nbytes());
+    }
+    for (std::size_t q = 0; q < rows.size(); ++q) {
+      if (static_cast<int>(q) == replica_ || !rows[q]) continue;
+      got[q] = torch::empty({rows[q], width}, options);
+      std::vector<at::Tensor> v{got[q]};
+      works.push_back({world_.pg().recv(v, peer(q), kHaloTag + direction), peer(q)});
+    }
+  } catch (const std::exception& e) {
+    fail(std::string("could not post halo rows (") + (direction ? "gradients" : "features") + ") with", works.empty() ? peer(0) : works.back().second, e);
+  }
+  for (auto& [work, from] : works) {
+    try {
+      work->wait(world_.timeout());
+    } catch (const std::exception& e) {
+      fail(std::string("could not trade halo rows (") + (direction ? "gradients" : "features") + ") with", from, e);
+    }
+  }
+  return got;
+}
+
+std::optional<nn::NodePartScope> StageExecutor::node_scope(nn::Batch* fields) {
+  if (!node_parts_) return std::nullopt;
+  if (fields) {
+    if (fields->count(mask_field_)) node_parts_->mask_total = fields->at(mask_field_).sum().item<double>();
+    for (auto& [name, t] : *fields) t = t.slice(1, node_parts_->lo(), node_parts_->hi());
+  }
+  return std::optional<nn::NodePartScope>(std::in_place, node_parts_);
 }
 
 void StageExecutor::open_links() {

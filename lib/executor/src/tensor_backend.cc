@@ -53,6 +53,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   if (training) random.emplace(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
   const auto base = p.first_row + m * l.micro_batch;
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
+  const auto nodes = s_.node_scope(&fields);  // See Note [Node partitions]
   saved.outputs =
       s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(l.input_k_of.at(producer)); }, fields);
   slow_down(started, waited_s);
@@ -88,6 +89,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
 void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part part, const std::string& action) {
   const auto& l = *x.layout;
   auto& saved = saved_.at(m);
+  const auto nodes = s_.node_scope();
   if (s_.recompute_) recompute(p, m, l, saved, action);
   const auto t0 = p.stamp();
   std::vector<torch::Tensor> roots, grads;
@@ -146,6 +148,7 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part pa
 // See Note [Two-pass split backward].
 void StageExecutor::TensorBackend::weight(Pass& p, int m, bool last, const std::string& action) {
   auto& saved = saved_.at(m);
+  const auto nodes = s_.node_scope();
   const auto t0 = p.stamp();
   const auto started = Clock::now();
   if (last && p.before_last_backward) p.before_last_backward();

@@ -1,5 +1,6 @@
 // GCN's normalised adjacency (see gcn_adjacency in gnn/graph_data.h).
 #include <cmath>
+#include <set>
 
 #include "trident/gnn/graph_data.h"
 
@@ -29,6 +30,19 @@ Adjacency gcn_adjacency(const GraphData& g) {
     if (!self) push(r, r);
   }
   return a;
+}
+
+std::vector<std::int64_t> halo_sizes(const Adjacency& a, const std::vector<std::int64_t>& bounds) {
+  std::vector<std::int64_t> out;
+  for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
+    std::set<std::int64_t> halo;
+    for (std::int64_t k = 0; k < a.nnz(); ++k) {
+      const auto r = a.rows[static_cast<std::size_t>(k)], c = a.cols[static_cast<std::size_t>(k)];
+      if (r >= bounds[p] && r < bounds[p + 1] && (c < bounds[p] || c >= bounds[p + 1])) halo.insert(c);
+    }
+    out.push_back(static_cast<std::int64_t>(halo.size()));
+  }
+  return out;
 }
 
 }  // namespace trident::gnn

@@ -1,4 +1,5 @@
 #include "trident/nn/executor.h"
+#include "trident/nn/node_parts.h"
 #include "trident/base/json.h"
 
 #include <stdexcept>
@@ -30,10 +31,14 @@ GraphExecutor::GraphExecutor(const GraphModule& module, graph::Subgraph subgraph
 void GraphExecutor::check(graph::OpId producer, const torch::Tensor& t, int64_t rows) const {
   const auto& op = module_.graph().op(producer);
   // Under bf16 a stage input may arrive in bf16 (see Note [Precision policy]).
-  auto low = op.output;
+  auto expected = op.output;
+  // See Note [Node partitions]: a partitioned stage's graph fields hold its nodes only.
+  if (const auto& parts = node_parts(); parts && !expected.shape.empty() && expected.shape[0] == parts->nodes())
+    expected.shape[0] = parts->hi() - parts->lo();
+  auto low = expected;
   if (module_.precision() == graph::Precision::kBf16 && low.dtype == graph::DType::kFloat32)
     low.dtype = graph::DType::kBFloat16;
-  if ((tensor::matches(t, op.output) || tensor::matches(t, low)) && (rows < 0 || t.size(0) == rows)) return;
+  if ((tensor::matches(t, expected) || tensor::matches(t, low)) && (rows < 0 || t.size(0) == rows)) return;
   const std::string what = op.is_input() ? "dataset field '" + op.attrs.value("field", op.name) + "'"
                                          : "edge from '" + op.name + "'";
   throw Failure(what + " expects [batch" + (op.output.shape.empty() ? "" : ",") + graph::to_string(op.output).substr(1) +

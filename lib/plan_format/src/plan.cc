@@ -68,6 +68,7 @@ std::pair<std::int64_t, std::int64_t> Plan::replica_rows(int stage, int replica,
   const auto parts = static_cast<std::int64_t>(st.devices.size());
   if (replica < 0 || replica >= parts)
     throw PlanError("stage " + std::to_string(stage) + " has no replica " + std::to_string(replica), ErrorKind::kFailure);
+  if (st.partition == "nodes") return {0, rows};  // Note [Node partitions]: every replica runs every graph
   if (st.shares.empty()) {
     const std::int64_t base = rows / parts, extra = rows % parts;
     const std::int64_t begin = replica * base + std::min<std::int64_t>(replica, extra);
@@ -127,6 +128,7 @@ nlohmann::json Plan::to_json() const {
                              {"actions", s.actions},
                              {"recompute", s.recompute}});
     if (!s.shares.empty()) doc["stages"].back()["shares"] = s.shares;
+    if (!s.partition.empty()) doc["stages"].back()["partition"] = s.partition;
   }
   for (const auto& e : edges) {
     auto tensors = nlohmann::json::array();
@@ -171,6 +173,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
       s.devices = field<std::vector<int>>(js, "devices", where, origin, "a list of device ids");
       s.micro_batch = field<int>(js, "micro_batch", where, origin, "an integer");
       if (js.contains("shares")) s.shares = field<std::vector<int>>(js, "shares", where, origin, "a list of row counts, one per device");
+      if (js.contains("partition")) s.partition = field<std::string>(js, "partition", where, origin, "\"nodes\"");
       s.actions = js.value("actions", "");
       s.in_flight = value_checked(js, "in_flight", 0);
       if (js.contains("recompute")) s.recompute = field<bool>(js, "recompute", where, origin, "true or false");
@@ -287,7 +290,11 @@ void check_stages(const Plan& plan) {
     if (s.micro_batch < 1 || plan.mini_batch % s.micro_batch)
       throw PlanError(st + ": micro_batch " + std::to_string(s.micro_batch) + " must divide mini_batch " +
                       std::to_string(plan.mini_batch));
-    if (!s.shares.empty()) {
+    if (!s.partition.empty() && s.partition != "nodes")
+      throw PlanError(st + ": partition = '" + s.partition + "'; allowed: \"nodes\" (graph parallelism), or none");
+    if (s.partition == "nodes") {
+      if (!s.shares.empty()) throw PlanError(st + ": shares split rows; a stage with partition \"nodes\" splits nodes");
+    } else if (!s.shares.empty()) {
       check_shares(s, st);
     } else if (s.micro_batch % static_cast<int>(s.devices.size())) {
       throw PlanError(st + ": micro_batch " + std::to_string(s.micro_batch) + " does not split evenly among its " +
@@ -403,14 +410,29 @@ void check_recompute(const Plan& plan, const graph::OpGraph& g) {
 // See Note [Graph ops] in zoo/builder.h: an aggregation reads every node's
 // neighbours, so the rows of one graph stay together — a stage that
 // aggregates runs each micro-batch (whole graphs) on one device.
+// See Note [Node partitions] in nn/node_parts.h: graph parallelism is one
+// stage holding the whole model over one graph per step, its replicas each
+// owning a range of the nodes.
 void check_graph_ops(const Plan& plan, const graph::OpGraph& g) {
   for (const auto& st : plan.stages) {
+    const std::string where = "stage " + std::to_string(st.id);
+    if (st.partition == "nodes") {
+      if (plan.stages.size() != 1 || plan.mini_batch != 1 || st.micro_batch != 1)
+        throw PlanError(where + ": partition \"nodes\" (graph parallelism) needs a plan of this one stage and a "
+                        "mini_batch of 1 (one graph); this plan has " + std::to_string(plan.stages.size()) +
+                        " stages and mini_batch " + std::to_string(plan.mini_batch));
+      for (const auto& [param, method] : plan.grad_sync)
+        if (method == "sfb")
+          throw PlanError(where + ": partition \"nodes\" syncs gradients by allreduce or ps, not sfb ('" + param + "')");
+      continue;
+    }
     if (st.devices.size() < 2) continue;
     for (const auto& name : st.ops)
       if (g.op(g.id_of(name)).kind == "graph_aggregate")
-        throw PlanError("stage " + std::to_string(st.id) + ": op '" + name + "' aggregates over graph neighbours, so " +
+        throw PlanError(where + ": op '" + name + "' aggregates over graph neighbours, so " +
                         std::to_string(st.devices.size()) + " replicas would cut the graph's nodes apart inside it; a "
-                        "stage with graph ops takes one device (split the layers among stages instead)");
+                        "stage with graph ops takes one device (split the layers among stages instead), or, as the "
+                        "plan's only stage, partition \"nodes\" (graph parallelism)");
   }
 }
 

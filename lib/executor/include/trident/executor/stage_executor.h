@@ -89,6 +89,7 @@
 #include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/nn/executor.h"
+#include "trident/nn/node_parts.h"
 #include "trident/plan_format/plan.h"
 #include "trident/executor/placement.h"
 #include "trident/executor/trace.h"
@@ -209,6 +210,16 @@ class StageExecutor {
   // One group per direction, each pair of ranks met once (see Note [Pipeline
   // transfers on GPUs] in placement.h); nothing when the world carries both.
   void open_links();
+  // See Note [Node partitions] in nn/node_parts.h: a stage with partition
+  // "nodes" owns a node range; its halo rows travel on the world group.
+  void open_node_parts();
+  std::vector<torch::Tensor> trade_halo(const std::vector<torch::Tensor>& out, const std::vector<std::int64_t>& rows,
+                                        std::int64_t width, int direction);
+  // The owned rows of graph fields (their node axis is 1) and the whole
+  // graph's masked count; returns the scope that ops read them from.
+  std::optional<nn::NodePartScope> node_scope(nn::Batch* fields = nullptr);
+  std::shared_ptr<nn::NodeParts> node_parts_;
+  std::string mask_field_;  // the masked_cross_entropy's mask, a dataset field
   // The group that carries direction d (0 activations, 1 gradients).
   const comm::Group& link(int d) const { return links_.empty() ? world_ : links_[static_cast<std::size_t>(d)]; }
   // Where this rank's rows and pieces lie under the plan's micro-batch

@@ -91,4 +91,9 @@ struct Adjacency {
 // 2017), D the degrees of A + I; row i aggregates node i's in-neighbours.
 Adjacency gcn_adjacency(const GraphData& g);
 
+// Graph parallelism (Note [Node partitions] in nn/node_parts.h): part p of
+// contiguous node ranges owns [bounds[p], bounds[p+1]). Per part, how many
+// nodes outside its range its rows of `a` read — its halo, |B_p|.
+std::vector<std::int64_t> halo_sizes(const Adjacency& a, const std::vector<std::int64_t>& bounds);
+
 }  // namespace trident::gnn

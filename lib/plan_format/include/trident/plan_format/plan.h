@@ -31,6 +31,10 @@ struct PlanStage {
   // See Note [Replica shares]: the rows of each micro-batch replica j runs
   // (one per device, summing to micro_batch); empty: an even split.
   std::vector<int> shares;
+  // See Note [Node partitions] in nn/node_parts.h: "nodes" — graph
+  // parallelism: every replica runs the whole micro-batch (one graph), each
+  // owning a contiguous range of its nodes; "" — replicas split the rows.
+  std::string partition;
   std::string actions;           // schedule, e.g. "F0 F1 B0 F2 B1 B2"
   // See Note [Recomputation]: the stage keeps only its inputs per in-flight
   // micro-batch and runs its forward again right before each backward.
