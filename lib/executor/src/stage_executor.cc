@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "stage_parts.h"
+#include "trident/gnn/graph_data.h"
 #include "trident/base/env.h"
 #include "trident/base/text.h"
 #include "trident/graph/precision.h"
@@ -145,7 +146,7 @@ void StageExecutor::open_node_parts() {
   node_parts_ = std::make_shared<nn::NodeParts>();
   node_parts_->part = replica_;
   node_parts_->parts = static_cast<int>(st.devices.size());
-  node_parts_->bounds = nn::even_bounds(nodes, node_parts_->parts);
+  node_parts_->bounds = gnn::even_bounds(nodes, node_parts_->parts);  // contiguous ranges
   node_parts_->exchange = [this](const std::vector<torch::Tensor>& out, const std::vector<std::int64_t>& rows,
                                  std::int64_t width, int direction) { return trade_halo(out, rows, width, direction); };
 }

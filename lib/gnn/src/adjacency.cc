@@ -1,8 +1,12 @@
 // GCN's normalised adjacency (see gcn_adjacency in gnn/graph_data.h).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "trident/gnn/graph_data.h"
+
+#include "trident/base/text.h"
 
 namespace trident::gnn {
 
@@ -43,6 +47,41 @@ std::vector<std::int64_t> halo_sizes(const Adjacency& a, const std::vector<std::
     out.push_back(static_cast<std::int64_t>(halo.size()));
   }
   return out;
+}
+
+std::vector<std::int64_t> even_bounds(std::int64_t nodes, int parts) {
+  std::vector<std::int64_t> b{0};
+  for (int p = 0; p < parts; ++p) b.push_back(b.back() + nodes / parts + (p < nodes % parts ? 1 : 0));
+  return b;
+}
+
+Adjacency constant_adjacency(const graph::OpGraph& g, const std::string& name) {
+  const auto& c = g.constants();
+  if (!c.is_object() || !c.contains(name + ".index") || !c.contains(name + ".weight"))
+    throw GraphDataError("model '" + g.name() + "' holds no graph constant '" + name + "'");
+  auto bytes = [&](const std::string& key) { return base64_decode(c.at(key).at("base64").get<std::string>()); };
+  const auto index = bytes(name + ".index"), weight = bytes(name + ".weight");
+  Adjacency a;
+  const std::size_t nnz = weight.size() / sizeof(float);
+  if (index.size() != 2 * nnz * sizeof(std::int64_t))
+    throw GraphDataError("model '" + g.name() + "': graph constants '" + name + "' disagree in size");
+  a.rows.resize(nnz), a.cols.resize(nnz), a.weights.resize(nnz);
+  std::memcpy(a.rows.data(), index.data(), nnz * 8);
+  std::memcpy(a.cols.data(), index.data() + nnz * 8, nnz * 8);
+  std::memcpy(a.weights.data(), weight.data(), nnz * 4);
+  for (auto r : a.rows) a.nodes = std::max(a.nodes, r + 1);
+  return a;
+}
+
+double partition_bytes(const graph::OpGraph& g, int parts) {
+  double widths = 0;
+  std::int64_t nodes = 0;
+  for (const auto& op : g.ops())
+    if (op.kind == "graph_aggregate") widths += static_cast<double>(op.output.shape.at(1)), nodes = op.output.shape.at(0);
+  if (widths == 0 || parts < 2) return 0;
+  std::int64_t halo = 0;
+  for (auto h : halo_sizes(constant_adjacency(g), even_bounds(nodes, parts))) halo += h;
+  return 8 * widths * static_cast<double>(halo);
 }
 
 }  // namespace trident::gnn

@@ -6,12 +6,6 @@ namespace {
 thread_local std::shared_ptr<const NodeParts> current;
 }  // namespace
 
-std::vector<std::int64_t> even_bounds(std::int64_t nodes, int parts) {
-  std::vector<std::int64_t> b{0};
-  for (int p = 0; p < parts; ++p) b.push_back(b.back() + nodes / parts + (p < nodes % parts ? 1 : 0));
-  return b;
-}
-
 NodePartScope::NodePartScope(std::shared_ptr<const NodeParts> parts) : previous_(std::move(current)) {
   current = std::move(parts);
 }

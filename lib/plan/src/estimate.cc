@@ -1,5 +1,7 @@
 #include "estimate.h"
 
+#include "trident/gnn/graph_data.h"
+
 #include "trident/schedule/schedule.h"
 
 #include <algorithm>
@@ -229,6 +231,18 @@ StageEstimate estimate_placed(const Planner& planner, const std::vector<graph::O
     e.slowest_device = st.devices[j];
   }
   e.activation_bytes = activations, e.input_bytes = inputs;
+  return e;
+}
+
+StageEstimate estimate_partitioned(const Planner& planner, const std::vector<graph::OpId>& ops, const PlanStage& stage,
+                                   const cost::LinkSpec& link, const std::map<std::string, std::string>* fixed) {
+  const int parts = static_cast<int>(stage.devices.size());
+  auto e = estimate_stage(planner, ops, parts, stage.micro_batch * parts, link, fixed);  // every replica: whole graphs
+  const double share = 1.0 / parts;
+  e.forward_s *= share, e.backward_s *= share, e.weight_grad_s *= share;
+  e.activation_bytes *= share, e.input_bytes *= share;
+  const double halo_s = cost::p2p_s(link, gnn::partition_bytes(planner.graph(), parts) * share / 2);
+  e.forward_s += halo_s, e.backward_s += halo_s;
   return e;
 }
 

@@ -120,6 +120,14 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
 StageEstimate estimate_placed(const Planner& planner, const std::vector<graph::OpId>& ops, const Plan& plan, int stage,
                               const cost::LinkSpec& link, const std::map<std::string, std::string>* fixed);
 
+// See Note [Node partitions] in nn/node_parts.h: a stage of partition
+// "nodes" on P devices — each runs 1/P of the graph's rows (compute and
+// activations as the whole graph's over P) and trades its halo rows over the
+// stage's link at every aggregation (gnn::partition_bytes over P, half each
+// way); the weights' gradients sync among the P as any replicated stage's.
+StageEstimate estimate_partitioned(const Planner& planner, const std::vector<graph::OpId>& ops, const PlanStage& stage,
+                                   const cost::LinkSpec& link, const std::map<std::string, std::string>* fixed);
+
 // The request's rule for one parameter (hybrid = cost::choose_sync).
 cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const graph::ParamSpec& param, int replicas,
                           const cost::LinkSpec& link);

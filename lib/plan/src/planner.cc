@@ -26,7 +26,7 @@ std::string gib(double bytes) {
 }  // namespace
 
 const std::vector<std::string>& partitioner_names() {
-  static const std::vector<std::string> names{"graphpipe", "pipedream", "dp"};
+  static const std::vector<std::string> names{"graphpipe", "pipedream", "dp", "graph"};
   return names;
 }
 
@@ -116,7 +116,9 @@ schedule::StageGraph Planner::stage_graph(const Plan& plan) const {
   const int threads = cluster_.threads_per_process(plan.devices, request_.threads);
   for (const auto& st : plan.stages) {
     for (const auto& name : st.ops) ops[st.id].push_back(graph_.id_of(name));
-    auto e = cluster_.mixed()  // See Note [Class-aware placement]
+    auto e = st.partition == "nodes"  // See Note [Node partitions]
+                 ? detail::estimate_partitioned(*this, ops[st.id], st, cluster_.group_link(st.devices), &plan.grad_sync)
+             : cluster_.mixed()  // See Note [Class-aware placement]
                  ? detail::estimate_placed(*this, ops[st.id], plan, st.id, cluster_.group_link(st.devices), &plan.grad_sync)
                  : detail::estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
                                           cluster_.group_link(st.devices), &plan.grad_sync);
@@ -296,6 +298,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
     st.id = static_cast<int>(i);
     st.micro_batch = ordered[i].micro_batch > 0 ? ordered[i].micro_batch : micro_batch;
     st.recompute = request_.recompute == "always";
+    st.partition = ordered[i].partition;
     for (auto id : ordered[i].ops) st.ops.push_back(graph_.op(id).name);
     plan.stages.push_back(std::move(st));
   }
@@ -313,10 +316,13 @@ void Planner::fill_sync(Plan& plan) const {
     if (st.devices.size() < 2) continue;
     for (const auto& name : st.ops) {
       const auto& op = graph_.op(graph_.id_of(name));
-      for (const auto& p : op.params)
-        if (!plan.grad_sync.count(p.name))
-          plan.grad_sync[p.name] = cost::to_string(
-              detail::sync_for(*this, op, p, static_cast<int>(st.devices.size()), cluster_.group_link(st.devices)).method);
+      for (const auto& p : op.params) {
+        if (plan.grad_sync.count(p.name)) continue;
+        auto method = cost::to_string(
+            detail::sync_for(*this, op, p, static_cast<int>(st.devices.size()), cluster_.group_link(st.devices)).method);
+        if (st.partition == "nodes" && method == "sfb") method = "allreduce";  // node rows are not a batch's factors
+        plan.grad_sync[p.name] = method;
+      }
     }
   }
 }
@@ -430,7 +436,7 @@ std::vector<Space> search_spaces(const graph::OpGraph& g, const std::string& par
       spaces.push_back(std::move(mixed));
     }
   }
-  if (partitioner != "dp") {
+  if (partitioner != "dp" && partitioner != "graph") {
     auto chain = graph::linearize(g, /*skip_inputs=*/true);
     // A sequential model decomposes into the same chain: search it once.
     if (spaces.empty() || graph::to_string(spaces[0].sp.root) != graph::to_string(chain.root))
@@ -492,6 +498,13 @@ Plan Planner::plan() const {
   };
   for (int b : micro_batches) {
     if (request_.partitioner == "dp") consider(data_parallel(graph_, request_.devices, b), b, -1);
+    // See Note [Node partitions] in nn/node_parts.h: graph parallelism, asked
+    // for, or beside graphpipe's layer splits of a GNN (the faster wins).
+    const bool gnn = std::any_of(graph_.ops().begin(), graph_.ops().end(),
+                                 [](const graph::Op& op) { return op.kind == "graph_aggregate"; });
+    if (request_.partitioner == "graph" ||
+        (request_.partitioner == "graphpipe" && gnn && request_.devices > 1 && request_.mini_batch == 1))
+      consider({{data_parallel(graph_, 1, b)[0].ops, request_.devices, b, "nodes"}}, b, -1);
     for (std::size_t i = 0; i < spaces.size(); ++i) {
       // Bounded by the best plan of its space (both series-parallel searches: one space).
       double bound = std::numeric_limits<double>::infinity();

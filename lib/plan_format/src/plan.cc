@@ -9,6 +9,7 @@
 #include "trident/graph/precision.h"
 #include "trident/graph/subgraph.h"
 #include "trident/schedule/schedule.h"
+#include "trident/gnn/graph_data.h"
 
 namespace trident::plan {
 namespace {
@@ -491,6 +492,8 @@ std::vector<int> stage_of_devices(const Plan& plan) {
 double stage_transfer_bytes(const Plan& plan, const graph::OpGraph& g) {
   const auto carries = g.carries_gradients();
   double bytes = 0;
+  for (const auto& st : plan.stages)  // See Note [Node partitions] in nn/node_parts.h: halo rows
+    if (st.partition == "nodes") bytes += gnn::partition_bytes(g, static_cast<int>(st.devices.size()));
   for (const auto& e : plan.edges)
     for (const auto& t : e.tensors) {
       graph::TensorSpec spec{t.shape, graph::dtype_from_string(t.dtype)};

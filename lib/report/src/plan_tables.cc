@@ -10,6 +10,7 @@
 
 #include "trident/base/text.h"
 #include "trident/cost/comm.h"
+#include "trident/gnn/graph_data.h"
 
 namespace trident::report {
 
@@ -75,6 +76,34 @@ std::string placement_lines(const cost::ClusterSpec& c, const Plan& plan) {
       s << (j ? "," : "") << " " << st.devices[j] << ": " << c.device_at(st.devices[j]).name << ", " << e - b;
     }
     s << "\n";
+  }
+  return s.str();
+}
+
+// See Note [Node partitions] in nn/node_parts.h: a GNN's mode and its bytes,
+// the other mode's beside it, so a reader sees which moves less.
+std::string graph_lines(const graph::OpGraph& g, const Plan& plan) {
+  if (std::none_of(g.ops().begin(), g.ops().end(), [](const graph::Op& op) { return op.kind == "graph_aggregate"; }))
+    return "";
+  std::ostringstream s;
+  const auto& st = plan.stages.front();
+  if (st.partition == "nodes") {
+    const int parts = static_cast<int>(st.devices.size());
+    std::int64_t nodes = 0;
+    for (const auto& op : g.ops())
+      if (op.kind == "graph_aggregate") nodes = op.output.shape.at(0);
+    const auto bounds = gnn::even_bounds(nodes, parts);
+    const auto halo = gnn::halo_sizes(gnn::constant_adjacency(g), bounds);
+    std::vector<std::string> sizes, halos;
+    for (int p = 0; p < parts; ++p)
+      sizes.push_back(std::to_string(bounds[p + 1] - bounds[p])), halos.push_back(std::to_string(halo[p]));
+    s << "graph partition (exact): " << parts << " parts of " << join(sizes, "/") << " nodes (contiguous), halos "
+      << join(halos, "/") << " nodes: " << human_bytes(plan::stage_transfer_bytes(plan, g))
+      << " per step (halo rows forward, their gradients backward)\n";
+  } else {
+    s << "graph mode: layer split (exact), " << plan.stages.size() << " stage" << (plan.stages.size() > 1 ? "s" : "")
+      << "; a graph partition over " << plan.devices << " devices would move "
+      << human_bytes(gnn::partition_bytes(g, plan.devices)) << " per step (partitioner graph)\n";
   }
   return s.str();
 }
@@ -152,6 +181,7 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
   if (plan.stages.size() > 1)
     s << "between stages: " << human_bytes(plan::stage_transfer_bytes(plan, planner.graph()))
       << " per step (activations forward, their gradients backward)\n";
+  s << graph_lines(planner.graph(), plan);
   if (std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) { return st.recompute; }))
     s << "recompute: the stage keeps only its inputs per micro-batch in flight (the activations column) and runs its "
          "forward again before each backward (in F+B)\n";

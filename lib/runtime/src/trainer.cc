@@ -385,7 +385,8 @@ void Trainer::write_window(const WindowMetrics& w, double lr, double steps_per_s
     if (config_.parallel.staleness > 0) line["read_staleness"] = w.staleness / w.steps;  // See Note [Server copy]
   }
   if (config_.optimizer.clip_norm > 0) line["grad_norm"] = w.grad_norm / w.steps;  // the mean, before clipping
-  if (plan_.stages.size() > 1) line["p2p_bytes_per_step"] = w.p2p_bytes / std::max<std::int64_t>(1, w.summed);
+  if (plan_.stages.size() > 1 || plan_.stages.front().partition == "nodes")  // stage edges, or halo rows
+    line["p2p_bytes_per_step"] = w.p2p_bytes / std::max<std::int64_t>(1, w.summed);
   append_metrics(line.dump());
 }
 

@@ -121,12 +121,13 @@ TEST(GnnGraphPartition, EqualsOneProcessAndMovesTheHalo) {
       expect_equal(res, p);
       expect_close(res, 3e-7);
       std::int64_t halo = 0;
-      for (auto h : gnn::halo_sizes(adjacency, nn::even_bounds(200, parts))) halo += h;
+      for (auto h : gnn::halo_sizes(adjacency, gnn::even_bounds(200, parts))) halo += h;
       double want = 0;
       for (const auto& op : g.ops())
         if (op.kind == "graph_aggregate") want += 8.0 * static_cast<double>(op.output.shape[1] * halo);
       const double sent = static_cast<double>(std::accumulate(res.bytes_sent.begin(), res.bytes_sent.end(), std::int64_t{0}));
       EXPECT_EQ(sent / 3, want);
+      EXPECT_EQ(sent / 3, plan::stage_transfer_bytes(p, g));
     }
 }
 

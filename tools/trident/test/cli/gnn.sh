@@ -2,7 +2,8 @@
 # Graph neural networks from the command line (docs/gnn.md): bad graph files
 # and keys exit 2 with one line naming the file and field; a GCNII split by
 # layers over 4 processes (a pinned plan) trains to one process's weights and
-# moves the bytes the plan says.
+# moves the bytes the plan says; a JK-GCN over 3 node partitions trains to
+# one process's weights.
 . "$(dirname "$0")/../lib.sh" "$@"  # bin, src, work, counters; check, same_weights, kill_rank, finish
 cfg=$src/examples/graph-gcn2.yaml
 G="csbm:nodes=200,classes=3,features=8,train_per_class=10,seed=1"
@@ -71,4 +72,12 @@ if not sent or any(s != want for s in sent):
     print(f"FAIL split bytes: {sent} per step, want {want}"); sys.exit(1)
 print(f"ok split bytes: {sent[0]:.0f} per step = 8 N d x 6 tensors")
 PY
+# Graph parallelism: jk_gcn16 on 3 processes, each owning a third of the nodes (partitioner graph).
+"$bin" train "${common[@]}" --set model.name=jk_gcn16 --set name=jk-one > "$work/jk-one.log" 2>&1 || echo "FAIL jk one process: $(tail -3 "$work/jk-one.log")"
+out=$("$bin" train "${common[@]}" --set model.name=jk_gcn16 --set name=jk-parts --set parallel.devices=3 \
+  --set parallel.partitioner=graph --nproc 3 2>&1) || { echo "FAIL parts: $(printf '%s\n' "$out" | tail -3)"; fails=$((fails+1)); }
+if ! printf '%s' "$out" | grep -q "graph partition (exact): 3 parts of 67/67/66 nodes"; then
+  echo "FAIL parts: the plan does not show its partition: $(printf '%s\n' "$out" | grep -i partition)"; fails=$((fails+1)); fi
+# A node's gradient adds its parts' contributions part by part (docs/gnn.md): a few float32 roundings.
+same_weights jk_gcn16-graph-partition "$work/runs/jk-one" "$work/runs/jk-parts" --atol 1e-6
 finish

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "trident/base/error.h"
+#include "trident/graph/op_graph.h"
 
 namespace trident::gnn {
 
@@ -95,5 +96,20 @@ Adjacency gcn_adjacency(const GraphData& g);
 // contiguous node ranges owns [bounds[p], bounds[p+1]). Per part, how many
 // nodes outside its range its rows of `a` read — its halo, |B_p|.
 std::vector<std::int64_t> halo_sizes(const Adjacency& a, const std::vector<std::int64_t>& bounds);
+
+// Contiguous node ranges, as even as can be: part p gets nodes / parts
+// nodes, the first nodes % parts one more (parts + 1 bounds from 0).
+std::vector<std::int64_t> even_bounds(std::int64_t nodes, int parts);
+
+// The adjacency a zoo GNN holds as graph constants NAME.index and
+// NAME.weight (Note [Graph ops] in zoo/builder.h). Throws GraphDataError
+// when the graph has none.
+Adjacency constant_adjacency(const graph::OpGraph& g, const std::string& name = "adjacency");
+
+// Bytes one step of graph parallelism on `parts` parts moves: every
+// graph_aggregate of width d sends each halo row forward and its gradient
+// back, 8 d sum_p |B_p| in fp32 (0 without graph ops).
+double partition_bytes(const graph::OpGraph& g, int parts);
+
 
 }  // namespace trident::gnn

@@ -51,10 +51,6 @@ struct NodeParts {
   std::int64_t nodes() const { return bounds.back(); }
 };
 
-// Contiguous, as even as can be: part p gets nodes / parts nodes, the first
-// nodes % parts one more.
-std::vector<std::int64_t> even_bounds(std::int64_t nodes, int parts);
-
 // Sets this thread's node partition until it closes (scopes nest).
 class NodePartScope {
  public:

@@ -154,6 +154,7 @@ class Planner {
     std::vector<graph::OpId> ops;
     int replicas = 1;
     int micro_batch = 0;
+    std::string partition;  // "nodes": graph parallelism (PlanStage::partition)
   };
   // The TPS search at one micro-batch over a decomposition (graphpipe uses
   // sp_decompose, pipedream linearize): the least bottleneck TPS found (to

@@ -154,7 +154,9 @@ std::vector<int> stage_of_ops(const Plan& plan, const graph::OpGraph& graph);
 // tensor on an edge, for each row of the mini-batch, forward in its dtype,
 // and its gradient backward when it carries one (Graph::carries_gradients:
 // not a dataset field). For a GNN's layer split, with fp32 activations of
-// width d on the cuts and one graph of N nodes: 8 N sum(d).
+// width d on the cuts and one graph of N nodes: 8 N sum(d). A stage with
+// partition "nodes" adds its halo rows, 8 d sum_p |B_p| per aggregation
+// (gnn::partition_bytes).
 double stage_transfer_bytes(const Plan& plan, const graph::OpGraph& graph);
 
 }  // namespace trident::plan
