@@ -18,18 +18,7 @@ common=(--config examples/graph-gcn2.yaml --set "model.graph=$G" --set train.epo
         --set train.threads=1 --set checkpoint.every=0 --set runs_dir=$work/runs --set train.log_every=1)
 layer_plan() {  # DEPTH -> a 4-stage plan file
   "$bin" graph --model gcnii$1 --graph "$G" --out "$work/g$1.json" > /dev/null
-  /usr/bin/python3 - "$work" "$1" <<'PY'
-import json, re, sys
-work, depth = sys.argv[1], int(sys.argv[2])
-ops = [o["name"] for o in json.load(open(f"{work}/g{depth}.json"))["ops"]]
-def stage(name):
-    m = re.match(r"conv(\d+)\.", name + ".")
-    if m: return min(3, (int(m.group(1)) - 1) * 4 // depth)
-    return 0 if name == "features" or name.startswith("input") else 3
-stages = [{"id": s, "ops": [o for o in ops if stage(o) == s], "devices": [s], "micro_batch": 1} for s in range(4)]
-json.dump({"format": "trident-plan/1", "model": f"gcnii{depth}", "preset": "tiny", "devices": 4, "mini_batch": 1,
-           "partitioner": "hand-written", "schedule": "graph-1f1b", "stages": stages}, open(f"{work}/p{depth}.json", "w"))
-PY
+  /usr/bin/python3 bench/gnn_layer_plan.py "$work/g$1.json" gcnii$1 4 "$work/p$1.json"
   echo "$work/p$1.json"
 }
 run() {  # NAME DEPTH PROCESSES [LIMIT_BYTES]

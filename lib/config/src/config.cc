@@ -261,8 +261,8 @@ std::vector<Key> parallel_keys() {
                       "1 to 4096 processes (one per device); with `dp` must divide `train.mini_batch`; `trident "
                       "train --nproc N` sets it"));
   k.push_back(text_key("parallel.partitioner", [](TrainConfig& c) -> auto& { return c.parallel.partitioner; }, {},
-                       "`dp` (data parallel), `graphpipe` or `pipedream` (plan a graph pipeline now), or a plan "
-                       "`.json` path (run that plan; a relative path is looked up beside the config file first)"));
+                       "`dp` (data parallel), `graphpipe` or `pipedream` (plan a graph pipeline now), `graph` (a "
+                       "GNN's nodes partitioned among the devices, docs/gnn.md), or a plan `.json` path (run that plan; a relative path is looked up beside the config file first)"));
   k.push_back(text_key("parallel.cluster", [](TrainConfig& c) -> auto& { return c.parallel.cluster; }, {},
                        "what the planner plans and predicts for: `auto` (this machine as `trident calibrate` "
                        "measured it), a preset (`cpu-local`, `summit-v100`, `dgx-a100`, `h200`, "

@@ -127,7 +127,8 @@ CsbmOptions parse_csbm(const std::string& source) {
       {"seed", [&](const std::string& v) { o.seed = std::stoll(v); }},
       {"train_per_class", [&](const std::string& v) { o.train_per_class = std::stoll(v); }},
       {"val", [&](const std::string& v) { o.val = std::stoll(v); }},
-      {"test", [&](const std::string& v) { o.test = std::stoll(v); }}};
+      {"test", [&](const std::string& v) { o.test = std::stoll(v); }},
+      {"ordered", [&](const std::string& v) { o.ordered = std::stoll(v) != 0; }}};
   std::string names;
   for (const auto& [k, f] : keys) names += (names.empty() ? "" : ", ") + k;
   for (const auto& item : split(source.substr(5), ',')) {
@@ -157,6 +158,7 @@ GraphData generate_csbm(const CsbmOptions& o, bool with_features) {
   g.labels.resize(static_cast<std::size_t>(o.nodes));
   for (std::int64_t i = 0; i < o.nodes; ++i) g.labels[static_cast<std::size_t>(i)] = i % o.classes;
   rnd.shuffle(g.labels);
+  if (o.ordered) std::sort(g.labels.begin(), g.labels.end());  // communities in node order
   // Class means first and features last, so a run without features draws
   // the same graph and masks.
   std::vector<double> means(static_cast<std::size_t>(o.classes * o.features));

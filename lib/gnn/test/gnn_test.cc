@@ -42,6 +42,10 @@ TEST(Csbm, SeededBalancedAndAsAsked) {
   for (std::int64_t k = 0; k < a.edges(); ++k) edges.insert({a.src[k], a.dst[k]});
   for (const auto& [s, t] : edges) EXPECT_TRUE(edges.count({t, s})) << s << " -> " << t;
   for (std::int64_t k = 0; k < a.edges(); ++k) EXPECT_NE(a.src[k], a.dst[k]);
+  // Ordered: node i's class is i * classes / nodes, so a contiguous third
+  // of the nodes is one community.
+  const auto ordered = load_graph("csbm:nodes=300,classes=3,homophily=0.9,seed=4,ordered=1");
+  for (std::int64_t i = 0; i < 300; ++i) EXPECT_EQ(ordered.labels[i], i / 100) << i;
   // Without features: the same graph, no matrix.
   const auto bare = load_graph("csbm:nodes=300,classes=3,homophily=0.9,seed=4", false);
   EXPECT_TRUE(bare.x.empty());

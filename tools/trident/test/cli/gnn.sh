@@ -43,19 +43,7 @@ if "$bin" train "${common[@]}" --set model.graph=$work/good --set name=good > "$
 
 # GCNII-16 in 4 stages of 4 layers (H0 feeds every stage), pinned, against one process.
 "$bin" graph --model gcnii16 --graph "$G" --out "$work/gcnii16.json" > /dev/null
-/usr/bin/python3 - "$work" <<'PY'
-import json, re, sys
-work = sys.argv[1]
-ops = [o["name"] for o in json.load(open(f"{work}/gcnii16.json"))["ops"]]
-def stage(name):
-    m = re.match(r"conv(\d+)\.", name + ".")
-    if m: return min(3, (int(m.group(1)) - 1) // 4)
-    return 0 if name == "features" or name.startswith("input") else 3
-stages = [{"id": s, "ops": [o for o in ops if stage(o) == s], "devices": [s], "micro_batch": 1} for s in range(4)]
-json.dump({"format": "trident-plan/1", "model": "gcnii16", "preset": "tiny", "devices": 4, "mini_batch": 1,
-           "partitioner": "hand-written", "schedule": "graph-1f1b", "stages": stages},
-          open(f"{work}/layers.plan.json", "w"), indent=1)
-PY
+/usr/bin/python3 "$src/bench/gnn_layer_plan.py" "$work/gcnii16.json" gcnii16 4 "$work/layers.plan.json"
 "$bin" train "${common[@]}" --set model.name=gcnii16 --set name=one > "$work/one.log" 2>&1 || echo "FAIL one process: $(tail -3 "$work/one.log")"
 out=$("$bin" train "${common[@]}" --set model.name=gcnii16 --set name=split --set parallel.devices=4 \
   --set parallel.partitioner=$work/layers.plan.json --nproc 4 2>&1) || { echo "FAIL split: $(printf '%s\n' "$out" | tail -3)"; fails=$((fails+1)); }

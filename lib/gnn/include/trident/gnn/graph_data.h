@@ -19,8 +19,8 @@
 //                        adds its own), duplicate edges refused.
 //   csbm[:k=v,...]       a contextual stochastic block model (Deshpande et
 //                        al. 2018): keys nodes, classes, features, degree,
-//                        homophily, signal, seed, train_per_class, val, test
-//                        (see CsbmOptions). Labels are balanced; features are
+//                        homophily, signal, seed, train_per_class, val, test,
+//                        ordered (see CsbmOptions). Labels are balanced; features are
 //                        the class mean times `signal` plus N(0, 1) noise, so
 //                        `signal` sets how well an MLP can do alone; each
 //                        edge stays inside its class with probability
@@ -65,6 +65,9 @@ struct CsbmOptions {
   double signal = 0.5;    // class-mean scale against N(0, 1) feature noise
   std::int64_t seed = 0;
   std::int64_t train_per_class = 20, val = 0, test = 0;  // val/test 0: a third / the rest
+  // 1: nodes numbered class by class, so contiguous node ranges follow the
+  // communities (as a METIS ordering would); 0: in random order.
+  bool ordered = false;
 };
 
 // The graph `source` names (Note [Graphs as data]). `with_features` false
