@@ -60,6 +60,12 @@ if not sent or any(s != want for s in sent):
     print(f"FAIL split bytes: {sent} per step, want {want}"); sys.exit(1)
 print(f"ok split bytes: {sent[0]:.0f} per step = 8 N d x 6 tensors")
 PY
+# The same split under the zero-bubble schedule (a split backward: B, then W), as `auto` may choose.
+sed 's/"graph-1f1b"/"graph-zb"/' "$work/layers.plan.json" > "$work/zb.plan.json"
+out=$("$bin" train "${common[@]}" --set model.name=gcnii16 --set name=zb --set parallel.devices=4 \
+  --set parallel.partitioner=$work/zb.plan.json --nproc 4 2>&1) || { echo "FAIL zb: $(printf '%s\n' "$out" | tail -3)"; fails=$((fails+1)); }
+same_weights gcnii16-layer-split-zb "$work/runs/one" "$work/runs/zb" --atol 1e-6
+
 # Graph parallelism: jk_gcn16 on 3 processes, each owning a third of the nodes (partitioner graph).
 "$bin" train "${common[@]}" --set model.name=jk_gcn16 --set name=jk-one > "$work/jk-one.log" 2>&1 || echo "FAIL jk one process: $(tail -3 "$work/jk-one.log")"
 out=$("$bin" train "${common[@]}" --set model.name=jk_gcn16 --set name=jk-parts --set parallel.devices=3 \
