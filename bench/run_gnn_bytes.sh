@@ -7,20 +7,21 @@
 # one step; the figure is metrics.jsonl's p2p_bytes_per_step (every byte the
 # processes sent each other, gradient sync aside), beside what trident plan
 # printed for the plan. GRAPH: cora (the graphdatascience wheel, through
-# bench/gnn_cora.py) or a csbm source.
+# bench/gnn_cora.py), cora@metis=4 (its nodes in METIS order), or any graph
+# source (docs/gnn.md).
 #   bash bench/run_gnn_bytes.sh [GRAPH] [DEPTHS]
 set -u
 cd "$(dirname "$0")/.."
 bin=${BUILD:-build}/tools/trident/trident
 graph=${1:-cora}; depths=${2:-"2 8 32"}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-if [ "$graph" = cora ]; then
+if [[ "$graph" == cora* ]]; then  # cora, or cora@metis=4 (Note [Graphs as data])
   py=$(bash scripts/install-peers.sh | tail -1)
   "$py" -m pip install --quiet --progress-bar off --disable-pip-version-check pyarrow >&2
   "$py" -m pip download --quiet --no-deps --dest "$work/wheel" graphdatascience >&2
   (cd "$work/wheel" && /usr/bin/python3 -m zipfile -e ./*.whl .) >&2
   "$py" bench/gnn_cora.py "$(dirname "$(find "$work/wheel" -name cora_nodes.parquet.gzip)")" "$work/cora" 0 2>/dev/null
-  graph=$work/cora
+  graph=$work/cora${graph#cora}
 fi
 common=(--config examples/graph-gcn2.yaml --set "model.graph=$graph" --set train.epochs=2 --set train.eval=false
         --set train.threads=1 --set checkpoint.every=0 --set runs_dir=$work/runs --set train.log_every=1
@@ -29,7 +30,7 @@ measured() { /usr/bin/python3 -c "
 import json, sys
 v = [l['p2p_bytes_per_step'] for l in map(json.loads, open('$work/runs/$1/metrics.jsonl')) if 'p2p_bytes_per_step' in l]
 print(f'{v[-1] / 2**20:.2f} MiB')"; }
-echo "GCNII on $(basename "$graph"), 4 processes: bytes per epoch (measured; the plan's figure in brackets)"
+echo "GCNII on ${1:-cora}, 4 processes: bytes per epoch (measured; the plan's figure in brackets)"
 echo "| layers | layer split | graph partition | partition / split |"
 echo "|---|---|---|---|"
 for d in $depths; do

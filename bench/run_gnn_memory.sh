@@ -27,13 +27,14 @@ run() {  # NAME DEPTH PROCESSES [LIMIT_BYTES]
   if [ -n "${4:-}" ]; then prlimit --as=$4 "$bin" train "${args[@]}" > "$work/$1.log" 2>&1
   else "$bin" train "${args[@]}" > "$work/$1.log" 2>&1; fi
 }
+why() { grep -o -i -m1 'out of memory\|bad_alloc' "$1" | head -1 || true; }
 lim=$(/usr/bin/python3 -c "print(int($limit_gb * 2**30))")
 echo "GCNII on csbm, $nodes nodes, hidden 64; prlimit --as=${limit_gb}G per process"
 echo "| depth | 1 process | 4 processes, layer split |"
 echo "|---|---|---|"
 for d in $depths; do
-  one=$(run one-$d $d 1 $lim && echo trains || echo "fails ($(grep -o -i -m1 'out of memory\|bad_alloc\|cannot allocate[^;]*' "$work/one-$d.log" || echo "exit"))")
-  four=$(run four-$d $d 4 $lim && echo trains || echo "fails ($(grep -o -i -m1 'out of memory\|bad_alloc\|cannot allocate[^;]*' "$work/four-$d.log" || echo "exit"))")
+  one=$(run one-$d $d 1 $lim && echo trains || echo "fails ($(why "$work/one-$d.log"))")
+  four=$(run four-$d $d 4 $lim && echo trains || echo "fails ($(why "$work/four-$d.log"))")
   echo "| $d | $one | $four |"
 done
 run one-report $report 1 && run four-report $report 4 || { echo "FAILED the unlimited runs"; tail -3 "$work"/*-report.log; exit 1; }

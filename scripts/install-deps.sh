@@ -21,6 +21,8 @@ packages=(
   libgtest-dev libgmock-dev
   # data
   dataset-fashion-mnist
+  # graph partitioning for GNNs' graph parallelism (a METIS node order, docs/gnn.md)
+  libmetis-dev
   # the stage-graph picture of `trident report`
   graphviz
   # the PyTorch peer for the comparison benchmark, and tools/export (own models) with its tests

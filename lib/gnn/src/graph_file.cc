@@ -194,6 +194,19 @@ void write_graph_dir(const GraphData& g, const std::string& dir) {
 }
 
 GraphData load_graph(const std::string& source, bool with_features) {
+  if (const auto at = source.rfind("@metis="); at != std::string::npos && !std::filesystem::exists(source)) {
+    const std::string k = source.substr(at + 7);
+    std::size_t used = 0;
+    int parts = 0;
+    try {
+      parts = std::stoi(k, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (k.empty() || used != k.size())
+      throw GraphDataError("graph " + source + ": metis = '" + k + "': a number of parts (2 or more)");
+    return reorder_by_metis(load_graph(source.substr(0, at), with_features), parts);
+  }
   if (source.rfind("csbm", 0) == 0 && !std::filesystem::exists(source))
     return generate_csbm(parse_csbm(source), with_features);
   return read_graph_dir(source, with_features);

@@ -170,3 +170,34 @@ TEST(GcnAdjacency, NormalisesBySquareRootsOfDegrees) {
 
 }  // namespace
 }  // namespace trident::gnn
+
+namespace trident::gnn {
+namespace {
+
+// "@metis=K" renumbers the nodes part by part: the same graph (labels,
+// masks, edges, homophily, as a permutation), and contiguous ranges whose
+// halos are far smaller than in the random order; the same on every load.
+TEST(Metis, OrderKeepsTheGraphAndShrinksHalos) {
+  const std::string source = "csbm:nodes=400,classes=4,features=3,homophily=0.9,seed=2";
+  const auto g = load_graph(source), r = load_graph(source + "@metis=4"), again = load_graph(source + "@metis=4");
+  EXPECT_EQ(r.src, again.src);
+  EXPECT_EQ(r.x, again.x);
+  EXPECT_EQ(r.edges(), g.edges());
+  EXPECT_DOUBLE_EQ(r.homophily(), g.homophily());
+  EXPECT_EQ(GraphData::count(r.train), GraphData::count(g.train));
+  auto sorted = [](std::vector<std::int64_t> v) { return std::sort(v.begin(), v.end()), v; };
+  EXPECT_EQ(sorted(r.labels), sorted(g.labels));
+  // Node i's features and label moved together.
+  std::multiset<std::pair<std::int64_t, float>> a, b;
+  for (std::int64_t i = 0; i < 400; ++i) a.insert({g.labels[i], g.x[i * 3]}), b.insert({r.labels[i], r.x[i * 3]});
+  EXPECT_EQ(a, b);
+  std::int64_t before = 0, after = 0;
+  for (auto h : halo_sizes(gcn_adjacency(g), even_bounds(400, 4))) before += h;
+  for (auto h : halo_sizes(gcn_adjacency(r), even_bounds(400, 4))) after += h;
+  EXPECT_LT(after * 3, before) << before << " -> " << after;
+  EXPECT_THROW(load_graph(source + "@metis=x"), GraphDataError);
+  EXPECT_THROW(load_graph(source + "@metis=1"), GraphDataError);
+}
+
+}  // namespace
+}  // namespace trident::gnn

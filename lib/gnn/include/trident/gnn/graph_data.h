@@ -27,6 +27,12 @@
 //                        `homophily`, so at homophily = 1/classes the graph
 //                        carries no label information and above it a GNN
 //                        gains over the MLP.
+//   SOURCE@metis=K       either, its nodes renumbered so that each of the K
+//                        parts METIS finds (k-way, seed 0, parts within 0.1%
+//                        of equal) is a contiguous range, in part order: graph
+//                        parallelism over K devices then owns about one METIS
+//                        part each (its ranges are even, so they follow the
+//                        parts to within a few nodes).
 // Every bad file or key is a GraphDataError naming the file (or source) and
 // the field, and exits 2 from the command line.
 #pragma once
@@ -76,6 +82,11 @@ GraphData load_graph(const std::string& source, bool with_features = true);
 GraphData read_graph_dir(const std::string& dir, bool with_features = true);
 GraphData generate_csbm(const CsbmOptions& o, bool with_features = true);
 CsbmOptions parse_csbm(const std::string& source);  // "csbm[:k=v,...]"
+
+// METIS's k-way partition of `g` into `parts` (a part per node), and `g`
+// renumbered part by part (see "@metis=K" above).
+std::vector<std::int64_t> metis_parts(const GraphData& g, int parts);
+GraphData reorder_by_metis(const GraphData& g, int parts);
 
 // Writes `g` as a graph directory read_graph_dir reads back (each file
 // atomically). The directory must exist.
