@@ -53,17 +53,23 @@ std::vector<std::string> split(const std::string& text, char sep) {
 }
 
 void check(const CsbmOptions& o) {
-  if (o.classes < 2) bad("classes", std::to_string(o.classes), "at least 2");
-  if (o.features < 1) bad("features", std::to_string(o.features), "at least 1");
-  if (o.train_per_class < 1) bad("train_per_class", std::to_string(o.train_per_class), "at least 1");
-  if (o.nodes < o.classes * (o.train_per_class + 2) || o.nodes > (1 << 24))
+  constexpr std::int64_t kMost = std::int64_t{1} << 24;
+  if (o.classes < 2 || o.classes > kMost) bad("classes", std::to_string(o.classes), "2 to 2^24");
+  if (o.features < 1 || o.features > (1 << 16)) bad("features", std::to_string(o.features), "1 to 65536");
+  if (o.train_per_class < 1 || o.train_per_class > kMost)
+    bad("train_per_class", std::to_string(o.train_per_class), "1 to 2^24");
+  if (o.nodes < o.classes * (o.train_per_class + 2) || o.nodes > kMost)
     bad("nodes", std::to_string(o.nodes), "at least classes x (train_per_class + 2) = " +
                                               std::to_string(o.classes * (o.train_per_class + 2)) + " and at most 2^24");
-  if (!(o.degree > 0) || o.degree > static_cast<double>(o.nodes) / (2 * o.classes))
-    bad("degree", format_number("%g", o.degree), "above 0 and at most nodes / (2 x classes)");
+  if (o.nodes * o.features > (std::int64_t{1} << 28))
+    bad("features", std::to_string(o.features), "nodes x features at most 2^28");
+  if (!(o.degree > 0) || o.degree > static_cast<double>(o.nodes) / (2 * o.classes) ||
+      static_cast<double>(o.nodes) * o.degree > static_cast<double>(std::int64_t{1} << 28))
+    bad("degree", format_number("%g", o.degree), "above 0, at most nodes / (2 x classes), and nodes x degree at most 2^28");
   if (!(o.homophily >= 0 && o.homophily <= 1)) bad("homophily", format_number("%g", o.homophily), "between 0 and 1");
-  if (!(o.signal >= 0 && o.signal < 1e6)) bad("signal", format_number("%g", o.signal), "0 or more");
-  if (o.val < 0 || o.test < 0 || o.classes * o.train_per_class + o.val + o.test > o.nodes)
+  if (!(o.signal >= 0 && o.signal < 1e6)) bad("signal", format_number("%g", o.signal), "0 or more, below 10^6");
+  if (o.val < 0 || o.test < 0 || o.val > o.nodes || o.test > o.nodes ||
+      o.classes * o.train_per_class + o.val + o.test > o.nodes)
     bad("val", std::to_string(o.val) + " (test " + std::to_string(o.test) + ")",
         "0 or more, with train + val + test at most the nodes");
 }
@@ -143,7 +149,11 @@ CsbmOptions parse_csbm(const std::string& source) {
       used = 0;
     }
     if (value.empty() || used != value.size()) bad(key, "'" + value + "'", "must be a number");
-    it->second(value);
+    try {
+      it->second(value);
+    } catch (const std::exception&) {  // std::stoll's out_of_range, or a fraction where a count goes
+      bad(key, "'" + value + "'", "out of range");
+    }
   }
   check(o);
   return o;
