@@ -356,7 +356,8 @@ struct Calibration {
     if (threads.empty()) threads = cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
     auto models = o.models;
     if (models.empty())
-      for (const auto& name : zoo::model_names()) models.push_back({name, "tiny"});
+      for (const auto& name : zoo::model_names())  // a GNN's op times belong to its graph, not to the machine
+        if (!zoo::is_gnn_model(name)) models.push_back({name, "tiny"});
     Progress bar(out, Progress::is_terminal(out), "profile");
     // bf16 too where the CPU multiplies it (emulated, it would take 10-20x as long to measure a rate nobody should train at).
     std::vector<graph::Precision> precisions{graph::Precision::kFp32};
