@@ -1,6 +1,5 @@
 #include "estimate.h"
 
-#include "trident/gnn/graph_data.h"
 
 #include "trident/schedule/schedule.h"
 
@@ -241,7 +240,7 @@ StageEstimate estimate_partitioned(const Planner& planner, const std::vector<gra
   const double share = 1.0 / parts;
   e.forward_s *= share, e.backward_s *= share, e.weight_grad_s *= share;
   e.activation_bytes *= share, e.input_bytes *= share;
-  const double halo_s = cost::p2p_s(link, gnn::partition_bytes(planner.graph(), parts) * share / 2);
+  const double halo_s = cost::p2p_s(link, planner.partition_bytes(parts) * share / 2);
   e.forward_s += halo_s, e.backward_s += halo_s;
   return e;
 }

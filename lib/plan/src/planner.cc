@@ -11,6 +11,7 @@
 #include "trident/base/text.h"
 #include "trident/cost/comm.h"
 #include "trident/graph/sp.h"
+#include "trident/gnn/graph_data.h"
 
 namespace trident::plan {
 namespace {
@@ -91,6 +92,12 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   if (r.max_replicas > 0 && r.partitioner == "dp" && r.max_replicas < r.devices)
     throw PlanError("max replicas " + std::to_string(r.max_replicas) + " contradicts partitioner dp, which replicates one stage on all " +
                     std::to_string(r.devices) + " devices");
+}
+
+double Planner::partition_bytes(int parts) const {
+  auto it = partition_bytes_.find(parts);
+  if (it == partition_bytes_.end()) it = partition_bytes_.emplace(parts, gnn::partition_bytes(graph_, parts)).first;
+  return it->second;
 }
 
 double Planner::memory_cap() const {

@@ -99,6 +99,9 @@ class Planner {
   Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::CostModel cost, PlanRequest request);
 
   const graph::OpGraph& graph() const { return graph_; }
+  // gnn::partition_bytes of the graph on `parts` parts, computed once per
+  // part count (it decodes the adjacency and finds every part's halo).
+  double partition_bytes(int parts) const;
   const cost::ClusterSpec& cluster() const { return cluster_; }
   const cost::CostModel& cost() const { return cost_; }
   // A device's cost model: its class's in a mixed cluster (Note [Device
@@ -210,6 +213,7 @@ class Planner {
   std::vector<Plan> place_on_classes(const Plan& structure) const;
   std::vector<cost::CostModel> class_costs_;  // by class (mixed clusters)
   const graph::OpGraph& graph_;
+  mutable std::map<int, double> partition_bytes_;
   cost::ClusterSpec cluster_;
   cost::CostModel cost_;
   PlanRequest request_;
