@@ -29,6 +29,12 @@ runtime::TrainConfig plan_config(const PlanArgs& a) {
   par.schedule = a.schedule.empty() ? "auto" : a.schedule;
   par.grad_sync = a.grad_sync, par.max_replicas = a.max_replicas, par.recompute = a.recompute;
   par.micro_batch_ratio = a.micro_batch_ratio;
+  if (const auto k = a.model.graph_chunks; k > 1) {  // GNNPipe mode, as `trident train` reads it (Note [Node chunks])
+    if (a.mini_batch != k)
+      throw plan::PlanError("--mini-batch " + std::to_string(a.mini_batch) + ": GNNPipe mode trains every chunk once a "
+                            "step, so it must be --graph-chunks = " + std::to_string(k));
+    if (!a.micro_batch) par.micro_batch = 1;  // one chunk per micro-batch
+  }
   if (a.optimizer == "adam" || a.optimizer == "sgd") c.optimizer.name = a.optimizer;  // sgd: with momentum 0.9
   else if (a.optimizer == "sgd-plain") c.optimizer.name = "sgd", c.optimizer.momentum = 0;
   else throw plan::PlanError("--optimizer '" + a.optimizer + "' is unknown; use adam, sgd (with momentum) or sgd-plain");
@@ -70,6 +76,8 @@ void add_model_options(CLI::App* command, zoo::ModelSpec& model) {
       ->excludes(name);
   command->add_option("--graph", model.graph,
                       "graph neural networks: the graph, a directory of .npy files or csbm[:key=value,...] (docs/gnn.md)");
+  command->add_option("--graph-chunks", model.graph_chunks,
+                      "graph neural networks: GNNPipe mode, the nodes in this many chunks (docs/gnn.md; 0: exact)");
 }
 
 graph::OpGraph model_graph(zoo::ModelSpec& model) {
@@ -148,6 +156,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
   const auto cluster = cost::parse_cluster(p.cluster.dump(), origin + " (cluster)");
   plan::PlanRequest r;
   r.model = p.model, r.preset = p.preset, r.model_file = p.model_file, r.model_graph = p.model_graph;
+  r.graph_chunks = p.graph_chunks;
   r.devices = p.devices, r.mini_batch = p.mini_batch;
   r.optimizer_states = p.optimizer_states;
   r.precision = graph::precision_from_string(p.precision).value_or(graph::Precision::kFp32);
@@ -159,7 +168,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
 
 int run_simulate(const SimulateArgs& a) {
   auto p = plan::load_plan(a.plan);
-  const auto g = zoo::build_graph({p.model, p.preset, p.model_file, "", p.model_graph});
+  const auto g = zoo::build_graph({p.model, p.preset, p.model_file, "", p.model_graph, p.graph_chunks});
   const auto planner = planner_for(p, g, a.plan);
   const auto result = planner.predict(p);
   if (a.json) {

@@ -107,6 +107,20 @@ graph::OpGraph build_model_graph(const Reader& r, const YAML::Node& root, const 
   }
 }
 
+// GNNPipe mode (Note [Node chunks] in nn/node_chunks.h): every chunk once a
+// step, through a layer split.
+void check_graph_chunks(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
+  const auto k = c.model.graph_chunks;
+  if (k < 2) return;
+  if (c.train.mini_batch != k)
+    r.fail("train.mini_batch", root["train"]["mini_batch"],
+           "GNNPipe mode trains every chunk once a step: must be model.graph_chunks = " + std::to_string(k));
+  if (c.parallel.partitioner == "graph")
+    r.fail("parallel.partitioner", root["parallel"]["partitioner"],
+           "`graph` partitions the whole graph's nodes among devices (exact); GNNPipe mode (model.graph_chunks = " +
+               std::to_string(k) + ") pipelines chunks through layer stages: use graphpipe or a plan file");
+}
+
 // The dataset exists, has the fields the model reads, and fits in memory.
 void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
   const bool gnn = zoo::is_gnn_model(c.model.name) && c.model.file.empty();
@@ -116,8 +130,11 @@ void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
   if (gnn && c.data.name != "graph")
     r.fail("data.name", root["data"]["name"] ? root["data"]["name"] : YAML::Node(c.data.name),
            "a graph neural network trains on `graph` (its model.graph)");
+  if (c.model.graph_chunks > 1 && !gnn)
+    r.fail("model.graph_chunks", root["model"]["graph_chunks"],
+           "GNNPipe mode chunks a graph's nodes: it applies to the zoo's graph neural networks, not '" + c.model.name + "'");
   const auto graph = build_model_graph(r, root, c);
-  if (gnn) return;
+  if (gnn) return check_graph_chunks(r, root, c);
   if (fashion(c)) {
     for (const auto& op : graph.ops()) {
       const std::string field = op.attrs.value("field", "");

@@ -112,6 +112,13 @@ std::vector<Key> model_and_data_keys() {
   k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
     if (!c.model.graph.empty()) e << c.model.graph;
   };
+  k.push_back(int_key("model.graph_chunks", [](TrainConfig& c) -> auto& { return c.model.graph_chunks; }, bound(0),
+                      bound(kNoLimit),
+                      "graph neural networks: 0 (exact: the whole graph is one sample), or 2 up to the graph's nodes: "
+                      "GNNPipe mode, the nodes split into this many chunks that pipeline through the layer stages as "
+                      "micro-batches, reading neighbours in other chunks up to one epoch stale — not equal to one "
+                      "process (docs/gnn.md)",
+                      {nullptr, "0"}, true));
   k.push_back(text_key("model.preset", [](TrainConfig& c) -> auto& { return c.model.preset; }, zoo::preset_names(),
                        shown(join(zoo::preset_names(), "`, `"))));
   k.push_back(model_file_key());
@@ -175,13 +182,16 @@ std::vector<Key> train_keys() {
   k.push_back(int_key("train.mini_batch", [](TrainConfig& c) -> auto& { return c.train.mini_batch; }, bound(1),
                       [](const TrainConfig& c) {
                         if (c.data.name == "npy") return kNoLimit;  // the arrays' length, checked when loaded
-                        if (c.data.name == "graph" && zoo::is_gnn_model(c.model.name)) return std::int64_t{1};  // one graph
+                        if (c.data.name == "graph" && zoo::is_gnn_model(c.model.name))  // one graph, or its chunks
+                          return std::max<std::int64_t>(1, c.model.graph_chunks);
                         return fashion(c) ? (c.data.train_size ? c.data.train_size : kFashionMnistTrain)
                                           : c.data.train_size;
                       },
-                      "1 to the training-set size (a graph: 1, the whole graph)",
-                      {[](const TrainConfig& c) { return c.data.name == "graph" ? std::int64_t{1} : std::int64_t{128}; },
-                       "128; 1 for a graph"}));
+                      "1 to the training-set size (a graph: 1, the whole graph; `model.graph_chunks` in GNNPipe mode)",
+                      {[](const TrainConfig& c) {
+                         return c.data.name == "graph" ? std::max<std::int64_t>(1, c.model.graph_chunks) : std::int64_t{128};
+                       },
+                       "128; 1 for a graph (`model.graph_chunks` in GNNPipe mode)"}));
   k.push_back(int_key("train.accumulate", [](TrainConfig& c) -> auto& { return c.train.accumulate; }, bound(1),
                       [](const TrainConfig& c) { return c.train.mini_batch; },
                       "divides `mini_batch`; data parallelism: each optimizer step runs `mini_batch / accumulate` "
@@ -267,7 +277,10 @@ std::vector<Key> parallel_keys() {
                       "graphpipe / pipedream: at most this many data-parallel replicas per stage (0: no limit)"));
   k.push_back(int_key("parallel.micro_batch", [](TrainConfig& c) -> auto& { return c.parallel.micro_batch; }, bound(0),
                       [](const TrainConfig& c) { return c.train.mini_batch; },
-                      "divides `train.mini_batch` (0: searched by the planner)"));
+                      "divides `train.mini_batch` (0: searched by the planner); in GNNPipe mode the chunks a "
+                      "micro-batch holds, which read each other live",
+                      {[](const TrainConfig& c) { return std::int64_t{c.model.graph_chunks > 1 ? 1 : 0}; },
+                       "0; 1 in GNNPipe mode (one chunk per micro-batch)"}));
   k.push_back(int_key("parallel.micro_batch_ratio", [](TrainConfig& c) -> auto& { return c.parallel.micro_batch_ratio; },
                       bound(0), bound(64),
                       "graphpipe: a stage's micro-batch may be up to this many times the plan's smallest, a power of "

@@ -37,7 +37,7 @@ plan::PlanRequest plan_request(const TrainConfig& config) {
   const bool dp = kind == PartitionerKind::kDataParallel;
   plan::PlanRequest r;
   r.model = config.model.name, r.preset = config.model.preset, r.model_file = config.model.file;
-  r.model_graph = config.model.graph;
+  r.model_graph = config.model.graph, r.graph_chunks = config.model.graph_chunks;
   r.devices = static_cast<int>(par.devices);
   r.mini_batch = static_cast<int>(config.train.mini_batch);
   if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);

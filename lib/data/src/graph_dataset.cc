@@ -10,9 +10,20 @@ torch::Tensor mask_of(const std::vector<std::uint8_t>& m) {
       .to(torch::kFloat32);
 }
 
+// [1, N, ...] -> [K, C, ...]: chunk k holds nodes [b[k], b[k+1]) and zeros after them.
+torch::Tensor chunked(const torch::Tensor& whole, const std::vector<std::int64_t>& b) {
+  const auto k = static_cast<std::int64_t>(b.size()) - 1;
+  auto shape = whole.sizes().vec();
+  shape[0] = k, shape[1] = b[1] - b[0];
+  auto out = torch::zeros(shape, whole.options());
+  for (std::int64_t c = 0; c < k; ++c) out[c].narrow(0, 0, b[c + 1] - b[c]).copy_(whole[0].narrow(0, b[c], b[c + 1] - b[c]));
+  return out;
+}
+
 }  // namespace
 
-Splits load_graph_dataset(const std::string& source, const std::string& eval, const std::set<std::string>& fields) {
+Splits load_graph_dataset(const std::string& source, const std::string& eval, const std::set<std::string>& fields,
+                          int chunks) {
   if (eval != "val" && eval != "test")
     throw DataError("data.eval = '" + eval + "': allowed val, test (the mask evaluation reads)");
   const bool features = fields.empty() || fields.count("features");
@@ -33,6 +44,16 @@ Splits load_graph_dataset(const std::string& source, const std::string& eval, co
   if (fields.empty() || fields.count("mask")) {
     s.train.fields["mask"] = mask_of(g.train);
     s.test.fields["mask"] = mask_of(eval == "val" ? g.val : g.test);
+  }
+  if (chunks > g.nodes)
+    throw DataError("model.graph_chunks = " + std::to_string(chunks) + ": more chunks than the graph's " +
+                    std::to_string(g.nodes) + " nodes");
+  if (chunks > 1) {
+    const auto b = gnn::even_bounds(g.nodes, chunks);
+    for (auto* d : {&s.train, &s.test}) {
+      for (auto& [name, t] : d->fields) t = chunked(t, b);
+      d->in_order = true;
+    }
   }
   return s;
 }

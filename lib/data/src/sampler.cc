@@ -6,8 +6,9 @@
 
 namespace trident::data {
 
-EpochSampler::EpochSampler(std::int64_t dataset_size, std::int64_t batch, std::uint64_t seed)
-    : size_(dataset_size), batch_(batch), steps_per_epoch_(batch > 0 ? dataset_size / batch : 0), seed_(seed) {
+EpochSampler::EpochSampler(std::int64_t dataset_size, std::int64_t batch, std::uint64_t seed, bool shuffle)
+    : size_(dataset_size), batch_(batch), steps_per_epoch_(batch > 0 ? dataset_size / batch : 0), seed_(seed),
+      shuffle_(shuffle) {
   if (steps_per_epoch_ < 1) {
     throw DataError("train.mini_batch = " + std::to_string(batch) + " must be between 1 and the " +
                     "training set size " + std::to_string(dataset_size));
@@ -19,7 +20,7 @@ torch::Tensor EpochSampler::batch_indices(std::int64_t step) {
   if (epoch != cached_epoch_) {
     // A distinct, well-mixed seed per (seed, epoch).
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed_ * 1000003ULL + static_cast<std::uint64_t>(epoch) + 1);
-    order_ = torch::randperm(size_, gen, torch::kInt64);
+    order_ = shuffle_ ? torch::randperm(size_, gen, torch::kInt64) : torch::arange(size_, torch::kInt64);
     cached_epoch_ = epoch;
   }
   const std::int64_t first = (step % steps_per_epoch_) * batch_;

@@ -127,6 +127,46 @@ void StageExecutor::build() {
     if (a.kind != schedule::Action::Kind::kStep) actions_.push_back(a);  // the step follows the last action anyway
   layout(0);
   open_node_parts();
+  open_node_chunks();
+}
+
+namespace {
+
+// The dataset field a masked_cross_entropy loss reads as its mask ("" when none).
+std::string mask_field_of(const graph::OpGraph& g) {
+  const auto& loss = g.op(g.loss());
+  if (loss.kind != "masked_cross_entropy") return "";
+  const auto& mask = g.op(loss.inputs.at(2).producer);
+  return mask.is_input() ? mask.attrs.value("field", mask.name) : "";
+}
+
+}  // namespace
+
+// See Note [Node chunks] in nn/node_chunks.h.
+void StageExecutor::open_node_chunks() {
+  for (const auto& op : graph_.ops()) {
+    const int chunks = op.kind == "graph_aggregate" ? op.attrs.value("chunks", 0) : 0;
+    if (chunks < 2) continue;
+    auto c = std::make_shared<nn::NodeChunks>();
+    c->chunks = chunks, c->bounds = gnn::even_bounds(op.attrs.value("nodes", std::int64_t{0}), chunks);
+    node_chunks_ = c;
+    break;
+  }
+  if (node_chunks_ && has_loss_) mask_field_ = mask_field_of(graph_);
+}
+
+std::optional<nn::NodeChunkScope> StageExecutor::chunk_scope(std::int64_t first, std::int64_t count, bool training) {
+  if (!node_chunks_) return std::nullopt;
+  auto c = std::make_shared<nn::NodeChunks>(*node_chunks_);
+  c->first = first, c->count = count;
+  c->step = random_step_, c->training = training, c->mask_total = chunk_mask_total_;
+  return std::optional<nn::NodeChunkScope>(std::in_place, std::move(c));
+}
+
+// The whole split's masked count, for the loss stage of a chunked graph.
+void StageExecutor::count_masked(const FieldSource& source, std::int64_t first_row, std::int64_t rows) {
+  if (!node_chunks_ || !has_loss_ || mask_field_.empty()) return;
+  chunk_mask_total_ = source(first_row, first_row + rows, {mask_field_}).at(mask_field_).sum().item<double>();
 }
 
 // See Note [Node partitions] in nn/node_parts.h.
@@ -136,9 +176,7 @@ void StageExecutor::open_node_parts() {
   std::int64_t nodes = 0;
   for (const auto& op : graph_.ops())
     if (op.kind == "graph_aggregate") nodes = op.attrs.value("nodes", std::int64_t{0});
-  const auto& loss = graph_.op(graph_.loss());
-  if (loss.kind == "masked_cross_entropy" && graph_.op(loss.inputs.at(2).producer).is_input())
-    mask_field_ = graph_.op(loss.inputs.at(2).producer).attrs.value("field", graph_.op(loss.inputs.at(2).producer).name);
+  mask_field_ = mask_field_of(graph_);
   if (nodes <= 0 || mask_field_.empty())
     throw PipelineError("stage " + std::to_string(stage_) + ": partition \"nodes\" needs a graph model (graph_aggregate "
                         "ops and a masked_cross_entropy loss on a dataset mask); '" + graph_.name() + "' is not one",
@@ -304,6 +342,7 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
   if (stage_ < 0) return {};
   Pass p;
   p.source = &source, p.divisor = divisor, p.before_last_backward = before_last_backward, p.trace = trace;
+  count_masked(source, 0, plan_.mini_batch);
   return pass(*layouts_.at(0), actions_, p);
 }
 
@@ -311,6 +350,12 @@ StageResult StageExecutor::evaluate(const FieldSource& source, std::int64_t rows
   StageResult total;
   if (stage_ < 0 || !module_) return total;
   torch::NoGradGuard no_grad;
+  if (node_chunks_) {  // See Note [Pipelined evaluation]: every chunk in one micro-batch
+    count_masked(source, 0, rows);
+    Pass p;
+    p.source = &source;
+    return pass(layout(rows), {{Kind::kForward, 0}}, p);
+  }
   const std::int64_t chunk = plan_.mini_batch;
   std::vector<schedule::Action> forwards;
   for (int m = 0; m < micro_batches_; ++m) forwards.push_back({Kind::kForward, m});

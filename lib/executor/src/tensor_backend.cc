@@ -54,6 +54,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   const auto base = p.first_row + m * l.micro_batch;
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
   const auto nodes = s_.node_scope(&fields);  // See Note [Node partitions]
+  const auto chunks = s_.chunk_scope(base + l.row_begin, l.row_end - l.row_begin, training);  // Note [Node chunks]
   saved.outputs =
       s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(l.input_k_of.at(producer)); }, fields);
   slow_down(started, waited_s);
@@ -169,6 +170,8 @@ void StageExecutor::TensorBackend::recompute(Pass& p, int m, const Layout& l, Sa
   for (auto& [producer, t] : saved.inputs)
     if (s_.crossings_[l.input_k_of.at(producer)].differentiable) t.requires_grad_(true);
   nn::RandomScope random(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
+  const auto base = p.first_row + m * l.micro_batch;
+  const auto chunks = s_.chunk_scope(base + l.row_begin, l.row_end - l.row_begin, true);  // Note [Node chunks]
   saved.outputs = s_.executor_->forward(saved.inputs, saved.fields);
   if (p.trace) p.trace->add_stamped("recompute " + action, "forward", t0, p.stamp());
 }

@@ -73,11 +73,25 @@ Adjacency constant_adjacency(const graph::OpGraph& g, const std::string& name) {
   return a;
 }
 
+ChunkReadCounts chunk_read_counts(const Adjacency& a, const std::vector<std::int64_t>& bounds, int per) {
+  auto group = [&](std::int64_t node) {
+    const auto chunk = std::upper_bound(bounds.begin(), bounds.end(), node) - bounds.begin() - 1;
+    return chunk / std::max(1, per);
+  };
+  ChunkReadCounts n;
+  for (std::int64_t e = 0; e < a.nnz(); ++e) {
+    const auto row = group(a.rows[static_cast<std::size_t>(e)]), col = group(a.cols[static_cast<std::size_t>(e)]);
+    (col == row ? n.own : col < row ? n.fresh : n.stale) += 1;
+  }
+  return n;
+}
+
 double partition_bytes(const graph::OpGraph& g, int parts) {
   double widths = 0;
   std::int64_t nodes = 0;
   for (const auto& op : g.ops())
-    if (op.kind == "graph_aggregate") widths += static_cast<double>(op.output.shape.at(1)), nodes = op.output.shape.at(0);
+    if (op.kind == "graph_aggregate")
+      widths += static_cast<double>(op.output.shape.at(1)), nodes = op.attrs.value("nodes", op.output.shape.at(0));
   if (widths == 0 || parts < 2) return 0;
   std::int64_t halo = 0;
   for (auto h : halo_sizes(constant_adjacency(g), even_bounds(nodes, parts))) halo += h;

@@ -8,6 +8,7 @@
 #include "precision_casts.h"
 #include "trident/base/json.h"
 #include "trident/base/files.h"
+#include "trident/nn/node_chunks.h"
 #include "trident/nn/node_parts.h"
 #include "trident/nn/random.h"
 #include "trident/nn/small_matmul.h"
@@ -268,6 +269,8 @@ OpFn function_of(const Op& op) {
       const auto mask = in[2].to(ce.scalar_type());
       if (const auto& parts = node_parts())  // See Note [Node partitions]: the whole graph's count
         return (ce.reshape(in[1].sizes()) * mask).sum() / std::max(1.0, parts->mask_total);
+      if (const auto& c = node_chunks(); c && c->mask_total > 0)  // See Note [Node chunks]
+        return (ce.reshape(in[1].sizes()) * mask).sum() * (c->chunks / c->mask_total);
       return ((ce.reshape(in[1].sizes()) * mask).sum(1) / mask.sum(1).clamp_min(1)).sum();
     };
   if (k == "mix") {
@@ -289,6 +292,8 @@ double correct_predictions(const std::string& loss_kind, const torch::Tensor& lo
   if (loss_kind != "masked_cross_entropy") return logits.argmax(1).eq(labels).sum().item<double>();
   const auto hit = logits.argmax(-1).eq(labels).to(torch::kFloat64), m = mask.to(torch::kFloat64);
   if (const auto& parts = node_parts()) return (hit * m).sum().item<double>() / std::max(1.0, parts->mask_total);
+  if (const auto& c = node_chunks(); c && c->mask_total > 0)  // See Note [Node chunks]
+    return (hit * m).sum().item<double>() * (c->chunks / c->mask_total);
   return ((hit * m).sum(1) / m.sum(1).clamp_min(1)).sum().item<double>();
 }
 

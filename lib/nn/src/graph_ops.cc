@@ -1,10 +1,13 @@
 // Ops over a graph's adjacency: graph_aggregate on one process (Note [Graph
-// ops] in zoo/builder.h) and on a node partition (Note [Node partitions] in
-// nn/node_parts.h).
+// ops] in zoo/builder.h), on a node partition (Note [Node partitions] in
+// nn/node_parts.h) and on a chunk of the nodes (Note [Node chunks] in
+// nn/node_chunks.h).
 #include "graph_ops.h"
 
 #include <ATen/record_function.h>
 
+#include "trident/gnn/graph_data.h"
+#include "trident/nn/node_chunks.h"
 #include "trident/nn/node_parts.h"
 
 namespace trident::nn {
@@ -106,6 +109,111 @@ struct PartAdjacency {
   }
 };
 
+// See Note [Node chunks] in node_chunks.h: one aggregation's cache of its
+// input rows, and the adjacency rows of each micro-batch's chunks.
+class ChunkedAggregate {
+ public:
+  ChunkedAggregate(std::string name, torch::Tensor index, torch::Tensor weight, std::int64_t nodes)
+      : name_(std::move(name)), index_(std::move(index)), weight_(std::move(weight)), nodes_(nodes) {}
+
+  // x: [count, C, d], the rows of chunks [first, first + count), each padded to C.
+  torch::Tensor operator()(const torch::Tensor& x, const NodeChunks& c) {
+    if (x.size(0) != c.count)
+      throw Failure("op '" + name_ + "' (graph_aggregate) got " + std::to_string(x.size(0)) + " chunks, its scope " +
+                    std::to_string(c.count));
+    const auto& b = c.bounds;
+    const auto lo = b.at(c.first), hi = b.at(c.first + c.count);
+    std::vector<torch::Tensor> own;
+    for (std::int64_t j = 0; j < c.count; ++j) own.push_back(x[j].narrow(0, 0, b[c.first + j + 1] - b[c.first + j]));
+    const auto mine = torch::cat(own);
+    const auto& r = rows_of(c, x.device());
+    auto whole = torch::cat({x.new_zeros({lo, x.size(2)}), mine, x.new_zeros({nodes_ - hi, x.size(2)})});
+    if (r.halo.numel()) whole = whole.index_copy(0, r.halo, halo_rows(r, c, x));
+    const auto out = torch::mm(r.a, whole);
+    if (c.training) {
+      if (!cache_.defined()) cache_ = torch::zeros({nodes_, x.size(2)}, x.options()), written_.assign(c.chunks, -1);
+      cache_.narrow(0, lo, hi - lo).copy_(mine.detach());
+      for (auto k = c.first; k < c.first + c.count; ++k) written_[static_cast<std::size_t>(k)] = c.step;
+    }
+    std::vector<torch::Tensor> padded;
+    for (std::int64_t j = 0; j < c.count; ++j) {
+      const auto n = b[c.first + j + 1] - b[c.first + j];
+      padded.push_back(torch::cat({out.narrow(0, b[c.first + j] - lo, n), out.new_zeros({x.size(1) - n, x.size(2)})}));
+    }
+    return torch::stack(padded);
+  }
+
+ private:
+  struct Rows {
+    torch::Tensor a;                  // sparse [hi - lo, N]: the chunks' rows of A, global columns
+    torch::Tensor halo;               // global ids outside [lo, hi) they read, ascending
+    std::vector<std::int64_t> reads;  // per chunk: entries of `a` in its columns
+  };
+
+  const Rows& rows_of(const NodeChunks& c, c10::Device device) {
+    auto& r = rows_[{c.first, c.count}];
+    if (r.a.defined()) return r;
+    const auto lo = c.bounds.at(c.first), hi = c.bounds.at(c.first + c.count);
+    const auto in = index_[0].ge(lo).logical_and(index_[0].lt(hi));
+    auto sub = index_.index({torch::indexing::Slice(), in}).clone();
+    const auto cols = sub[1].clone();
+    sub[0] -= lo;
+    r.a = torch::sparse_coo_tensor(sub, weight_.masked_select(in), {hi - lo, nodes_}).coalesce().to(device);
+    const auto read = std::get<0>(torch::_unique(cols, /*sorted=*/true));
+    r.halo = read.masked_select(read.lt(lo).logical_or(read.ge(hi))).to(device);
+    const auto inner = torch::tensor(std::vector<std::int64_t>(c.bounds.begin() + 1, c.bounds.end() - 1), torch::kInt64);
+    const auto chunk = torch::bucketize(cols, inner, /*out_int32=*/false, /*right=*/true);
+    const auto counts = torch::bincount(chunk, {}, c.chunks);
+    r.reads.assign(counts.data_ptr<std::int64_t>(), counts.data_ptr<std::int64_t>() + c.chunks);
+    return r;
+  }
+
+  // The halo's rows from the cache, each read checked and counted; a
+  // no-grad forward's (a recomputing stage's first) kept for its replay.
+  torch::Tensor halo_rows(const Rows& r, const NodeChunks& c, const torch::Tensor& x) {
+    if (!c.training) return cache_.defined() ? cache_.index_select(0, r.halo).to(x.options())
+                                             : x.new_zeros({r.halo.numel(), x.size(2)});
+    const std::pair<std::int64_t, std::int64_t> key{c.step, c.first};
+    if (auto it = replay_.find(key); it != replay_.end() && torch::GradMode::is_enabled()) {
+      auto rows = it->second;
+      replay_.erase(it);
+      return rows;
+    }
+    for (auto it = replay_.begin(); it != replay_.end();) it = it->first.first < c.step ? replay_.erase(it) : std::next(it);
+    if (first_step_ < 0) first_step_ = c.step;
+    ChunkReads n;
+    for (int k = 0; k < c.chunks; ++k) {
+      const auto e = r.reads[static_cast<std::size_t>(k)];
+      if (!e) continue;
+      const auto w = written_.empty() ? -1 : written_[static_cast<std::size_t>(k)];
+      if (k >= c.first && k < c.first + c.count) n.own += e;
+      else if (w < 0 && c.step == first_step_) n.cold += e;
+      else if (w >= 0 && w == c.step) n.fresh += e;
+      else if (w >= 0 && w == c.step - 1) n.stale += e;
+      else
+        throw Failure("op '" + name_ + "' (graph_aggregate, GNNPipe mode) at step " + std::to_string(c.step) +
+                      " would read chunk " + std::to_string(k) + "'s rows " +
+                      (w < 0 ? std::string("never written") : "from step " + std::to_string(w)) +
+                      ", more than one epoch old: every chunk must pass every aggregation once a step "
+                      "(train.mini_batch = model.graph_chunks, in node order)");
+    }
+    add_chunk_reads(name_, n);
+    auto rows = cache_.defined() ? cache_.index_select(0, r.halo).to(x.options())
+                                 : x.new_zeros({r.halo.numel(), x.size(2)});
+    if (!torch::GradMode::is_enabled()) replay_[key] = rows;
+    return rows;
+  }
+
+  std::string name_;
+  torch::Tensor index_, weight_;
+  std::int64_t nodes_;
+  std::map<std::pair<std::int64_t, std::int64_t>, Rows> rows_;  // by (first, count)
+  torch::Tensor cache_;                                          // [N, d]: every node's latest input row
+  std::vector<std::int64_t> written_;                            // per chunk: the step it was written, -1 never
+  std::int64_t first_step_ = -1;                                 // the first step this op trained
+  std::map<std::pair<std::int64_t, std::int64_t>, torch::Tensor> replay_;  // (step, first) -> halo rows
+};
+
 }  // namespace
 
 // See Note [Graph ops] in zoo/builder.h: A.X for each sample, A the sparse
@@ -129,6 +237,18 @@ OpFn aggregate_of(const Op& op, const std::map<std::string, torch::Tensor>& cons
   auto cache = std::make_shared<std::map<std::string, torch::Tensor>>();
   (*cache)["cpu"] = torch::sparse_coo_tensor(i, w, {n, n}).coalesce();
   auto partitioned = std::make_shared<std::map<std::string, std::shared_ptr<PartAdjacency>>>();
+  if (const int chunks = op.attrs.value("chunks", 0); chunks > 1) {
+    auto chunked = std::make_shared<ChunkedAggregate>(op.name, i, w, n);
+    const auto bounds = std::make_shared<NodeChunks>();
+    bounds->chunks = chunks, bounds->bounds = gnn::even_bounds(n, chunks);
+    return [chunked, bounds](const std::vector<torch::Tensor>& in) {
+      RECORD_USER_SCOPE("trident::graph_aggregate");
+      if (const auto& c = node_chunks()) return (*chunked)(in[0], *c);
+      auto alone = *bounds;  // outside the runtime (a profiler, a test): chunks from 0, not training
+      alone.count = in[0].size(0);
+      return (*chunked)(in[0], alone);
+    };
+  }
   return [cache, partitioned, i, w](const std::vector<torch::Tensor>& in) {
     if (const auto& parts = node_parts(); parts && parts->parts > 1) {
       RECORD_USER_SCOPE("trident::graph_aggregate");

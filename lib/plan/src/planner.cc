@@ -294,7 +294,7 @@ Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_batch, 
   const auto ordered = ordered_stages(stages);
   Plan plan;
   plan.model = request_.model, plan.preset = request_.preset, plan.model_file = request_.model_file;
-  plan.model_graph = request_.model_graph;
+  plan.model_graph = request_.model_graph, plan.graph_chunks = request_.graph_chunks;
   plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
   plan.partitioner = partitioner, plan.schedule = request_.schedule;
   plan.optimizer_states = request_.optimizer_states;
@@ -391,7 +391,7 @@ Plan Planner::make(std::optional<Plan> given) const {
       throw PlanError("the plan is for mini-batch " + std::to_string(p.mini_batch) + ", not " +
                       std::to_string(request_.mini_batch));
     p.model_file = request_.model_file;
-    p.model_graph = request_.model_graph;
+    p.model_graph = request_.model_graph, p.graph_chunks = request_.graph_chunks;
     fill_sync(p);  // methods the plan leaves out: the request's rule
   }
   if (given || !request_.sync_overrides.empty()) {

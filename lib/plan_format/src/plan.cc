@@ -138,6 +138,7 @@ nlohmann::json Plan::to_json() const {
   }
   if (!model_file.empty()) doc["model_file"] = model_file;
   if (!model_graph.empty()) doc["graph"] = model_graph;
+  if (graph_chunks > 1) doc["graph_chunks"] = graph_chunks;
   return doc;
 }
 
@@ -150,6 +151,8 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     p.preset = field<std::string>(doc, "preset", "", origin, "a preset name");
     if (doc.contains("model_file")) p.model_file = field<std::string>(doc, "model_file", "", origin, "a model file's path");
     if (doc.contains("graph")) p.model_graph = field<std::string>(doc, "graph", "", origin, "a GNN's graph source");
+    if (doc.contains("graph_chunks"))
+      p.graph_chunks = field<std::int64_t>(doc, "graph_chunks", "", origin, "GNNPipe mode's chunk count");
     p.cluster = doc.value("cluster", nlohmann::json());
     p.cost_model = doc.value("cost_model", nlohmann::json{{"kind", "analytic"}});
     p.devices = field<int>(doc, "devices", "", origin, "an integer");

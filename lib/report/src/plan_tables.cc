@@ -80,6 +80,29 @@ std::string placement_lines(const cost::ClusterSpec& c, const Plan& plan) {
   return s.str();
 }
 
+// See Note [Node chunks] in nn/node_chunks.h: GNNPipe mode's chunks and the
+// share of neighbour reads one epoch stale ("" for an exact GNN).
+std::string gnnpipe_line(const graph::OpGraph& g, const Plan& plan) {
+  for (const auto& op : g.ops()) {
+    const int chunks = op.kind == "graph_aggregate" ? op.attrs.value("chunks", 0) : 0;
+    if (chunks < 2) continue;
+    int per = 1;  // the micro-batch of the stage that runs it
+    for (const auto& st : plan.stages)
+      if (std::find(st.ops.begin(), st.ops.end(), op.name) != st.ops.end()) per = st.micro_batch;
+    const auto bounds = gnn::even_bounds(op.attrs.value("nodes", std::int64_t{0}), chunks);
+    const auto n = gnn::chunk_read_counts(gnn::constant_adjacency(g), bounds, per);
+    const double total = static_cast<double>(n.own + n.fresh + n.stale);
+    std::ostringstream s;
+    s << "graph mode: GNNPipe (not equal to one process): " << chunks << " chunks of up to " << bounds[1] - bounds[0]
+      << " nodes, " << per << " per micro-batch, through " << plan.stages.size() << " stage"
+      << (plan.stages.size() > 1 ? "s" : "") << "; of each aggregation's neighbour reads " << fmt("%.1f", 100 * n.own / total)
+      << "% live, " << fmt("%.1f", 100 * n.fresh / total) << "% this epoch's, " << fmt("%.1f", 100 * n.stale / total)
+      << "% one epoch stale\n";
+    return s.str();
+  }
+  return "";
+}
+
 // See Note [Node partitions] in nn/node_parts.h: a GNN's mode and its bytes,
 // the other mode's beside it, so a reader sees which moves less.
 std::string graph_lines(const graph::OpGraph& g, const Plan& plan) {
@@ -87,6 +110,7 @@ std::string graph_lines(const graph::OpGraph& g, const Plan& plan) {
     return "";
   std::ostringstream s;
   const auto& st = plan.stages.front();
+  if (const auto chunked = gnnpipe_line(g, plan); !chunked.empty()) return chunked;
   if (st.partition == "nodes") {
     const int parts = static_cast<int>(st.devices.size());
     std::int64_t nodes = 0;

@@ -213,6 +213,8 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
       profiled_from_ = step_;
     }
     add(window, t.loss, t.correct, t.exposed_s, t.read_staleness, t.grad_norm, t.p2p_bytes, t.steps);
+    window_chunk_reads_.resize(t.chunk_reads.size());
+    for (std::size_t i = 0; i < t.chunk_reads.size(); ++i) window_chunk_reads_[i] += t.chunk_reads[i];
     const double window_s = seconds_since(window_start);
     const auto run = view();
     const StepEvent done{run, lr, window, window_s > 0 ? window.steps / window_s : 0,

@@ -24,6 +24,7 @@
 #include "trident/host/process.h"
 #include "trident/data/npy.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
+#include "trident/nn/node_chunks.h"
 #include "trident/zoo/zoo.h"
 #include "trident/base/progress.h"
 
@@ -47,7 +48,9 @@ data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<s
   fields.insert("label");
   if (c.data.name == "fashion-mnist") return data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields);
   if (c.data.name == "npy") return data::load_npy(c.data.train, c.data.test, fields);
-  if (c.data.name == "graph") return data::load_graph_dataset(c.model.graph.empty() ? "csbm" : c.model.graph, c.data.eval, fields);
+  if (c.data.name == "graph")
+    return data::load_graph_dataset(c.model.graph.empty() ? "csbm" : c.model.graph, c.data.eval, fields,
+                                    c.model.graph_chunks);
   auto s = data::make_synthetic(g, c.data.train_size, c.data.test_size, c.train.seed);
   for (auto* split : {&s.train, &s.test})
     for (auto it = split->fields.begin(); it != split->fields.end();)
@@ -109,13 +112,16 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   if (leader()) std::filesystem::create_directories(run_dir_);
   phase("plan agreement", [&] { agree_on_plan(graph); });
   phase("stage build", [&] { build_stage(graph); });
+  for (const auto& op : graph.ops())  // See Note [Node chunks]
+    if (op.kind == "graph_aggregate" && op.attrs.value("chunks", 0) > 1) chunked_ops_.push_back(op.name);
   phase("data load", [&] {
     auto fields = stage_->fields();
     fields.insert("label");
     data_ = load_data(config_, graph, fields);
     data_.train.check_fits(graph, fields);
   });
-  sampler_ = std::make_unique<data::EpochSampler>(data_.train.size(), config_.train.mini_batch, config_.train.seed);
+  sampler_ = std::make_unique<data::EpochSampler>(data_.train.size(), config_.train.mini_batch, config_.train.seed,
+                                                  !data_.train.in_order);
   total_steps_ = config_.train.steps ? config_.train.steps : config_.train.epochs * sampler_->steps_per_epoch();
   optimizer_ = Optimizer::make(config_.optimizer);
   if (resume) {
@@ -297,6 +303,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   };
   const auto start = now_us();
   const auto sent_before = stage_->bytes_sent();
+  const auto reads_before = local_chunk_reads();
   stage_->set_random_key(config_.train.seed, step_);
   if (slow_step_ms() && step_ % size_ == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms()));
   const auto r = stage_->run(source, batch, [this, lr] { arm_sync(lr); }, &trace);
@@ -304,15 +311,18 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   const auto stepped = sync_and_step(lr, trace);
   t.exposed_s = stepped.exposed_s, t.grad_norm = stepped.grad_norm;
   if (sync_) t.read_staleness = sync_->stats().read_staleness;
-  const auto global = sum_step({r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0,
-                                static_cast<double>(stage_->bytes_sent() - sent_before)});
+  std::vector<double> values{r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0,
+                             static_cast<double>(stage_->bytes_sent() - sent_before)};
+  const auto reads = local_chunk_reads();
+  for (std::size_t i = 0; i < reads.size(); ++i) values.push_back(reads[i] - reads_before[i]);
+  const auto global = sum_step(std::move(values));
   trace.add("step " + std::to_string(step_), "step", kCommLane, start, now_us());
   trace.resolve();
   if (!std::isfinite(global.loss))
     throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global.loss) +
                         "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
   t.loss = global.loss, t.correct = global.correct, t.stop = global.stop, t.steps = global.steps;
-  t.p2p_bytes = global.p2p_bytes;
+  t.p2p_bytes = global.p2p_bytes, t.chunk_reads = global.chunk_reads;
   return t;
 }
 
@@ -330,6 +340,7 @@ Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
   if (s == 0 || size_ == 1) {
     const auto v = sum_over_ranks(std::move(values));
     t.loss = v[0], t.correct = v[1], t.stop = v[2] > 0, t.p2p_bytes = v[3];
+    t.chunk_reads.assign(v.begin() + 4, v.end());
     return t;
   }
   PendingSum p{step_, torch::tensor(values, torch::kFloat64), {}};
@@ -350,6 +361,8 @@ Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
     }
     const auto* d = front.values.data_ptr<double>();
     t.loss += d[0], t.correct += d[1], t.stop = t.stop || d[2] > 0, t.p2p_bytes += d[3], ++t.steps;
+    t.chunk_reads.resize(static_cast<std::size_t>(front.values.numel() - 4));
+    for (std::size_t i = 0; i < t.chunk_reads.size(); ++i) t.chunk_reads[i] += d[4 + i];
     pending_sums_.pop_front();
   }
   return t;
@@ -387,6 +400,13 @@ void Trainer::write_window(const WindowMetrics& w, double lr, double steps_per_s
   if (config_.optimizer.clip_norm > 0) line["grad_norm"] = w.grad_norm / w.steps;  // the mean, before clipping
   if (plan_.stages.size() > 1 || plan_.stages.front().partition == "nodes")  // stage edges, or halo rows
     line["p2p_bytes_per_step"] = w.p2p_bytes / std::max<std::int64_t>(1, w.summed);
+  if (!chunked_ops_.empty()) {  // See Note [Node chunks]: the share of neighbour reads one epoch stale, per layer
+    nlohmann::json share;
+    for (std::size_t i = 0; i < chunked_ops_.size() && 2 * i + 1 < window_chunk_reads_.size(); ++i)
+      share[chunked_ops_[i]] = window_chunk_reads_[2 * i] / std::max(1.0, window_chunk_reads_[2 * i + 1]);
+    line["stale_read_share"] = share;
+    window_chunk_reads_.clear();
+  }
   append_metrics(line.dump());
 }
 
@@ -396,6 +416,23 @@ TrainResult Trainer::run(std::optional<std::int64_t> stop_after) {
   } catch (Error& e) {  // See Note [Errors]: every message says where it happened
     throw e.add_context(where());
   }
+}
+
+// See Note [Node chunks]: this rank's stale and total neighbour reads of
+// each chunked aggregation its stage runs (zeros for the others').
+std::vector<double> Trainer::local_chunk_reads() const {
+  std::vector<double> out;
+  if (chunked_ops_.empty()) return out;
+  const auto reads = nn::chunk_reads();
+  static const std::vector<std::string> none;
+  const auto& ops = stage_->stage() < 0 ? none : plan_.stages[static_cast<std::size_t>(stage_->stage())].ops;
+  for (const auto& name : chunked_ops_) {
+    const auto it = reads.find(name);
+    const bool mine = it != reads.end() && std::find(ops.begin(), ops.end(), name) != ops.end();
+    out.push_back(mine ? static_cast<double>(it->second.stale) : 0);
+    out.push_back(mine ? static_cast<double>(it->second.total()) : 0);
+  }
+  return out;
 }
 
 ErrorContext Trainer::where() const {

@@ -31,7 +31,7 @@ int layer_of(const std::string& name) {
 // Stage i < n-1 holds layers [bounds[i], bounds[i+1]) (the first also the
 // features and what comes before the first layer); the last stage holds the
 // rest: the labels, the mask, the head and the loss.
-plan::Plan layer_plan(const graph::OpGraph& g, const std::vector<int>& bounds) {
+plan::Plan layer_plan(const graph::OpGraph& g, const std::vector<int>& bounds, int mini_batch = 1) {
   std::vector<std::function<bool(const std::string&)>> groups;
   for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
     const int lo = bounds[i], hi = bounds[i + 1];  // NOLINT
@@ -42,7 +42,7 @@ plan::Plan layer_plan(const graph::OpGraph& g, const std::vector<int>& bounds) {
     });
   }
   groups.push_back([](const std::string&) { return true; });
-  return hand_plan(g, request("graphpipe", "graph-1f1b", static_cast<int>(groups.size()), 1, 1, 0), groups,
+  return hand_plan(g, request("graphpipe", "graph-1f1b", static_cast<int>(groups.size()), mini_batch, 1, 0), groups,
                    std::vector<int>(groups.size(), 1));
 }
 
@@ -129,6 +129,51 @@ TEST(GnnGraphPartition, EqualsOneProcessAndMovesTheHalo) {
       EXPECT_EQ(sent / 3, want);
       EXPECT_EQ(sent / 3, plan::stage_transfer_bytes(p, g));
     }
+}
+
+// GNNPipe mode (Note [Node chunks] in nn/node_chunks.h): 4 chunks, one per
+// micro-batch, through 3 or 4 layer stages train to the weights of one
+// process running the same chunks in turn: what an aggregation reads
+// depends only on the chunk order, which every plan keeps (bit for bit for
+// the chain; the fan-out sums its gradient in another order, as above). The
+// stages send one chunk's rows per message: 8 K C sum(d) bytes a step.
+TEST(GnnPipe, LayerSplitEqualsOneProcessChunkByChunk) {
+  constexpr int kChunks = 4;
+  const auto data = data::load_graph_dataset(kGraph, "test", {}, kChunks);
+  const auto batch = data.train.batch(torch::arange(kChunks));
+  struct Case {
+    std::string name;
+    std::vector<int> bounds;
+    double tolerance;
+  };
+  for (const auto& [name, bounds, tolerance] : std::vector<Case>{{"gcn2", {0, 1, 2}, 0}, {"gcnii16", {0, 5, 9, 13}, 2e-7}}) {
+    SCOPED_TRACE(name);
+    const auto g = zoo::build_graph({name, "tiny", "", "", kGraph, kChunks});
+    const auto one = hand_plan(g, request("graphpipe", "1f1b", 1, kChunks, 1, 0), {[](const std::string&) { return true; }}, {1});
+    const auto split = layer_plan(g, bounds, kChunks);
+    const auto a = train(g, one, 3, 20, false, comm::Matching::kByTag, false, &batch);
+    const auto b = train(g, split, 3, 20, false, comm::Matching::kByTag, false, &batch);
+    for (const auto& e : a.errors) EXPECT_EQ(e, "");
+    for (const auto& e : b.errors) EXPECT_EQ(e, "");
+    std::size_t compared = 0;
+    for (const auto& weights : b.ranks)
+      for (const auto& [param, w] : weights) {
+        const auto& want = a.ranks.at(0).at(param);
+        const double diff = (w - want).abs().max().item<double>();
+        if (tolerance == 0) EXPECT_TRUE(torch::equal(w, want)) << param << " differs by " << diff;
+        else EXPECT_LE(diff, tolerance) << param;
+        ++compared;
+      }
+    EXPECT_EQ(compared, a.ranks.at(0).size());
+    // Not exact training (the harness's one process runs all chunks as one micro-batch: every read live).
+    EXPECT_FALSE(torch::allclose(a.ranks.at(0).at("conv1.weight"), a.single.at("conv1.weight"), 1e-4, 1e-4));
+    for (std::size_t s = 0; s < a.loss.size(); ++s) EXPECT_NEAR(b.loss[s], a.loss[s], 1e-6) << "step " << s;
+    const double sent = static_cast<double>(std::accumulate(b.bytes_sent.begin(), b.bytes_sent.end(), std::int64_t{0}));
+    EXPECT_EQ(sent / 3, plan::stage_transfer_bytes(split, g));
+    if (name == "gcn2") {
+      EXPECT_EQ(sent / 3, 8.0 * kChunks * 50 * (16 + 3));  // 200 nodes: chunks of 50
+    }
+  }
 }
 
 TEST(GnnLayerSplit, ReplicasOfAnAggregatingStageAreRefused) {

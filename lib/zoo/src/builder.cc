@@ -208,10 +208,12 @@ OpId GraphBuilder::dropout(const std::string& name, OpId x, double p) {
 }
 
 // See Note [Graph ops] in builder.h.
-OpId GraphBuilder::graph_aggregate(const std::string& name, OpId x, const std::string& adjacency, std::int64_t nnz) {
+OpId GraphBuilder::graph_aggregate(const std::string& name, OpId x, const std::string& adjacency, std::int64_t nnz,
+                                   std::int64_t nodes, int chunks) {
   const auto& s = spec(x);
   require(s.shape.size() == 2, name, "graph_aggregate needs [nodes, features], got " + graph::to_string(s));
-  Op op{name, "graph_aggregate", {{"adjacency", adjacency}, {"nodes", s.shape[0]}, {"nnz", nnz}}, {in(x)}, s};
+  Op op{name, "graph_aggregate", {{"adjacency", adjacency}, {"nodes", nodes ? nodes : s.shape[0]}, {"nnz", nnz}}, {in(x)}, s};
+  if (chunks > 1) op.attrs["chunks"] = chunks, nnz = (nnz + chunks - 1) / chunks;  // one chunk's rows, on average
   op.forward_flops = 2.0 * static_cast<double>(nnz) * static_cast<double>(s.shape[1]);
   op.backward_flops = op.forward_flops;  // A^T G: no weights, nothing kept but A
   return push(std::move(op));

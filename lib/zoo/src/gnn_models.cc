@@ -25,7 +25,8 @@ using graph::DType;
 
 struct Inputs {
   OpId x, label, mask;
-  std::int64_t nnz = 0, classes = 0;
+  std::int64_t nnz = 0, classes = 0, nodes = 0;
+  int chunks = 0;  // See Note [Node chunks] in nn/node_chunks.h
 };
 
 template <class T>
@@ -42,17 +43,27 @@ Inputs graph_inputs(GraphBuilder& b, const ModelSpec& s) {
   b.constant("adjacency.index", "int64", {2, a.nnz()}, bytes_of(index));
   b.constant("adjacency.weight", "float32", {a.nnz()}, bytes_of(a.weights));
   Inputs in;
-  in.x = b.input("features", {{g.nodes, g.features}, DType::kFloat32});
-  in.label = b.input("label", {{g.nodes}, DType::kInt64});
-  in.mask = b.input("mask", {{g.nodes}, DType::kFloat32});
-  in.nnz = a.nnz(), in.classes = g.classes;
+  // A chunked graph's sample is one chunk, padded to the largest (Note [Node chunks]).
+  if (s.graph_chunks < 0 || s.graph_chunks > g.nodes)
+    throw graph::GraphError("model.graph_chunks = " + std::to_string(s.graph_chunks) + ": allowed 0 or 1 (the whole graph) or 2 to the graph's " +
+                            std::to_string(g.nodes) + " nodes");
+  in.chunks = s.graph_chunks > 1 ? static_cast<int>(s.graph_chunks) : 0;
+  const auto rows = in.chunks ? gnn::even_bounds(g.nodes, in.chunks)[1] : g.nodes;
+  in.x = b.input("features", {{rows, g.features}, DType::kFloat32});
+  in.label = b.input("label", {{rows}, DType::kInt64});
+  in.mask = b.input("mask", {{rows}, DType::kFloat32});
+  in.nnz = a.nnz(), in.classes = g.classes, in.nodes = g.nodes;
   return in;
+}
+
+OpId aggregate(GraphBuilder& b, const Inputs& in, const std::string& name, OpId x) {
+  return b.graph_aggregate(name, x, "adjacency", in.nnz, in.nodes, in.chunks);
 }
 
 std::int64_t hidden(const ModelSpec& s, std::int64_t tiny) { return s.preset == "paper" ? 64 : tiny; }
 
 OpId gcn_layer(GraphBuilder& b, const Inputs& in, const std::string& p, OpId x, std::int64_t out) {
-  return b.graph_aggregate(p + ".aggregate", b.linear(p, x, out), "adjacency", in.nnz);
+  return aggregate(b, in, p + ".aggregate", b.linear(p, x, out));
 }
 
 graph::OpGraph gcn2(const ModelSpec& s) {
@@ -73,7 +84,7 @@ graph::OpGraph gcnii(const ModelSpec& s, int layers) {
   OpId h = h0;
   for (int l = 1; l <= layers; ++l) {
     const std::string name = "conv" + std::to_string(l);
-    OpId a = b.graph_aggregate(name + ".aggregate", b.dropout(name + ".dropout", h, p), "adjacency", in.nnz);
+    OpId a = aggregate(b, in, name + ".aggregate", b.dropout(name + ".dropout", h, p));
     a = b.mix(name + ".initial", a, h0, alpha);
     h = b.activation(name + ".relu", "relu", b.identity_map(name, a, std::log(lambda / l + 1)));
   }
@@ -110,7 +121,7 @@ graph::OpGraph appnp(const ModelSpec& s) {
   OpId z = h;
   for (int k = 0; k < 10; ++k) {
     const std::string name = "propagate" + std::to_string(k);
-    z = b.mix(name + ".teleport", b.graph_aggregate(name, z, "adjacency", in.nnz), h, 0.1);
+    z = b.mix(name + ".teleport", aggregate(b, in, name, z), h, 0.1);
   }
   b.masked_cross_entropy("loss", z, in.label, in.mask);
   return b.finish();

@@ -3,7 +3,9 @@
 # and keys exit 2 with one line naming the file and field; a GCNII split by
 # layers over 4 processes (a pinned plan) trains to one process's weights and
 # moves the bytes the plan says; a JK-GCN over 3 node partitions trains to
-# one process's weights.
+# one process's weights; GNNPipe mode (model.graph_chunks) over 4 processes
+# trains to one process's weights on the same chunks and logs the share of
+# stale neighbour reads the plan predicts.
 . "$(dirname "$0")/../lib.sh" "$@"  # bin, src, work, counters; check, same_weights, kill_rank, finish
 cfg=$src/examples/graph-gcn2.yaml
 G="csbm:nodes=200,classes=3,features=8,train_per_class=10,seed=1"
@@ -38,6 +40,10 @@ check graph-data-for-mlp 2 "graph data trains the zoo's graph neural networks" -
 check gnn-on-fashion 2 "a graph neural network trains on \`graph\`" -- train "${common[@]}" --set data.name=fashion-mnist
 check gnn-depth 2 "allowed: " -- train "${common[@]}" --set model.name=gcnii0
 check gnn-replicas 2 "aggregates over graph neighbours" -- plan --model gcn2 --graph "$G" --cluster cpu-local --devices 2 --mini-batch 2 --partitioner dp
+check chunks-too-many 2 "model.graph_chunks = 500: allowed 0 or 1 (the whole graph) or 2 to the graph's 200 nodes" -- train "${common[@]}" --set model.graph_chunks=500
+check chunks-batch 2 "GNNPipe mode trains every chunk once a step" -- train "${common[@]}" --set model.graph_chunks=4 --set train.mini_batch=2
+check chunks-partition 2 "GNNPipe mode (model.graph_chunks = 4) pipelines chunks" -- train "${common[@]}" --set model.graph_chunks=4 --set parallel.partitioner=graph --set parallel.devices=2
+check chunks-mlp 2 "GNNPipe mode chunks a graph's nodes" -- train --config "$src/examples/fmnist-mlp.yaml" --set model.graph_chunks=4
 if "$bin" train "${common[@]}" --set model.graph=$work/good --set name=good > "$work/good.log" 2>&1; then passes=$((passes+1)); else
   echo "FAIL graph-good: $(tail -3 "$work/good.log")"; fails=$((fails+1)); fi
 
@@ -74,4 +80,28 @@ if ! printf '%s' "$out" | grep -q "graph partition (exact): 3 parts of 67/67/66 
   echo "FAIL parts: the plan does not show its partition: $(printf '%s\n' "$out" | grep -i partition)"; fails=$((fails+1)); fi
 # A node's gradient adds its parts' contributions part by part (docs/gnn.md): a few float32 roundings.
 same_weights jk_gcn16-graph-partition "$work/runs/jk-one" "$work/runs/jk-parts" --atol 1e-6
+
+# GNNPipe mode: GCNII-16's 200 nodes in 8 chunks, through the 4-stage split, against one process on the same chunks.
+chunks=(--set model.name=gcnii16 --set model.graph_chunks=8)
+/usr/bin/python3 "$src/bench/gnn_layer_plan.py" "$work/gcnii16.json" gcnii16 4 "$work/chunks.plan.json" 8
+"$bin" train "${common[@]}" "${chunks[@]}" --set name=pipe-one > "$work/pipe-one.log" 2>&1 || echo "FAIL gnnpipe one process: $(tail -3 "$work/pipe-one.log")"
+out=$("$bin" train "${common[@]}" "${chunks[@]}" --set name=pipe-split --set parallel.devices=4 \
+  --set parallel.partitioner=$work/chunks.plan.json --nproc 4 2>&1) || { echo "FAIL gnnpipe split: $(printf '%s\n' "$out" | tail -3)"; fails=$((fails+1)); }
+same_weights gcnii16-gnnpipe "$work/runs/pipe-one" "$work/runs/pipe-split" --atol 1e-6
+share=$(printf '%s' "$out" | sed -n 's/.*% this epoch.s, \([0-9.]*\)% one epoch stale.*/\1/p' | head -1)
+/usr/bin/python3 - "$work" "$share" <<'PY' && passes=$((passes+1)) || fails=$((fails+1))
+import json, sys
+work, planned = sys.argv[1], float(sys.argv[2] or "nan")
+for run in ("pipe-one", "pipe-split"):
+    lines = [json.loads(l) for l in open(f"{work}/runs/{run}/metrics.jsonl")]
+    shares = [l["stale_read_share"] for l in lines if "stale_read_share" in l]
+    # Epoch 1 reads zeros for later chunks (cold), every later epoch the previous epoch's rows.
+    later = [s for s in shares[1:]]
+    if len(shares) != 5 or any(len(s) != 16 for s in shares) or any(v != 0 for v in shares[0].values()):
+        print(f"FAIL {run}: stale shares {shares[:2]}"); sys.exit(1)
+    worst = max(abs(100 * v - planned) for s in later for v in s.values())
+    if not worst <= 0.05 + 1e-9:  # the plan prints one decimal
+        print(f"FAIL {run}: stale shares {later[0]} against the plan's {planned}%"); sys.exit(1)
+print(f"ok gnnpipe stale reads: {planned}% of each layer's, as planned")
+PY
 finish

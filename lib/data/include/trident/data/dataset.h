@@ -28,6 +28,9 @@ struct Dataset {
   std::string name;
   std::map<std::string, torch::Tensor> fields;
   std::int64_t num_classes = 0;
+  // Samples train in their order every step, not shuffled: a chunked
+  // graph's chunks (Note [Node chunks] in nn/node_chunks.h).
+  bool in_order = false;
 
   std::int64_t size() const;
   // The rows `indices` (int64, 1-D) of the chosen fields (all when empty).
@@ -59,7 +62,12 @@ Splits load_fashion_mnist(const std::string& dir, std::int64_t train_limit, std:
 // split, the `eval` mask ("val" or "test") in the test split. Only the
 // named fields are kept (empty: all). Throws gnn::GraphDataError naming the
 // file and field.
-Splits load_graph_dataset(const std::string& source, const std::string& eval, const std::set<std::string>& fields = {});
+// With `chunks` >= 2 (GNNPipe mode, Note [Node chunks] in nn/node_chunks.h)
+// the graph is `chunks` samples instead, one per contiguous even node
+// range in order: [chunks, C, F], [chunks, C], [chunks, C], C the largest
+// range, shorter ranges padded with zero features, label 0 and mask 0.
+Splits load_graph_dataset(const std::string& source, const std::string& eval, const std::set<std::string>& fields = {},
+                          int chunks = 0);
 
 // A batch for every input op of `graph`: float fields N(0, 1), int64 fields
 // uniform ids below the op's `range`, labels uniform over the loss's classes.

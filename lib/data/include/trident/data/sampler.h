@@ -16,7 +16,8 @@ namespace trident::data {
 
 class EpochSampler {
  public:
-  EpochSampler(std::int64_t dataset_size, std::int64_t batch, std::uint64_t seed);
+  // `shuffle` false: every epoch in the dataset's order (Dataset::in_order).
+  EpochSampler(std::int64_t dataset_size, std::int64_t batch, std::uint64_t seed, bool shuffle = true);
 
   std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
   // The global batch of training step `step` (counting across epochs).
@@ -26,6 +27,7 @@ class EpochSampler {
  private:
   std::int64_t size_, batch_, steps_per_epoch_;
   std::uint64_t seed_;
+  bool shuffle_ = true;
   std::int64_t cached_epoch_ = -1;
   torch::Tensor order_;
 };

@@ -53,7 +53,9 @@
 // Evaluate() runs the test rows forward only
 // through the same stages, pieces and tags, in chunks of the plan's
 // mini-batch split into its micro-batches (a last, shorter chunk as one
-// micro-batch); each replica forwards its slice. The loss stage's sums over
+// micro-batch); each replica forwards its slice. A chunked graph's rows (its
+// node chunks, Note [Node chunks] in nn/node_chunks.h) go as one
+// micro-batch, so every aggregation reads live rows: exact inference. The loss stage's sums over
 // all ranks equal one process's, and no rank ever holds another stage's
 // parameters.
 //
@@ -89,6 +91,7 @@
 #include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/nn/executor.h"
+#include "trident/nn/node_chunks.h"
 #include "trident/nn/node_parts.h"
 #include "trident/plan_format/plan.h"
 #include "trident/executor/placement.h"
@@ -220,6 +223,13 @@ class StageExecutor {
   std::optional<nn::NodePartScope> node_scope(nn::Batch* fields = nullptr);
   std::shared_ptr<nn::NodeParts> node_parts_;
   std::string mask_field_;  // the masked_cross_entropy's mask, a dataset field
+  // See Note [Node chunks] in nn/node_chunks.h: a chunked graph's chunk
+  // bounds (null otherwise), and the split's masked count for this pass.
+  void open_node_chunks();
+  std::optional<nn::NodeChunkScope> chunk_scope(std::int64_t first, std::int64_t count, bool training);
+  void count_masked(const FieldSource& source, std::int64_t first_row, std::int64_t rows);
+  std::shared_ptr<const nn::NodeChunks> node_chunks_;
+  double chunk_mask_total_ = 0;
   // The group that carries direction d (0 activations, 1 gradients).
   const comm::Group& link(int d) const { return links_.empty() ? world_ : links_[static_cast<std::size_t>(d)]; }
   // Where this rank's rows and pieces lie under the plan's micro-batch

@@ -125,5 +125,15 @@ Adjacency constant_adjacency(const graph::OpGraph& g, const std::string& name = 
 // back, 8 d sum_p |B_p| in fp32 (0 without graph ops).
 double partition_bytes(const graph::OpGraph& g, int parts);
 
+// GNNPipe mode (Note [Node chunks] in nn/node_chunks.h), chunks `bounds`
+// taken `per` at a time in order: of one aggregation's adjacency entries
+// in a step after the first, how many a micro-batch reads live from its own
+// chunks, from chunks earlier in the step (fresh) and from the previous
+// step (stale).
+struct ChunkReadCounts {
+  std::int64_t own = 0, fresh = 0, stale = 0;
+};
+ChunkReadCounts chunk_read_counts(const Adjacency& a, const std::vector<std::int64_t>& bounds, int per);
+
 
 }  // namespace trident::gnn

@@ -41,6 +41,7 @@ struct PlanRequest {
   std::string model, preset;  // recorded in the plan
   std::string model_file;     // recorded in the plan: a user's model file
   std::string model_graph;    // recorded in the plan: a GNN's graph source
+  std::int64_t graph_chunks = 0;  // recorded in the plan: GNNPipe mode's chunks (Note [Node chunks])
   int devices = 1;
   int mini_batch = 1;
   std::optional<int> micro_batch;  // default: searched

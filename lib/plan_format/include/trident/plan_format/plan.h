@@ -68,6 +68,7 @@ struct Plan {
   std::string model, preset;
   std::string model_file;     // a user's model (zoo::ModelSpec::file); empty for the zoo's
   std::string model_graph;    // JSON "graph": a GNN's graph (zoo::ModelSpec::graph); empty for others
+  std::int64_t graph_chunks = 0;  // JSON "graph_chunks": GNNPipe mode's chunks (zoo::ModelSpec::graph_chunks)
   nlohmann::json cluster;     // ClusterSpec::to_json(), so a plan stands alone
   nlohmann::json cost_model;  // CostModel::describe()
   int devices = 0, mini_batch = 0;

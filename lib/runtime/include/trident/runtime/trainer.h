@@ -222,7 +222,14 @@ class Trainer {
     double p2p_bytes = 0;       // sent between stages by every rank (of the summed steps)
     bool stop = false;
     std::int64_t steps = 1;
+    std::vector<double> chunk_reads;  // per chunked aggregation: stale reads, all reads (every rank's)
   };
+  // See Note [Node chunks] in nn/node_chunks.h: GNNPipe mode's aggregations
+  // (empty otherwise), this rank's stale and total reads of each so far, and
+  // every rank's over the current logging window.
+  std::vector<std::string> chunked_ops_;
+  std::vector<double> local_chunk_reads() const;
+  std::vector<double> window_chunk_reads_;
   StepTotals step(double lr, TraceLog& trace);
   // See Note [Lagged step totals]
   StepTotals sum_step(std::vector<double> values);

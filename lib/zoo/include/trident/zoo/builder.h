@@ -22,7 +22,9 @@
 //   dropout {p}                      masks drawn per (seed, step, micro-batch, op): the same in every plan
 // Graph ops (Note [Graph ops]): one sample is a whole graph of N nodes.
 //   graph_aggregate {adjacency, nodes, nnz}   [N, d] -> [N, d]: A.X for the
-//                                    sparse graph constant A named `adjacency`
+//                                    sparse graph constant A named `adjacency`;
+//                                    with {chunks: K} [C, d] -> [C, d], one
+//                                    chunk's rows (Note [Node chunks])
 //   mix {alpha}                      (a, b) -> (1 - alpha) a + alpha b
 //   identity_map {dim, beta}         [..., d] -> (1 - beta) x + beta x W^T; weight [d, d]
 //   masked_cross_entropy             (logits [N, C], label int64 [N], mask [N])
@@ -77,7 +79,10 @@ class GraphBuilder {
   OpId cross_entropy(const std::string& name, OpId logits, OpId label);
   OpId dropout(const std::string& name, OpId x, double p);
   // Graph ops (Note [Graph ops]).
-  OpId graph_aggregate(const std::string& name, OpId x, const std::string& adjacency, std::int64_t nnz);
+  // `nodes`, `chunks`: a chunked graph's (Note [Node chunks] in
+  // nn/node_chunks.h): x holds one chunk's rows of a graph of `nodes` nodes.
+  OpId graph_aggregate(const std::string& name, OpId x, const std::string& adjacency, std::int64_t nnz,
+                       std::int64_t nodes = 0, int chunks = 0);
   OpId mix(const std::string& name, OpId a, OpId b, double alpha);
   OpId identity_map(const std::string& name, OpId x, double beta);
   OpId masked_cross_entropy(const std::string& name, OpId logits, OpId label, OpId mask);

@@ -24,6 +24,10 @@ struct ModelSpec {
   // as data] in gnn/graph_data.h); empty: "csbm". Their sizes (nodes,
   // features, classes) and adjacency come from it.
   std::string graph;
+  // GNNPipe mode (Note [Node chunks] in nn/node_chunks.h): 2 or more — the
+  // graph's nodes train as this many chunks (contiguous, even ranges), one
+  // sample each, padded to the largest; 0: the whole graph is one sample.
+  std::int64_t graph_chunks = 0;
 };
 
 const std::vector<std::string>& model_names();
