@@ -10,6 +10,9 @@
 # reported is the test accuracy at the epoch of best validation accuracy
 # (two runs with equal trajectories: one evaluates the validation mask, one
 # the test mask). Prints a markdown table: mean ± std over the seeds.
+# A model written NAME@K trains in GNNPipe mode (docs/gnn.md): the graph in
+# METIS order (@metis=K), its nodes in K chunks (model.graph_chunks=K), one
+# process — the same reads as a layer split (GnnPipe.* tests).
 #   bash bench/run_gnn_accuracy.sh [SEEDS] [EPOCHS] [GRAPHS] [MODELS]
 set -u
 cd "$(dirname "$0")/.."
@@ -35,15 +38,18 @@ echo "|---|---|$(for m in $models; do printf -- '---|'; done)"
 for graph in $graphs; do
   row=""
   for model in $models; do
+    name=${model%@*} chunks=0 order="" run=${model/@/-chunks}
+    [ "$name" != "$model" ] && chunks=${model#*@} order="@metis=${model#*@}"
     for seed in $(seq 0 $((seeds - 1))); do
       for mask in val test; do
-        "$bin" train --config examples/graph-gcn2.yaml --set model.name=$model --set "model.graph=$(source_of $graph $seed)" \
-          --set name=$graph-$model-$seed-$mask --set runs_dir=$work/runs --set data.eval=$mask --set train.seed=$seed \
+        "$bin" train --config examples/graph-gcn2.yaml --set model.name=$name --set "model.graph=$(source_of $graph $seed)$order" \
+          --set model.graph_chunks=$chunks \
+          --set name=$graph-$run-$seed-$mask --set runs_dir=$work/runs --set data.eval=$mask --set train.seed=$seed \
           --set train.epochs=$epochs --set train.threads=2 --set train.log_every=1000 --set checkpoint.every=0 \
           > "$work/log" 2>&1 || { echo "FAILED $graph $model $seed $mask: $(tail -2 "$work/log")" >&2; exit 1; }
       done
     done
-    row="$row | $(/usr/bin/python3 - "$work/runs" "$graph-$model" "$seeds" <<'PY'
+    row="$row | $(/usr/bin/python3 - "$work/runs" "$graph-$run" "$seeds" <<'PY'
 import json, statistics, sys
 runs, prefix, seeds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def curve(seed, mask):

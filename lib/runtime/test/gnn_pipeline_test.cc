@@ -85,7 +85,9 @@ TEST(GnnLayerSplit, EqualsOneProcessBitwise) {
     // Bytes per step: as the plan says, and for gcn2 as the formula 8 N (16 + classes).
     const double sent = static_cast<double>(std::accumulate(res.bytes_sent.begin(), res.bytes_sent.end(), std::int64_t{0}));
     EXPECT_EQ(sent / 3, plan::stage_transfer_bytes(p, g));
-    if (name == "gcn2") EXPECT_EQ(sent / 3, 8.0 * 200 * (16 + 3));
+    if (name == "gcn2") {
+      EXPECT_EQ(sent / 3, 8.0 * 200 * (16 + 3));
+    }
   }
 }
 
@@ -137,6 +139,8 @@ TEST(GnnGraphPartition, EqualsOneProcessAndMovesTheHalo) {
 // depends only on the chunk order, which every plan keeps (bit for bit for
 // the chain; the fan-out sums its gradient in another order, as above). The
 // stages send one chunk's rows per message: 8 K C sum(d) bytes a step.
+// Evaluation through the split (every chunk in one micro-batch) equals the
+// exact model's on the trained weights: the whole graph's loss and accuracy.
 TEST(GnnPipe, LayerSplitEqualsOneProcessChunkByChunk) {
   constexpr int kChunks = 4;
   const auto data = data::load_graph_dataset(kGraph, "test", {}, kChunks);
@@ -152,7 +156,16 @@ TEST(GnnPipe, LayerSplitEqualsOneProcessChunkByChunk) {
     const auto one = hand_plan(g, request("graphpipe", "1f1b", 1, kChunks, 1, 0), {[](const std::string&) { return true; }}, {1});
     const auto split = layer_plan(g, bounds, kChunks);
     const auto a = train(g, one, 3, 20, false, comm::Matching::kByTag, false, &batch);
-    const auto b = train(g, split, 3, 20, false, comm::Matching::kByTag, false, &batch);
+    std::vector<StageResult> evaluated(split.stages.size());
+    const AfterTraining evaluate = [&](StageExecutor& ex, int rank) {
+      auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
+        nn::Batch out;
+        for (const auto& f : fields) out[f] = data.test.fields.at(f).slice(0, begin, end);
+        return out;
+      };
+      evaluated[static_cast<std::size_t>(rank)] = ex.evaluate(source, kChunks);
+    };
+    const auto b = train(g, split, 3, 20, false, comm::Matching::kByTag, false, &batch, &evaluate);
     for (const auto& e : a.errors) EXPECT_EQ(e, "");
     for (const auto& e : b.errors) EXPECT_EQ(e, "");
     std::size_t compared = 0;
@@ -168,6 +181,26 @@ TEST(GnnPipe, LayerSplitEqualsOneProcessChunkByChunk) {
     // Not exact training (the harness's one process runs all chunks as one micro-batch: every read live).
     EXPECT_FALSE(torch::allclose(a.ranks.at(0).at("conv1.weight"), a.single.at("conv1.weight"), 1e-4, 1e-4));
     for (std::size_t s = 0; s < a.loss.size(); ++s) EXPECT_NEAR(b.loss[s], a.loss[s], 1e-6) << "step " << s;
+    // The exact model on the split's weights, on the whole graph.
+    const auto exact = zoo::build_graph({name, "tiny", "", "", kGraph});
+    nn::GraphModule whole(exact, 7);
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& weights : b.ranks)
+        for (const auto& [param, w] : weights) whole.named_parameters()[param].copy_(w);
+    }
+    auto sg = graph::whole_graph(exact);
+    const auto logits = exact.op(exact.loss()).inputs.at(0).producer;
+    sg.outputs.push_back(logits);
+    const auto test = data::load_graph_dataset(kGraph, "test").test;
+    torch::NoGradGuard no_grad;
+    const auto out = nn::GraphExecutor(whole, sg).forward({}, test.batch(torch::tensor({std::int64_t{0}})));
+    double loss = 0, correct = 0;
+    for (const auto& r : evaluated) loss += r.loss_sum, correct += r.correct;
+    EXPECT_NEAR(loss / kChunks, out.at(exact.loss()).item<double>(), 1e-6);
+    EXPECT_DOUBLE_EQ(correct / kChunks, nn::correct_predictions("masked_cross_entropy", out.at(logits),
+                                                                test.fields.at("label"), test.fields.at("mask")));
+    EXPECT_GT(correct, 0);
     const double sent = static_cast<double>(std::accumulate(b.bytes_sent.begin(), b.bytes_sent.end(), std::int64_t{0}));
     EXPECT_EQ(sent / 3, plan::stage_transfer_bytes(split, g));
     if (name == "gcn2") {

@@ -100,8 +100,13 @@ inline void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std:
 // travels by the store backend, as CPU tensors do in the CUDA build (Note
 // [Backends]), matched as `matching` says; `per_direction`: transfers take
 // a link per direction, as on GPUs (see Note [Pipeline transfers on GPUs]).
+// `after`, when given, runs on every rank once it has trained (every rank
+// calls it: it may run the stages' collective evaluation).
+using AfterTraining = std::function<void(StageExecutor&, int rank)>;
+
 inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s, bool over_store,
-                  comm::Matching matching, bool per_direction, const nn::Batch* given = nullptr) {
+                  comm::Matching matching, bool per_direction, const nn::Batch* given = nullptr,
+                  const AfterTraining* after = nullptr) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
   // Stage-local state (docs/design.md, contract "The run keeps the plan"): rank r builds only its stage's
@@ -185,6 +190,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
         if (sync) sync->flush();  // PS pulls land in the next forward, else here (as in the trainer)
         for (const auto& [name, w] : ex.params()) res.ranks[r][name] = w.detach().clone();
         res.bytes_sent[r] = ex.bytes_sent();
+        if (after) (*after)(ex, r);
         for (const auto& q : modules[r]->named_parameters()) res.held[r].insert(q.key());
       } catch (const std::exception& e) {
         res.errors[r] = e.what();
@@ -218,13 +224,13 @@ inline bool only_transport_errors(const Result& res) {
 // a second failure of any kind stands.
 inline Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20, bool over_store = false,
              comm::Matching matching = comm::Matching::kByTag, bool per_direction = false,
-             const nn::Batch* given = nullptr) {
-  auto res = train_once(g, p, steps, timeout_s, over_store, matching, per_direction, given);
+             const nn::Batch* given = nullptr, const AfterTraining* after = nullptr) {
+  auto res = train_once(g, p, steps, timeout_s, over_store, matching, per_direction, given, after);
   if (!only_transport_errors(res)) return res;
   std::cerr << "pipeline_test: Gloo transport error on loopback, running again once:";
   for (const auto& e : res.errors) std::cerr << "\n  " << e;
   std::cerr << std::endl;
-  return train_once(g, p, steps, timeout_s, over_store, matching, per_direction, given);
+  return train_once(g, p, steps, timeout_s, over_store, matching, per_direction, given, after);
 }
 
 inline void expect_equal(const Result& res, const plan::Plan& p) {
