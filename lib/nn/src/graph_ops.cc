@@ -246,6 +246,9 @@ OpFn aggregate_of(const Op& op, const std::map<std::string, torch::Tensor>& cons
       if (const auto& c = node_chunks()) return (*chunked)(in[0], *c);
       auto alone = *bounds;  // outside the runtime (a profiler, a test): chunks from 0, not training
       alone.count = in[0].size(0);
+      if (alone.count > alone.chunks)
+        throw Failure("graph_aggregate on a graph of " + std::to_string(alone.chunks) + " chunks got " +
+                      std::to_string(alone.count) + " samples: at most one of each chunk");
       return (*chunked)(in[0], alone);
     };
   }

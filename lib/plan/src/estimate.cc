@@ -180,6 +180,18 @@ void add_compute(const Planner& planner, const cost::CostModel& cost, const std:
   e.input_bytes = input_bytes_per_row(g, ops) * static_cast<double>(rows);
 }
 
+// See Note [Node chunks] in nn/node_chunks.h: each chunked aggregation keeps
+// its input's row for every node of the graph for the whole run (fp32).
+double chunk_cache_bytes(const graph::OpGraph& g, const std::vector<graph::OpId>& ops) {
+  double bytes = 0;
+  for (auto id : ops) {
+    const auto& op = g.op(id);
+    if (op.kind == "graph_aggregate" && op.attrs.value("chunks", 0) > 1)
+      bytes += 4.0 * static_cast<double>(op.attrs.value("nodes", std::int64_t{0}) * op.output.shape.at(1));
+  }
+  return bytes;
+}
+
 }  // namespace
 
 StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::OpId>& ops, int replicas,
@@ -191,7 +203,7 @@ StageEstimate estimate_stage(const Planner& planner, const std::vector<graph::Op
   StageEstimate e;
   std::vector<double> backward(ops.size());
   add_compute(planner, planner.cost(), ops, rows, e, &backward);
-  e.static_bytes = e.param_bytes * (2 + req.optimizer_states);
+  e.static_bytes = e.param_bytes * (2 + req.optimizer_states) + chunk_cache_bytes(g, ops);
   if (replicas <= 1) return e;
   price_sync(planner, ops, backward, replicas, link, fixed, e);
   // See Note [Sharded parameter server]: a PS-synced parameter's optimizer state
