@@ -5,20 +5,12 @@
 
 namespace trident::nn {
 namespace {
-thread_local std::shared_ptr<const NodeChunks> current;
 std::mutex reads_mutex;
 std::map<std::string, ChunkReads>& reads() {
   static std::map<std::string, ChunkReads> r;
   return r;
 }
 }  // namespace
-
-NodeChunkScope::NodeChunkScope(std::shared_ptr<const NodeChunks> chunks) : previous_(std::move(current)) {
-  current = std::move(chunks);
-}
-NodeChunkScope::~NodeChunkScope() { current = std::move(previous_); }
-
-const std::shared_ptr<const NodeChunks>& node_chunks() { return current; }
 
 std::map<std::string, ChunkReads> chunk_reads() {
   std::lock_guard<std::mutex> lock(reads_mutex);

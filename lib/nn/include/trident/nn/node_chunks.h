@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "trident/nn/thread_scope.h"
+
 namespace trident::nn {
 
 struct NodeChunks {
@@ -49,19 +51,10 @@ struct NodeChunks {
 };
 
 // Sets this thread's chunks until it closes (scopes nest).
-class NodeChunkScope {
- public:
-  explicit NodeChunkScope(std::shared_ptr<const NodeChunks> chunks);
-  ~NodeChunkScope();
-  NodeChunkScope(const NodeChunkScope&) = delete;
-  NodeChunkScope& operator=(const NodeChunkScope&) = delete;
-
- private:
-  std::shared_ptr<const NodeChunks> previous_;
-};
+using NodeChunkScope = ThreadScope<NodeChunks>;
 
 // This thread's chunks, or null outside every scope.
-const std::shared_ptr<const NodeChunks>& node_chunks();
+inline const std::shared_ptr<const NodeChunks>& node_chunks() { return NodeChunkScope::current(); }
 
 // Neighbour reads of one aggregation (adjacency entries, self loops
 // included), by where the row came from.

@@ -32,6 +32,8 @@
 
 #include <torch/torch.h>
 
+#include "trident/nn/thread_scope.h"
+
 namespace trident::nn {
 
 struct NodeParts {
@@ -52,18 +54,9 @@ struct NodeParts {
 };
 
 // Sets this thread's node partition until it closes (scopes nest).
-class NodePartScope {
- public:
-  explicit NodePartScope(std::shared_ptr<const NodeParts> parts);
-  ~NodePartScope();
-  NodePartScope(const NodePartScope&) = delete;
-  NodePartScope& operator=(const NodePartScope&) = delete;
-
- private:
-  std::shared_ptr<const NodeParts> previous_;
-};
+using NodePartScope = ThreadScope<NodeParts>;
 
 // This thread's partition, or null outside every scope.
-const std::shared_ptr<const NodeParts>& node_parts();
+inline const std::shared_ptr<const NodeParts>& node_parts() { return NodePartScope::current(); }
 
 }  // namespace trident::nn
