@@ -125,8 +125,8 @@ void check_graph_chunks(const Reader& r, const YAML::Node& root, const TrainConf
 void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
   const bool gnn = zoo::is_gnn_model(c.model.name) && c.model.file.empty();
   if (c.data.name == "graph" && !gnn)
-    r.fail("data.name", root["data"]["name"], "graph data trains the zoo's graph neural networks (gcn2, gcniiN, "
-           "jk_gcnN, appnp, graph_mlp), not '" + c.model.name + "'");
+    r.fail("data.name", root["data"]["name"], "graph data trains the zoo's graph neural networks (gcn2, sage2, "
+           "gcniiN, jk_gcnN, appnp, graph_mlp), not '" + c.model.name + "'");
   if (gnn && c.data.name != "graph")
     r.fail("data.name", root["data"]["name"] ? root["data"]["name"] : YAML::Node(c.data.name),
            "a graph neural network trains on `graph` (its model.graph)");

@@ -1,4 +1,5 @@
-// GCN's normalised adjacency (see gcn_adjacency in gnn/graph_data.h).
+// GCN's normalised adjacency and GraphSAGE's mean (see gcn_adjacency and
+// mean_adjacency in gnn/graph_data.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -36,6 +37,21 @@ Adjacency gcn_adjacency(const GraphData& g) {
   return a;
 }
 
+Adjacency mean_adjacency(const GraphData& g) {
+  std::vector<std::int64_t> degree(static_cast<std::size_t>(g.nodes), 0);
+  for (std::int64_t k = 0; k < g.edges(); ++k)
+    if (g.src[static_cast<std::size_t>(k)] != g.dst[static_cast<std::size_t>(k)]) ++degree[static_cast<std::size_t>(g.dst[static_cast<std::size_t>(k)])];
+  Adjacency a;
+  a.nodes = g.nodes;
+  for (std::int64_t k = 0; k < g.edges(); ++k) {  // sorted by (target, source): rows, then columns
+    const auto r = g.dst[static_cast<std::size_t>(k)], c = g.src[static_cast<std::size_t>(k)];
+    if (r == c) continue;
+    a.rows.push_back(r), a.cols.push_back(c);
+    a.weights.push_back(static_cast<float>(1.0 / static_cast<double>(degree[static_cast<std::size_t>(r)])));
+  }
+  return a;
+}
+
 std::vector<std::int64_t> halo_sizes(const Adjacency& a, const std::vector<std::int64_t>& bounds) {
   std::vector<std::int64_t> out;
   for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
@@ -55,7 +71,10 @@ std::vector<std::int64_t> even_bounds(std::int64_t nodes, int parts) {
   return b;
 }
 
-Adjacency constant_adjacency(const graph::OpGraph& g, const std::string& name) {
+Adjacency constant_adjacency(const graph::OpGraph& g, std::string name) {
+  for (const auto& op : g.ops())
+    if (name.empty() && op.kind == "graph_aggregate") name = op.attrs.value("adjacency", std::string());
+  if (name.empty()) name = "adjacency";
   const auto& c = g.constants();
   if (!c.is_object() || !c.contains(name + ".index") || !c.contains(name + ".weight"))
     throw GraphDataError("model '" + g.name() + "' holds no graph constant '" + name + "'");

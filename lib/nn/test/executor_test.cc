@@ -232,6 +232,31 @@ TEST(GraphModule, GraphOpsFollowTheirFormulas) {
   EXPECT_DOUBLE_EQ(correct_predictions("masked_cross_entropy", out.at(logits_id), batch.at("label"), batch.at("mask")), right);
 }
 
+// GraphSAGE-mean (zoo: sage2) against its formula in float64: each layer
+// is x W_s^T + b_s + M (x W_n^T + b_n), M the neighbours' mean D^-1 A.
+TEST(GraphModule, SageFollowsItsFormula) {
+  const std::string source = "csbm:nodes=60,classes=3,features=4,train_per_class=5";
+  const auto g = zoo::build_graph({"sage2", "tiny", "", "", source});
+  GraphModule gm(g, 3);
+  auto sg = graph::whole_graph(g);
+  const auto logits_id = g.id_of("conv1.add");
+  sg.outputs.push_back(logits_id);
+  const auto batch = data::load_graph_dataset(source, "test").train.batch(torch::tensor({std::int64_t{0}}));
+  torch::NoGradGuard no_grad;  // dropout off
+  const auto out = GraphExecutor(gm, sg).forward({}, batch);
+  const auto a = gnn::mean_adjacency(gnn::load_graph(source, false));
+  auto mean = torch::zeros({60, 60}, torch::kFloat64);
+  for (std::int64_t k = 0; k < a.nnz(); ++k) mean[a.rows[k]][a.cols[k]] = a.weights[k];
+  auto p = [&](const std::string& name) { return gm.named_parameters()[name].to(torch::kFloat64); };
+  auto layer = [&](const torch::Tensor& x, const std::string& l) {
+    return x.mm(p(l + ".self.weight").t()) + p(l + ".self.bias") +
+           mean.mm(x.mm(p(l + ".neigh.weight").t()) + p(l + ".neigh.bias"));
+  };
+  const auto x = batch.at("features")[0].to(torch::kFloat64);
+  const auto logits = layer(torch::relu(layer(x, "conv0")), "conv1");
+  EXPECT_TRUE(torch::allclose(out.at(logits_id)[0].to(torch::kFloat64), logits, 1e-5, 1e-6));
+}
+
 TEST(GraphModule, ParameterNamesFollowOpNames) {
   auto g = zoo::build_graph({"mmt", "tiny"});
   GraphModule gm(g);

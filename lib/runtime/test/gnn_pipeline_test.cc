@@ -71,6 +71,7 @@ TEST(GnnLayerSplit, EqualsOneProcessBitwise) {
   };
   const std::vector<Case> cases = {
       {"gcn2", {0, 1, 2}, 0},            // 3 stages: conv0 (with the features), conv1, the loss
+      {"sage2", {0, 1, 2}, 0},           // the same with GraphSAGE's mean: each cut feeds two linears
       {"jk_gcn16", {0, 4, 8, 12}, 0},    // 4 stages; every layer feeds the head's stage
       {"gcnii16", {0, 5, 9, 13}, 2e-7},  // 4 stages; H0 feeds every one: a fan-out
       {"appnp", {0, 3, 6}, 2e-7}};       // 3 stages; H feeds every propagation: a fan-out
@@ -114,7 +115,7 @@ TEST(GnnGraphPartition, EqualsOneProcessAndMovesTheHalo) {
   const auto data = data::load_graph_dataset(kGraph, "test");
   const auto batch = data.train.batch(torch::tensor({std::int64_t{0}}));
   const auto adjacency = gnn::gcn_adjacency(gnn::load_graph(kGraph, false));
-  for (const std::string name : {"gcn2", "gcnii16", "jk_gcn16"})
+  for (const std::string name : {"gcn2", "sage2", "gcnii16", "jk_gcn16"})
     for (int parts : {2, 3}) {
       SCOPED_TRACE(name + " on " + std::to_string(parts) + " parts");
       const auto g = zoo::build_graph({name, "tiny", "", "", kGraph});

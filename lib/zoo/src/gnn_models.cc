@@ -1,6 +1,10 @@
 // Graph neural networks for full-graph training on the graph that
 // ModelSpec::graph names (Note [Graphs as data] in gnn/graph_data.h):
 //   gcn2       Kipf and Welling's two-layer GCN: A relu(A X W1) W2, dropout 0.5
+//   sage2      two GraphSAGE layers with the mean aggregator (Hamilton et al.
+//              2017): h' = W_s h + M (W_n h), M = D^-1 A (mean_adjacency:
+//              the neighbours' mean, computed after their linear map, so
+//              W_n's bias reaches nodes with neighbours), dropout 0.5
 //   gcniiN     GCNII (Chen et al. 2020): H0 = relu(X W_in) feeds every layer,
 //              H = relu(((1 - a) A H + a H0)((1 - b_l) I + b_l W_l)),
 //              a = 0.1, b_l = ln(0.5 / l + 1), dropout 0.6; a fan-out DAG
@@ -34,10 +38,11 @@ std::string bytes_of(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
-// The dataset fields and the adjacency constant "adjacency".
-Inputs graph_inputs(GraphBuilder& b, const ModelSpec& s) {
+// The dataset fields and the adjacency constant "adjacency": GCN's, or
+// under `mean` GraphSAGE's mean aggregator.
+Inputs graph_inputs(GraphBuilder& b, const ModelSpec& s, bool mean = false) {
   const auto g = gnn::load_graph(s.graph.empty() ? "csbm" : s.graph, /*with_features=*/false);
-  const auto a = gnn::gcn_adjacency(g);
+  const auto a = mean ? gnn::mean_adjacency(g) : gnn::gcn_adjacency(g);
   std::vector<std::int64_t> index(a.rows);
   index.insert(index.end(), a.cols.begin(), a.cols.end());
   b.constant("adjacency.index", "int64", {2, a.nnz()}, bytes_of(index));
@@ -72,6 +77,20 @@ graph::OpGraph gcn2(const ModelSpec& s) {
   OpId x = b.dropout("conv0.dropout", in.x, 0.5);
   x = b.activation("conv0.relu", "relu", gcn_layer(b, in, "conv0", x, hidden(s, 16)));
   x = gcn_layer(b, in, "conv1", b.dropout("conv1.dropout", x, 0.5), in.classes);
+  b.masked_cross_entropy("loss", x, in.label, in.mask);
+  return b.finish();
+}
+
+// One GraphSAGE-mean layer of width `out`.
+OpId sage_layer(GraphBuilder& b, const Inputs& in, const std::string& p, OpId x, std::int64_t out) {
+  return b.add(p + ".add", b.linear(p + ".self", x, out), aggregate(b, in, p + ".aggregate", b.linear(p + ".neigh", x, out)));
+}
+
+graph::OpGraph sage2(const ModelSpec& s) {
+  GraphBuilder b("sage2");
+  const auto in = graph_inputs(b, s, /*mean=*/true);
+  OpId x = b.activation("conv0.relu", "relu", sage_layer(b, in, "conv0", b.dropout("conv0.dropout", in.x, 0.5), hidden(s, 16)));
+  x = sage_layer(b, in, "conv1", b.dropout("conv1.dropout", x, 0.5), in.classes);
   b.masked_cross_entropy("loss", x, in.label, in.mask);
   return b.finish();
 }
@@ -148,12 +167,13 @@ int depth_of(const std::string& name, const std::string& prefix) {
 }  // namespace
 
 bool is_gnn_model(const std::string& name) {
-  return name == "gcn2" || name == "appnp" || name == "graph_mlp" || depth_of(name, "gcnii") ||
+  return name == "gcn2" || name == "sage2" || name == "appnp" || name == "graph_mlp" || depth_of(name, "gcnii") ||
          depth_of(name, "jk_gcn");
 }
 
 graph::OpGraph gnn_model(const ModelSpec& spec) {
   if (spec.name == "gcn2") return gcn2(spec);
+  if (spec.name == "sage2") return sage2(spec);
   if (spec.name == "appnp") return appnp(spec);
   if (spec.name == "graph_mlp") return graph_mlp(spec);
   if (int n = depth_of(spec.name, "gcnii")) return gcnii(spec, n);

@@ -31,6 +31,24 @@ TEST(GnnModels, SizesAndAdjacencyComeFromTheGraph) {
   EXPECT_THROW(build_graph({"gcn2", "tiny", "", "", "csbm:nodez=3"}), gnn::GraphDataError);
 }
 
+// GraphSAGE's aggregator is the neighbours' mean: each row of its constant
+// holds 1/in-degree at every in-neighbour and nothing on the diagonal.
+TEST(GnnModels, SageAveragesTheNeighbours) {
+  const auto g = build_graph({"sage2", "tiny", "", "", kGraph});
+  const auto data = gnn::load_graph(kGraph, false);
+  const auto a = gnn::constant_adjacency(g);
+  EXPECT_EQ(g.op(g.id_of("conv0.aggregate")).attrs.at("adjacency"), "adjacency");
+  EXPECT_EQ(a.nnz(), data.edges());  // no self loops in the csbm, none added
+  std::vector<double> row_sum(120, 0.0);
+  std::vector<int> degree(120, 0);
+  for (std::int64_t k = 0; k < a.nnz(); ++k) {
+    EXPECT_NE(a.rows[k], a.cols[k]);
+    row_sum[a.rows[k]] += a.weights[k], ++degree[a.rows[k]];
+  }
+  for (int i = 0; i < 120; ++i) EXPECT_NEAR(row_sum[i], degree[i] ? 1.0 : 0.0, 1e-6) << "node " << i;
+  EXPECT_EQ(g.op(g.id_of("conv1.add")).output.shape, (std::vector<std::int64_t>{120, 4}));
+}
+
 TEST(GnnModels, BranchesAreFanOutsAndFanIns) {
   const auto gcnii = build_graph({"gcnii16", "tiny", "", "", kGraph});
   EXPECT_EQ(gcnii.consumers(gcnii.id_of("input.relu")).size(), 17u);  // conv1's dropout and 16 mixes

@@ -106,6 +106,11 @@ struct Adjacency {
 // 2017), D the degrees of A + I; row i aggregates node i's in-neighbours.
 Adjacency gcn_adjacency(const GraphData& g);
 
+// GraphSAGE's mean aggregator (Hamilton et al. 2017) as a matrix: D^-1 A,
+// D the in-degrees of A (no self loop); row i averages node i's
+// in-neighbours, a node without any gets a row of zeros.
+Adjacency mean_adjacency(const GraphData& g);
+
 // Graph parallelism (Note [Node partitions] in nn/node_parts.h): part p of
 // contiguous node ranges owns [bounds[p], bounds[p+1]). Per part, how many
 // nodes outside its range its rows of `a` read — its halo, |B_p|.
@@ -116,9 +121,10 @@ std::vector<std::int64_t> halo_sizes(const Adjacency& a, const std::vector<std::
 std::vector<std::int64_t> even_bounds(std::int64_t nodes, int parts);
 
 // The adjacency a zoo GNN holds as graph constants NAME.index and
-// NAME.weight (Note [Graph ops] in zoo/builder.h). Throws GraphDataError
-// when the graph has none.
-Adjacency constant_adjacency(const graph::OpGraph& g, const std::string& name = "adjacency");
+// NAME.weight (Note [Graph ops] in zoo/builder.h); without a name, the one
+// the graph's first graph_aggregate reads. Throws GraphDataError when the
+// graph has none.
+Adjacency constant_adjacency(const graph::OpGraph& g, std::string name = "");
 
 // Bytes one step of graph parallelism on `parts` parts moves: every
 // graph_aggregate of width d sends each halo row forward and its gradient

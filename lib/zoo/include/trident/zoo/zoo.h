@@ -19,7 +19,7 @@ struct ModelSpec {
   // weights beside it (a PyTorch state_dict file). `name` is then the
   // graph's own name.
   std::string file, weights;
-  // Graph neural networks (gcn2, gcniiN, jk_gcnN, appnp, graph_mlp): the
+  // Graph neural networks (gcn2, sage2, gcniiN, jk_gcnN, appnp, graph_mlp): the
   // graph they train on, a directory or csbm[:key=value,...] (Note [Graphs
   // as data] in gnn/graph_data.h); empty: "csbm". Their sizes (nodes,
   // features, classes) and adjacency come from it.
