@@ -18,7 +18,7 @@ set -u
 cd "$(dirname "$0")/.."
 bin=${BUILD:-build}/tools/trident/trident
 seeds=${1:-5}; epochs=${2:-200}
-graphs=${3:-"h0.9 h0.7 h0.5 h0.33 cora"}; models=${4:-"graph_mlp gcn2 gcnii16 jk_gcn16 appnp"}
+graphs=${3:-"h0.9 h0.7 h0.5 h0.33 cora"}; models=${4:-"graph_mlp gcn2 sage2 gcnii16 jk_gcn16 appnp"}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 if [[ " $graphs " == *" cora "* ]]; then  # the wheel's parquet files and a reader for them
   py=$(bash scripts/install-peers.sh | tail -1)
