@@ -127,9 +127,13 @@ class ChunkedAggregate {
     for (std::int64_t j = 0; j < c.count; ++j) own.push_back(x[j].narrow(0, 0, b[c.first + j + 1] - b[c.first + j]));
     const auto mine = torch::cat(own);
     const auto& r = rows_of(c, x.device());
-    auto whole = torch::cat({x.new_zeros({lo, x.size(2)}), mine, x.new_zeros({nodes_ - hi, x.size(2)})});
-    if (r.halo.numel()) whole = whole.index_copy(0, r.halo, halo_rows(r, c, x));
-    const auto out = torch::mm(r.a, whole);
+    // The rows the product reads, in node order: the halo below the chunks, theirs, the halo above.
+    auto read = mine;
+    if (r.halo.numel()) {
+      const auto halo = halo_rows(r, c, x);
+      read = torch::cat({halo.narrow(0, 0, r.below), mine, halo.narrow(0, r.below, halo.size(0) - r.below)});
+    }
+    const auto out = torch::mm(r.a, read);
     if (c.training) {
       if (!cache_.defined()) cache_ = torch::zeros({nodes_, x.size(2)}, x.options()), written_.assign(c.chunks, -1);
       cache_.narrow(0, lo, hi - lo).copy_(mine.detach());
@@ -144,9 +148,13 @@ class ChunkedAggregate {
   }
 
  private:
+  // A's rows for chunks [first, first + count) over the columns they read
+  // (halo below, own, halo above: node order kept, so each row sums its
+  // entries in the order the whole graph's product does).
   struct Rows {
-    torch::Tensor a;                  // sparse [hi - lo, N]: the chunks' rows of A, global columns
+    torch::Tensor a;                  // sparse [hi - lo, below + (hi - lo) + above]
     torch::Tensor halo;               // global ids outside [lo, hi) they read, ascending
+    std::int64_t below = 0;           // of them, how many lie below lo
     std::vector<std::int64_t> reads;  // per chunk: entries of `a` in its columns
   };
 
@@ -157,10 +165,15 @@ class ChunkedAggregate {
     const auto in = index_[0].ge(lo).logical_and(index_[0].lt(hi));
     auto sub = index_.index({torch::indexing::Slice(), in}).clone();
     const auto cols = sub[1].clone();
-    sub[0] -= lo;
-    r.a = torch::sparse_coo_tensor(sub, weight_.masked_select(in), {hi - lo, nodes_}).coalesce().to(device);
     const auto read = std::get<0>(torch::_unique(cols, /*sorted=*/true));
-    r.halo = read.masked_select(read.lt(lo).logical_or(read.ge(hi))).to(device);
+    const auto halo = read.masked_select(read.lt(lo).logical_or(read.ge(hi)));
+    r.below = read.lt(lo).sum().item<std::int64_t>();
+    // A column's place among those read: its rank among the halo ids below it, plus the own rows before it.
+    const auto before_halo = torch::searchsorted(halo, cols);
+    sub[1] = before_halo + cols.ge(lo).to(torch::kInt64) * (cols.clamp(lo, hi) - lo);
+    sub[0] -= lo;
+    r.a = torch::sparse_coo_tensor(sub, weight_.masked_select(in), {hi - lo, halo.numel() + hi - lo}).coalesce().to(device);
+    r.halo = halo.to(device);
     const auto inner = torch::tensor(std::vector<std::int64_t>(c.bounds.begin() + 1, c.bounds.end() - 1), torch::kInt64);
     const auto chunk = torch::bucketize(cols, inner, /*out_int32=*/false, /*right=*/true);
     const auto counts = torch::bincount(chunk, {}, c.chunks);
