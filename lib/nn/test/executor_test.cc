@@ -200,61 +200,64 @@ TEST(GraphModule, LabelSmoothingFollowsTheFormula) {
   EXPECT_THROW(GraphModule(g, 3), graph::GraphError);
 }
 
+// A zoo GNN on a 60-node csbm, forward without dropout: its logits (the
+// output of op `logits`), loss and batch, and its weights in float64.
+struct GraphForward {
+  static constexpr const char* kSource = "csbm:nodes=60,classes=3,features=4,train_per_class=5";
+  graph::OpGraph g;
+  GraphModule gm;
+  nn::Batch batch;
+  torch::Tensor logits, loss;
+
+  GraphForward(const std::string& model, const std::string& logits_op)
+      : g(zoo::build_graph({model, "tiny", "", "", kSource})), gm(g, 3) {
+    auto sg = graph::whole_graph(g);
+    sg.outputs.push_back(g.id_of(logits_op));
+    batch = data::load_graph_dataset(kSource, "test").train.batch(torch::tensor({std::int64_t{0}}));
+    torch::NoGradGuard no_grad;  // dropout off
+    const auto out = GraphExecutor(gm, sg).forward({}, batch);
+    logits = out.at(g.id_of(logits_op)), loss = out.at(g.loss());
+  }
+  torch::Tensor param(const std::string& name) { return gm.named_parameters()[name].to(torch::kFloat64); }
+  torch::Tensor features() const { return batch.at("features")[0].to(torch::kFloat64); }
+  // An adjacency as a dense float64 matrix.
+  static torch::Tensor dense(const gnn::Adjacency& a) {
+    auto m = torch::zeros({a.nodes, a.nodes}, torch::kFloat64);
+    for (std::int64_t k = 0; k < a.nnz(); ++k) m[a.rows[k]][a.cols[k]] = a.weights[k];
+    return m;
+  }
+};
+
 // The graph ops against their formulas in float64 (Note [Graph ops] in
 // zoo/builder.h): GCN-2's forward is A relu(A X W1 + b1) W2 + b2 with A the
 // normalised adjacency, its loss the masked mean cross-entropy, its
 // accuracy the masked share of right answers.
 TEST(GraphModule, GraphOpsFollowTheirFormulas) {
-  const std::string source = "csbm:nodes=60,classes=3,features=4,train_per_class=5";
-  const auto g = zoo::build_graph({"gcn2", "tiny", "", "", source});
-  GraphModule gm(g, 3);
-  auto sg = graph::whole_graph(g);
-  const auto logits_id = g.id_of("conv1.aggregate");
-  sg.outputs.push_back(logits_id);
-  const auto data = data::load_graph_dataset(source, "test");
-  const auto batch = data.train.batch(torch::tensor({std::int64_t{0}}));
-  torch::NoGradGuard no_grad;  // dropout off
-  gm.eval();
-  const auto out = GraphExecutor(gm, sg).forward({}, batch);
-  const auto a = gnn::gcn_adjacency(gnn::load_graph(source, false));
-  auto dense = torch::zeros({60, 60}, torch::kFloat64);
-  for (std::int64_t k = 0; k < a.nnz(); ++k) dense[a.rows[k]][a.cols[k]] = a.weights[k];
-  auto p = [&](const char* name) { return gm.named_parameters()[name].to(torch::kFloat64); };
-  const auto x = batch.at("features")[0].to(torch::kFloat64);
-  const auto h = torch::relu(dense.mm(x.mm(p("conv0.weight").t()) + p("conv0.bias")));
-  const auto logits = dense.mm(h.mm(p("conv1.weight").t()) + p("conv1.bias"));
-  EXPECT_TRUE(torch::allclose(out.at(logits_id)[0].to(torch::kFloat64), logits, 1e-5, 1e-6));
+  GraphForward f("gcn2", "conv1.aggregate");
+  const auto a = GraphForward::dense(gnn::gcn_adjacency(gnn::load_graph(GraphForward::kSource, false)));
+  const auto h = torch::relu(a.mm(f.features().mm(f.param("conv0.weight").t()) + f.param("conv0.bias")));
+  const auto logits = a.mm(h.mm(f.param("conv1.weight").t()) + f.param("conv1.bias"));
+  EXPECT_TRUE(torch::allclose(f.logits[0].to(torch::kFloat64), logits, 1e-5, 1e-6));
+  const auto& batch = f.batch;
   const auto mask = batch.at("mask")[0].to(torch::kFloat64);
   const auto nll = -torch::log_softmax(logits, 1).gather(1, batch.at("label")[0].unsqueeze(1)).squeeze(1);
   const double loss = ((nll * mask).sum() / mask.sum()).item<double>();
-  EXPECT_NEAR(out.at(g.loss()).item<double>(), loss, 1e-5 * loss);
+  EXPECT_NEAR(f.loss.item<double>(), loss, 1e-5 * loss);
   const double right = ((logits.argmax(1).eq(batch.at("label")[0]).to(torch::kFloat64) * mask).sum() / mask.sum()).item<double>();
-  EXPECT_DOUBLE_EQ(correct_predictions("masked_cross_entropy", out.at(logits_id), batch.at("label"), batch.at("mask")), right);
+  EXPECT_DOUBLE_EQ(correct_predictions("masked_cross_entropy", f.logits, batch.at("label"), batch.at("mask")), right);
 }
 
 // GraphSAGE-mean (zoo: sage2) against its formula in float64: each layer
 // is x W_s^T + b_s + M (x W_n^T + b_n), M the neighbours' mean D^-1 A.
 TEST(GraphModule, SageFollowsItsFormula) {
-  const std::string source = "csbm:nodes=60,classes=3,features=4,train_per_class=5";
-  const auto g = zoo::build_graph({"sage2", "tiny", "", "", source});
-  GraphModule gm(g, 3);
-  auto sg = graph::whole_graph(g);
-  const auto logits_id = g.id_of("conv1.add");
-  sg.outputs.push_back(logits_id);
-  const auto batch = data::load_graph_dataset(source, "test").train.batch(torch::tensor({std::int64_t{0}}));
-  torch::NoGradGuard no_grad;  // dropout off
-  const auto out = GraphExecutor(gm, sg).forward({}, batch);
-  const auto a = gnn::mean_adjacency(gnn::load_graph(source, false));
-  auto mean = torch::zeros({60, 60}, torch::kFloat64);
-  for (std::int64_t k = 0; k < a.nnz(); ++k) mean[a.rows[k]][a.cols[k]] = a.weights[k];
-  auto p = [&](const std::string& name) { return gm.named_parameters()[name].to(torch::kFloat64); };
+  GraphForward f("sage2", "conv1.add");
+  const auto mean = GraphForward::dense(gnn::mean_adjacency(gnn::load_graph(GraphForward::kSource, false)));
   auto layer = [&](const torch::Tensor& x, const std::string& l) {
-    return x.mm(p(l + ".self.weight").t()) + p(l + ".self.bias") +
-           mean.mm(x.mm(p(l + ".neigh.weight").t()) + p(l + ".neigh.bias"));
+    return x.mm(f.param(l + ".self.weight").t()) + f.param(l + ".self.bias") +
+           mean.mm(x.mm(f.param(l + ".neigh.weight").t()) + f.param(l + ".neigh.bias"));
   };
-  const auto x = batch.at("features")[0].to(torch::kFloat64);
-  const auto logits = layer(torch::relu(layer(x, "conv0")), "conv1");
-  EXPECT_TRUE(torch::allclose(out.at(logits_id)[0].to(torch::kFloat64), logits, 1e-5, 1e-6));
+  const auto logits = layer(torch::relu(layer(f.features(), "conv0")), "conv1");
+  EXPECT_TRUE(torch::allclose(f.logits[0].to(torch::kFloat64), logits, 1e-5, 1e-6));
 }
 
 TEST(GraphModule, ParameterNamesFollowOpNames) {
