@@ -142,6 +142,52 @@ nlohmann::json Plan::to_json() const {
   return doc;
 }
 
+namespace {
+
+// stages[i] of a plan document.
+PlanStage stage_from_json(const nlohmann::json& js, std::size_t i, const std::string& origin) {
+  const std::string where = "stages[" + std::to_string(i) + "].";
+  PlanStage s;
+  s.id = field<int>(js, "id", where, origin, "an integer");
+  s.ops = field<std::vector<std::string>>(js, "ops", where, origin, "a list of op names");
+  s.devices = field<std::vector<int>>(js, "devices", where, origin, "a list of device ids");
+  s.micro_batch = field<int>(js, "micro_batch", where, origin, "an integer");
+  if (js.contains("shares")) s.shares = field<std::vector<int>>(js, "shares", where, origin, "a list of row counts, one per device");
+  if (js.contains("partition")) s.partition = field<std::string>(js, "partition", where, origin, "\"nodes\"");
+  s.actions = js.value("actions", "");
+  s.in_flight = value_checked(js, "in_flight", 0);
+  if (js.contains("recompute")) s.recompute = field<bool>(js, "recompute", where, origin, "true or false");
+  s.predicted_tps_s = js.value("predicted_tps_s", 0.0);
+  s.memory_bytes = js.value("memory_bytes", 0.0);
+  s.param_bytes = js.value("param_bytes", 0.0);
+  s.activation_bytes = js.value("activation_bytes", 0.0);
+  s.forward_s = js.value("forward_s", 0.0);
+  s.backward_s = js.value("backward_s", 0.0);
+  s.sync_s = js.value("sync_s", 0.0);
+  return s;
+}
+
+// A plan document's edges; throws PlanError naming their form.
+std::vector<PlanEdge> edges_from_json(const nlohmann::json& edges, const std::string& origin) {
+  std::vector<PlanEdge> out;
+  try {
+    for (const auto& je : edges) {
+      PlanEdge e;
+      e.from = get_checked<int>(je.at("from")), e.to = get_checked<int>(je.at("to"));
+      for (const auto& jt : je.at("tensors"))
+        e.tensors.push_back({jt.at("op").get<std::string>(), get_checked<std::vector<std::int64_t>>(jt.at("shape")),
+                             jt.at("dtype").get<std::string>()});
+      out.push_back(std::move(e));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw PlanError("plan " + origin + ": edges must be a list of {from, to, tensors: [{op, shape, dtype}]}: " +
+                    e.what());
+  }
+  return out;
+}
+
+}  // namespace
+
 Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
   try {
     if (!has_format(doc, "trident-plan/1"))
@@ -168,28 +214,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
       throw PlanError("plan " + origin + ": comm_dtype = '" + p.comm_dtype + "': allowed: fp32, bf16");
     if (!doc.contains("stages") || !doc["stages"].is_array())
       throw PlanError("plan " + origin + ": stages must be a list of {id, ops, devices, micro_batch}");
-    for (std::size_t i = 0; i < doc["stages"].size(); ++i) {
-      const auto& js = doc["stages"][i];
-      const std::string where = "stages[" + std::to_string(i) + "].";
-      PlanStage s;
-      s.id = field<int>(js, "id", where, origin, "an integer");
-      s.ops = field<std::vector<std::string>>(js, "ops", where, origin, "a list of op names");
-      s.devices = field<std::vector<int>>(js, "devices", where, origin, "a list of device ids");
-      s.micro_batch = field<int>(js, "micro_batch", where, origin, "an integer");
-      if (js.contains("shares")) s.shares = field<std::vector<int>>(js, "shares", where, origin, "a list of row counts, one per device");
-      if (js.contains("partition")) s.partition = field<std::string>(js, "partition", where, origin, "\"nodes\"");
-      s.actions = js.value("actions", "");
-      s.in_flight = value_checked(js, "in_flight", 0);
-      if (js.contains("recompute")) s.recompute = field<bool>(js, "recompute", where, origin, "true or false");
-      s.predicted_tps_s = js.value("predicted_tps_s", 0.0);
-      s.memory_bytes = js.value("memory_bytes", 0.0);
-      s.param_bytes = js.value("param_bytes", 0.0);
-      s.activation_bytes = js.value("activation_bytes", 0.0);
-      s.forward_s = js.value("forward_s", 0.0);
-      s.backward_s = js.value("backward_s", 0.0);
-      s.sync_s = js.value("sync_s", 0.0);
-      p.stages.push_back(std::move(s));
-    }
+    for (std::size_t i = 0; i < doc["stages"].size(); ++i) p.stages.push_back(stage_from_json(doc["stages"][i], i, origin));
     if (doc.contains("grad_sync"))
       p.grad_sync = field<std::map<std::string, std::string>>(doc, "grad_sync", "", origin, "a map parameter -> method");
     if (doc.contains("predicted")) {
@@ -204,21 +229,7 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     read_predictions(doc, "placement_best", p.placement_best);
     // Edges are derived (validate_plan rebuilds them); read them back so that
     // a written plan can be drawn without its model.
-    if (doc.contains("edges") && doc["edges"].is_array()) {
-      try {
-        for (const auto& je : doc["edges"]) {
-          PlanEdge e;
-          e.from = get_checked<int>(je.at("from")), e.to = get_checked<int>(je.at("to"));
-          for (const auto& jt : je.at("tensors"))
-            e.tensors.push_back({jt.at("op").get<std::string>(), get_checked<std::vector<std::int64_t>>(jt.at("shape")),
-                                 jt.at("dtype").get<std::string>()});
-          p.edges.push_back(std::move(e));
-        }
-      } catch (const nlohmann::json::exception& e) {
-        throw PlanError("plan " + origin + ": edges must be a list of {from, to, tensors: [{op, shape, dtype}]}: " +
-                        e.what());
-      }
-    }
+    if (doc.contains("edges") && doc["edges"].is_array()) p.edges = edges_from_json(doc["edges"], origin);
     return p;
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong kind, e.g. a list where a number goes
     throw PlanError("plan " + origin + ": " + e.what());
