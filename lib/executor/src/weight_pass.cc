@@ -19,6 +19,10 @@ namespace {
 
 using torch::autograd::Edge;
 using torch::autograd::Node;
+// How autograd holds a node: std::shared_ptr in LibTorch 1.13, c10::intrusive_ptr
+// in the 2.x of the CUDA build. Taken from Edge itself, so no version check
+// is needed and every pointer below is the one the graph stores.
+using NodePtr = decltype(Edge::function);
 
 // A set of parameters by index.
 class Bits {
@@ -51,20 +55,20 @@ struct Capture final : torch::autograd::FunctionPreHook {
 // What the walk learns of one node: whether it leads to an input (the input
 // side), which parameters it leads to, and its children.
 struct NodeInfo {
-  std::shared_ptr<Node> node;
+  NodePtr node;
   bool to_input = false;
   Bits params;
   std::vector<std::size_t> children;
 };
 
 // Every node reachable from the roots, children before parents.
-std::vector<NodeInfo> walk(const std::vector<std::shared_ptr<Node>>& roots,
+std::vector<NodeInfo> walk(const std::vector<NodePtr>& roots,
                            const std::unordered_set<const Node*>& inputs,
                            const std::unordered_map<const Node*, std::size_t>& params,
                            std::unordered_map<const Node*, std::size_t>& index) {
   std::vector<NodeInfo> info;
-  std::vector<std::pair<std::shared_ptr<Node>, std::size_t>> stack;
-  auto enter = [&](const std::shared_ptr<Node>& n) {
+  std::vector<std::pair<NodePtr, std::size_t>> stack;
+  auto enter = [&](const NodePtr& n) {
     if (!n || index.count(n.get())) return;
     index[n.get()] = static_cast<std::size_t>(-1);  // on the stack
     stack.emplace_back(n, 0);
@@ -151,7 +155,7 @@ std::vector<std::size_t> unite(std::vector<Found>& found, std::size_t n, std::ve
 
 struct WeightPass::State {
   struct Intermediate {
-    std::shared_ptr<Node> node;
+    NodePtr node;
     Capture* hook = nullptr;  // owned by the node while hooked
     std::size_t group = 0;
     std::vector<std::uint32_t> input_edges;  // cut while W runs
@@ -174,7 +178,7 @@ WeightPass::WeightPass(const std::vector<torch::Tensor>& roots, const std::vecto
   }
   std::unordered_set<const Node*> input_nodes;
   for (const auto& t : inputs) input_nodes.insert(impl::gradient_edge(t).function.get());
-  std::vector<std::shared_ptr<Node>> root_nodes;
+  std::vector<NodePtr> root_nodes;
   for (const auto& r : roots) root_nodes.push_back(impl::gradient_edge(r).function);
   std::unordered_map<const Node*, std::size_t> index;
   const auto info = walk(root_nodes, input_nodes, param_of, index);
