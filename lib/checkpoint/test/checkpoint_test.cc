@@ -30,6 +30,7 @@ TEST(Checkpoint, RoundTripsByNameAndLeavesNoTempFile) {
   auto back = load_checkpoint(dir + "/c.pt");
   EXPECT_EQ(back.step, 42);
   EXPECT_EQ(back.meta["note"], "x");
+  // Bitwise: a round trip through a file: bytes, no arithmetic.
   EXPECT_TRUE(torch::equal(back.params.at("a.weight"), ck.params.at("a.weight")));
   EXPECT_TRUE(torch::equal(back.params.at("b.bias"), ck.params.at("b.bias")));
   EXPECT_TRUE(torch::equal(back.optimizer.at("a.weight").at("momentum_buffer"),
@@ -56,6 +57,7 @@ TEST(ShardedCheckpoint, ShardsAManifestAndTheNewestKept) {
   std::filesystem::create_directories(partial_checkpoint_dir(run, 40));
   auto ck = CheckpointReader::latest(run);
   EXPECT_EQ(ck.step(), 30);
+  // Bitwise: what was written, read back (a * 30 is the same elementwise product on both sides).
   EXPECT_TRUE(torch::equal(ck.read("param/a"), a * 30));
   EXPECT_TRUE(torch::equal(ck.read("optim/a/step"), b));
   EXPECT_TRUE(torch::equal(ck.read("param/c"), c));

@@ -27,6 +27,7 @@ TEST(CudaCollectives, EveryCollectiveAtWorldSizeOneLeavesItsTensorOnTheGpu) {
   std::vector<at::Tensor> t{x.clone()};
   wait(group.pg().allreduce(t));
   EXPECT_TRUE(t[0].is_cuda());
+  // Bitwise: a collective over one rank copies; no arithmetic.
   EXPECT_TRUE(torch::equal(t[0].cpu(), x.cpu()));
   wait(group.pg().broadcast(t));
   EXPECT_TRUE(torch::equal(t[0].cpu(), x.cpu()));
@@ -40,6 +41,7 @@ TEST(CudaCollectives, EveryCollectiveAtWorldSizeOneLeavesItsTensorOnTheGpu) {
   // A CPU tensor in the same group takes the CPU backend.
   std::vector<at::Tensor> host{torch::ones({2})};
   wait(group.pg().allreduce(host));
+  // Bitwise: a copy.
   EXPECT_TRUE(torch::equal(host[0], torch::ones({2})));
 }
 

@@ -89,6 +89,8 @@ TEST(StoreBackend, CollectivesEqualTheBuildsBackendAndAddInRankOrder) {
   });
   const auto expected = input(0) + input(1) + input(2);
   for (int r = 0; r < n; ++r) {
+    // Bitwise: the store sums in rank order by the same elementwise float64 additions as 'expected' (one IEEE
+    // addition rounds alike everywhere); broadcast and gather copy.
     EXPECT_TRUE(torch::equal(sums[r], expected)) << "rank " << r << ": a sum in rank order, the same on every rank";
     EXPECT_TRUE(torch::equal(broadcast[r], input(1))) << "rank " << r;
     for (int i = 0; i < n; ++i) EXPECT_TRUE(torch::equal(gathered[r][i], input(i))) << "rank " << r << " slot " << i;
@@ -106,6 +108,7 @@ TEST(StoreBackend, AReceivePostedBeforeItsSendAndOutOfOrderWaitsMatchPerTag) {
       wz->wait(std::chrono::seconds(20));
       wy->wait(std::chrono::seconds(20));
       wx->wait(std::chrono::seconds(20));
+      // Bitwise: copies of small integers.
       EXPECT_TRUE(torch::equal(x[0], torch::full({4}, 1.0)));  // tag 7 in send order
       EXPECT_TRUE(torch::equal(y[0], torch::full({4}, 2.0)));
       EXPECT_TRUE(torch::equal(z[0], torch::full({4}, 3.0)));
@@ -139,6 +142,7 @@ TEST(StoreBackend, OnAStreamPerPairASendIssuedAfterAReceiveWaitsForIt) {
   std::vector<at::Tensor> b{torch::full({2}, 7.0)}, y{torch::zeros({2})};
   one->send(b, 0, 3)->wait();
   sent->wait(std::chrono::milliseconds(5000));  // runs the receive, then the send
+  // Bitwise: copies; no arithmetic.
   EXPECT_TRUE(torch::equal(x[0], b[0]));
   received->wait(std::chrono::milliseconds(1));
   one->recv(y, 0, 4)->wait(std::chrono::milliseconds(5000));
@@ -201,6 +205,7 @@ TEST(StoreBackend, AWriterThatBeatsIsWaitedForPastTheSilence) {
   std::vector<at::Tensor> t{torch::zeros({2})};
   EXPECT_NO_THROW(pg->recv(t, 0, 5)->wait(std::chrono::seconds(60)));
   writer.join();
+  // Bitwise: a copy of small integers.
   EXPECT_TRUE(torch::equal(t[0], torch::full({2}, 3.0)));
 
   // Past kSilence, so a missing beat must not count as a stopped one.
@@ -246,6 +251,7 @@ TEST(StoreBackend, TcpStoreWaitsInSlicesAndStaysUsable) {
   for (double value : {5.0, 6.0}) {
     std::vector<at::Tensor> t{torch::zeros({3})};
     pg->recv(t, 0, 2)->wait(std::chrono::seconds(20));
+    // Bitwise: a copy of small integers.
     EXPECT_TRUE(torch::equal(t[0], torch::full({3}, value)));
   }
   writer.join();

@@ -126,6 +126,7 @@ TEST(Synthetic, DeterministicFitsTheGraphAndUsesEveryClass) {
     auto a = make_synthetic(g, 512, 128, 7), b = make_synthetic(g, 512, 128, 7), c = make_synthetic(g, 512, 128, 8);
     EXPECT_NO_THROW(a.train.check_fits(g)) << name;
     EXPECT_EQ(a.test.size(), 128);
+    // Bitwise: generated twice from one seed in this process; the same kernels draw and label both.
     for (const auto& [field, t] : a.train.fields) EXPECT_TRUE(torch::equal(t, b.train.fields.at(field))) << field;
     EXPECT_FALSE(torch::equal(a.train.fields.at("label"), c.train.fields.at("label")));
     auto counts = torch::bincount(a.train.fields.at("label"), {}, a.train.num_classes);
@@ -153,6 +154,7 @@ TEST(Sampler, EpochsArePermutationsAndRepeatable) {
     for (int64_t i = 0; i < 3; ++i) seen.insert(idx[i].item<int64_t>());
   }
   EXPECT_EQ(seen.size(), 9u);
+  // Bitwise: integer indices drawn from (seed, epoch); no floating point.
   EXPECT_TRUE(torch::equal(a.batch_indices(4), b.batch_indices(4)));  // any step, any order of asking
   EXPECT_FALSE(torch::equal(a.batch_indices(0), a.batch_indices(3)));  // a new epoch reshuffles
   EXPECT_THROW(EpochSampler(4, 5, 0), DataError);

@@ -76,6 +76,8 @@ void expect_bitwise(const std::vector<torch::Tensor>& a, const std::vector<torch
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
     ASSERT_TRUE(a[i].defined() && b[i].defined()) << "gradient " << i;
+    // Bitwise: both backwards run in this process over the same autograd nodes and tensors (W calls the nodes
+    // B skipped, with the gradients B recorded): the same kernels on the same shapes.
     EXPECT_TRUE(torch::equal(a[i], b[i])) << "gradient " << i << " differs by " << (a[i] - b[i]).abs().max().item<double>();
   }
 }

@@ -158,6 +158,8 @@ TEST(GraphExecutor, StageInputsAreAskedForWhenFirstRead) {
   }
   ex.set_observer({});
   auto eager = ex.forward({{pooled1, sent}}, batch);
+  // Bitwise: one executor runs the same ops on the same tensors in this process; only when the pooled input
+  // arrives differs.
   EXPECT_TRUE(torch::equal(lazy.at(g.loss()), eager.at(g.loss())));
 }
 

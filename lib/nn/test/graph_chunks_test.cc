@@ -138,6 +138,8 @@ TEST(NodeChunks, RecomputedForwardReadsWhatTheFirstRead) {
   const auto first = chunk(0, false);
   for (int k = 1; k < kChunks; ++k) chunk(k, true);  // chunk 0 reads their rows: now this step's, not the last's
   const auto again = chunk(0, true);
+  // Bitwise: the same forward on the same weights and cached rows in this process, with and without autograd:
+  // the same kernels.
   EXPECT_TRUE(torch::equal(first, again)) << (first - again).abs().max().item<double>();
   EXPECT_FALSE(torch::equal(first, chunk(0, true)));  // a new forward reads this step's rows
 }

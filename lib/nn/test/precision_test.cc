@@ -132,6 +132,8 @@ TEST(PrecisionPolicy, WeightsAreNeverStaleAndANoGradForwardFirstLeavesGradients)
   const auto out = ex.forward({}, batch);
   const auto x = batch.at("image").flatten(1);
   const auto expected = torch::linear(x.to(torch::kBFloat16), w.to(torch::kBFloat16), b.to(torch::kBFloat16));
+  // Bitwise: both sides are one bf16 linear on the same bf16 tensors in this process (autocast's casts, then
+  // whichever bf16 kernel this CPU has, native or emulated).
   EXPECT_TRUE(torch::equal(out.at(fc0).detach(), expected));
   out.at(g.loss()).backward();
   for (const auto& p : gm.named_parameters()) {

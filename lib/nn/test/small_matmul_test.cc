@@ -45,6 +45,7 @@ TEST(SmallMatmul, LeavesOtherProductsToTorch) {
   EXPECT_FALSE(uses_small_path(torch::randn({2, 8, 8}), torch::randn({1, 8, 8})));      // broadcast
   EXPECT_FALSE(uses_small_path(torch::randn({2, 8, 8}, torch::kFloat64), torch::randn({2, 8, 8}, torch::kFloat64)));
   auto a = torch::randn({2, 8, 8}), b = torch::randn({1, 8, 8});
+  // Bitwise: a broadcast product leaves the small path, so both sides are the same torch::matmul call.
   EXPECT_TRUE(torch::equal(batched_matmul(a, b), torch::matmul(a, b)));
 }
 

@@ -60,6 +60,8 @@ TEST(Trainer, ResumeReachesBitwiseTheSameWeights) {
     const auto& pb = resumed.params();
     ASSERT_EQ(pa.size(), pb.size());
     for (std::size_t i = 0; i < pa.size(); ++i)
+      // Bitwise: the full, the stopped and the resumed run train in this process on one thread (threads: 1):
+      // the same kernels, shapes and order; only a checkpoint lies between.
       EXPECT_TRUE(torch::equal(pa[i].second, pb[i].second)) << opt << " " << pa[i].first;
     std::filesystem::remove_all(a);
     std::filesystem::remove_all(b);
@@ -360,6 +362,9 @@ TEST(Precision, Bf16EqualsItselfAcrossPlans) {
   psb.parallel.grad_sync = "ps";
   psb.parallel.comm_dtype = "bf16";
   train_segment(psb, false, std::nullopt);
+  // Bitwise: no kernel decides it: each rank's gradient is one bf16 product's output (one micro-batch per
+  // rank), so rounding it to bf16 changes no bit on any CPU, and the server sums in fp32 in member order
+  // either way.
   EXPECT_EQ(most_difference(runs + "/ps", runs + "/psb"), 0);
   EXPECT_DOUBLE_EQ(logged(runs + "/psb", "comm_bytes_sent"), 0.75 * logged(runs + "/ps", "comm_bytes_sent"));
   std::filesystem::remove_all(runs);

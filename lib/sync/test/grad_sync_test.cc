@@ -73,6 +73,10 @@ TEST(Sfb, Bf16FactorsGiveOneProcesssGradientOnTheWholeBatch) {
   for (const auto& [name, method] : methods) {
     if (method != "sfb") continue;
     for (int r = 0; r < 3; ++r)
+      // Bitwise: in this process both are one bf16 product over the same 24 rows in the same order (xᵀg in
+      // one process's backward, gᵀx from the gathered factors here): each element one dot product of the same
+      // 24 bf16 products, k within one block of any kernel. Seen equal on AVX512-BF16, AMX-BF16 and emulated
+      // bf16 (qemu-x86_64 -cpu Haswell).
       EXPECT_TRUE(torch::equal(bf16.ranks[r].at(name), bf16.single.at(name)))
           << name << " rank " << r << " differs by " << (bf16.ranks[r].at(name) - bf16.single.at(name)).abs().max().item<double>();
     EXPECT_DOUBLE_EQ(2 * bf16.stats[0].sent.at(name), fp32.stats[0].sent.at(name)) << name;

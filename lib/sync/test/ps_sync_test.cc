@@ -53,6 +53,8 @@ TEST(PsSync, StaleSynchronousMembersRunAheadBySClocksAtMost) {
     EXPECT_EQ(worst, s) << "staleness " << s;
     for (const auto& [name, w] : run.single)
       for (int r = 1; r < 3; ++r)
+        // Bitwise: every rank applies the values it pulled from the same servers with the same elementwise
+        // update in this process: replicas are copies.
         EXPECT_TRUE(torch::equal(run.ranks[r].at(name), run.ranks[0].at(name))) << name << " rank " << r;  // flushed
     if (s == 0) expect_equal(run);
   }
@@ -129,6 +131,7 @@ PsRound ps_round(const std::vector<std::vector<std::int64_t>>& shapes, int ranks
   for (int r = 0; r < ranks; ++r) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
     for (const auto& [name, t] : params[r])  // every element updated once, by its server, and pulled
+      // Bitwise: small integers (-1 per rank), exact in float32 on any kernel.
       EXPECT_TRUE(torch::equal(t, -torch::ones_like(t) * ranks)) << name << " on rank " << r;
   }
   return out;
@@ -213,6 +216,8 @@ TEST(PsSync, Bf16PushesRoundOnceAndSumInFp32) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
+    // Bitwise: the server's sum and bf16_sum are the same elementwise fp32 additions in member order; one
+    // IEEE addition rounds alike on every CPU.
     EXPECT_TRUE(torch::equal(result[r], -bf16_sum)) << "rank " << r << " differs by "
                                                     << (result[r] + bf16_sum).abs().max().item<double>();
     EXPECT_FALSE(torch::equal(result[r], -fp32_sum)) << "rank " << r << ": the push was not rounded to bf16";
@@ -281,6 +286,7 @@ TEST(PsSync, PiecesKeepTheBuffersWithinTheBudgetAndTrainAsOneProcess) {
     for (int r = 0; r < 3; ++r) {
       EXPECT_GT(run.stats[r].buffer_bytes, 0) << "rank " << r;
       EXPECT_LE(run.stats[r].buffer_bytes, kBudget + 2 * piece) << "rank " << r << ", push " << push;
+      // Bitwise: replicas apply the same pulled values with the same update in this process: copies.
       for (const auto& [name, w] : run.ranks[0]) EXPECT_TRUE(torch::equal(run.ranks[r].at(name), w)) << name;
     }
   }
@@ -301,6 +307,7 @@ TEST(PsSync, OnePieceInFlightNeitherDeadlocksNorChangesTheWeights) {
     if (s == 0) expect_equal(run);
     for (int r = 1; r < 4; ++r)
       for (const auto& [name, w] : run.ranks[0])
+        // Bitwise: replicas apply the same pulled values with the same update in this process: copies.
         EXPECT_TRUE(torch::equal(run.ranks[r].at(name), w)) << name << " on rank " << r << ", staleness " << s;
   }
 }

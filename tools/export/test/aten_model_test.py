@@ -312,6 +312,8 @@ def check_sequence(name, binary, dropout):
         json.dump(plan, open(path, "w"))
         _, again = train(binary, work, "recompute", SEQ_STEPS, ["--nproc", "3", "--set", "parallel.devices=3", "--set",
                                                                "parallel.partitioner=" + path])
+        # Bitwise: the same plan on the same 3 processes of this machine, with and without recomputation:
+        # recomputing runs each stage's forward again with the same kernels, shapes and dropout masks.
         unequal = sorted(k for k in piped if not torch.equal(piped[k], again[k]))
         expect(not unequal, "recomputing every stage changed %s" % unequal)
     print("%s: losses %.4f -> %.4f; %d-stage pipeline within %.1e of one process" % (label, losses[0], losses[-1],

@@ -174,6 +174,9 @@ mkdir -p "$work/ref"; cp -r "$work/lo-sgd/fmnist-mlp" "$work/ref/"
 for d in "$work/ref/fmnist-mlp/checkpoints"/step-*; do [ "${d##*step-}" -gt "${resumed:-0}" ] && rm -rf "$d"; done
 "$bin" train --resume "$work/ref/fmnist-mlp" "${sgd[@]}" --set parallel.devices=1 --set runs_dir="$work/ref" \
   > "$work/ref.log" 2>&1 || { echo "FAIL sgd-resumed-reference: $(tail -n 3 "$work/ref.log")"; fails=$((fails+1)); }
+# Bitwise: the reference takes the elastic job's path with this binary on this machine (2 ranks up to the
+# resume step, then one process; the same plan, threads and BLAS decision of Note [BLAS kernel]); only the
+# transport differs, and it moves bytes.
 same_weights elastic-host-lost-weights "$work/ref/fmnist-mlp" "$work/elastic/fmnist-mlp" --rtol 0 --atol 0
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -33,6 +33,26 @@ check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...
 # - the plan is pinned (parallel.cluster set to a preset, or a plan file),
 #   never this machine's calibration, and a check that means two plans
 #   asserts that they differ.
+#
+# Note [Bitwise comparisons]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# (docs/design.md, contract "Tests are stable on any machine")
+# Two runs agree in every bit only where they run the same kernels on the
+# same shapes in the same order. What picks a kernel differs between
+# machines, and sometimes between two runs on one machine: the BLAS kernel
+# (OpenBLAS's detection, or trident's choice; see Note [BLAS kernel] in
+# host/blas.h), ATen's CPU capability, oneDNN's ISA, bf16 native or
+# emulated, the thread count. Two kernels may agree on one machine by luck:
+# Cooperlake and Prescott gave the same weights for blas_test.sh's run on a
+# Zen 4 whose OpenBLAS detects Cooperlake (both runs ran it), and 2.4e-5
+# apart on a Sapphire Rapids whose OpenBLAS detects Prescott (issue 52).
+# So every exact comparison in a test (torch::equal, torch.equal, a diff
+# with --rtol 0 --atol 0) carries a comment tagged "Bitwise:" that names why
+# both sides take one path on any machine -- one process and thread count,
+# the same BLAS decision, the same ops on the same shapes -- or that no
+# arithmetic is compared (a copy, integers). scripts/check-bitwise.py (ctest
+# bitwise_reasons) fails on one without it. Where no such reason holds,
+# compare within a stated tolerance (Note [Stable trajectories]).
 # same_weights NAME A B [DIFF FLAGS]: `trident diff` finds the newest checkpoints of runs A and B equal.
 same_weights() {
   local name=$1 a=$2 b=$3 out rc; shift 3

@@ -13,6 +13,8 @@ if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "resumed at step 30"; then
   echo "FAIL resume: exit $rc: $out"; fails=$((fails+1)); else passes=$((passes+1)); fi
 # The resumed run's weights and Adam state equal a run that never stopped.
 "$bin" train "${short[@]}" --set runs_dir=$work/runs --set name=straight --set train.steps=40 >/dev/null 2>&1
+# Bitwise: both are one process on one thread (train.threads=1) on this machine: the same BLAS decision,
+# kernels and shapes; the resumed run only passes through a checkpoint.
 same_weights resume-equals-straight "$work/runs/cli" "$work/runs/straight" --optimizer --rtol 0 --atol 0
 check diff-nothing 2 "does not exist" -- diff "$work/runs/none" "$work/runs/cli"
 # diff itself: different runs differ (exit 1).
@@ -32,6 +34,7 @@ else
   "$bin" train --resume "$work/runs/int" --set train.steps=$((int_step + 5)) >/dev/null 2>&1
   "$bin" train "${short[@]}" --set runs_dir=$work/runs --set name=int-straight --set train.steps=$((int_step + 5)) \
     --set train.log_every=5 >/dev/null 2>&1
+  # Bitwise: as resume-equals-straight.
   same_weights interrupt-resume "$work/runs/int" "$work/runs/int-straight" --optimizer --rtol 0 --atol 0
 fi
 # Export: plain PyTorch (Debian's python3-torch, weights_only as 2.6+ by default) loads the weights into the
