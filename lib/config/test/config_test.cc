@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "trident/test_paths.h"
+
 namespace trident::runtime {
 namespace {
 

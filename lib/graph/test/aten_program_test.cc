@@ -8,6 +8,8 @@
 #include <fstream>
 #include <functional>
 
+#include "trident/test_paths.h"
+
 namespace trident::graph {
 namespace {
 

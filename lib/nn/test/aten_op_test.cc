@@ -7,6 +7,7 @@
 
 #include "trident/graph/op_graph.h"
 #include "trident/nn/graph_module.h"
+#include "trident/test_paths.h"
 
 namespace trident::nn {
 namespace {

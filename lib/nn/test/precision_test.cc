@@ -13,6 +13,7 @@
 #include "trident/data/dataset.h"
 #include "trident/nn/executor.h"
 #include "trident/zoo/zoo.h"
+#include "trident/test_paths.h"
 
 namespace trident::nn {
 namespace {

@@ -42,10 +42,11 @@ check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...
 # machines, and sometimes between two runs on one machine: the BLAS kernel
 # (OpenBLAS's detection, or trident's choice; see Note [BLAS kernel] in
 # host/blas.h), ATen's CPU capability, oneDNN's ISA, bf16 native or
-# emulated, the thread count. Two kernels may agree on one machine by luck:
-# Cooperlake and Prescott gave the same weights for blas_test.sh's run on a
-# Zen 4 whose OpenBLAS detects Cooperlake (both runs ran it), and 2.4e-5
-# apart on a Sapphire Rapids whose OpenBLAS detects Prescott (issue 52).
+# emulated, the thread count. A pair of runs that agrees on one machine
+# proves nothing: blas_test.sh once compared a run of the kernel trident
+# chose with one of the kernel OpenBLAS detects; on a Zen 4 both are
+# Cooperlake, on a Sapphire Rapids OpenBLAS detects Prescott, and the
+# weights lay 2.4e-5 apart (issue 52; the same gap forced on the Zen 4).
 # So every exact comparison in a test (torch::equal, torch.equal, a diff
 # with --rtol 0 --atol 0) carries a comment tagged "Bitwise:" that names why
 # both sides take one path on any machine -- one process and thread count,
