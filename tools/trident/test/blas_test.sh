@@ -4,6 +4,12 @@
 # The stand-in (blas_standin.cc), preloaded, makes OpenBLAS report the
 # fallback kernel of issue 32 (Prescott) and, in "wrong" mode, makes any
 # kernel forced by OPENBLAS_CORETYPE compute wrong products.
+# Where OpenBLAS itself detects a fallback (the Sapphire Rapids of issue 52),
+# the refused run keeps another kernel than the plain run chose. To see that
+# case on a CPU OpenBLAS knows, run this script with TRIDENT_BINARY a wrapper
+# that execs `qemu-x86_64 -cpu max` on trident (Debian's qemu-user; OpenBLAS
+# detects "Opteron", the CPU has AVX2) and OMP_WAIT_POLICY=PASSIVE set, so
+# that only the runs that keep their kernel stay emulated.
 . "$(dirname "$0")/lib.sh" "$@"  # bin, src, work, counters; check, same_weights
 standin=$3
 # Every case below sets OPENBLAS_CORETYPE itself, or means it unset.
