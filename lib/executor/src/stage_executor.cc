@@ -113,6 +113,7 @@ void StageExecutor::build() {
     logits_ = loss.inputs.at(0).producer;
     labels_ = loss.inputs.at(1).producer;
     loss_kind_ = loss.kind;
+    ignore_index_ = loss.attrs.value("ignore_index", graph::OpGraph::kIgnoreIndex);
     if (loss.kind == "masked_cross_entropy") mask_ = loss.inputs.at(2).producer;
     for (auto id : {logits_, labels_, mask_})
       if (id >= 0 && ops.count(id) && std::find(sg.outputs.begin(), sg.outputs.end(), id) == sg.outputs.end())

@@ -66,7 +66,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
     auto value = [&](graph::OpId id) { return saved.outputs.count(id) ? saved.outputs.at(id) : saved.inputs.at(id); };
     if (s_.classifies_)
       p.result.correct += nn::correct_predictions(s_.loss_kind_, value(s_.logits_), value(s_.labels_),
-                                                  s_.mask_ >= 0 ? value(s_.mask_) : torch::Tensor());
+                                                  s_.mask_ >= 0 ? value(s_.mask_) : torch::Tensor(), s_.ignore_index_);
   }
   if (!training) saved_.erase(m);  // evaluation keeps nothing
   if (recompute) saved.outputs.clear(), saved.fields = std::move(fields);

@@ -104,6 +104,10 @@ bool OpGraph::classifies(const std::string& loss_kind) {
   return loss_kind == "cross_entropy" || loss_kind == "masked_cross_entropy";
 }
 
+bool OpGraph::per_token(const Op& loss) {
+  return loss.kind == "cross_entropy" && !loss.inputs.empty() && loss.inputs[0].expected.shape.size() > 1;
+}
+
 const std::set<std::string>& OpGraph::loss_kinds() {
   static const std::set<std::string> kinds = {"cross_entropy", "mse", "masked_cross_entropy"};
   return kinds;

@@ -2,6 +2,7 @@
 #include "trident/nn/node_parts.h"
 #include "trident/base/json.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "trident/base/error.h"
@@ -88,6 +89,12 @@ TensorMap GraphExecutor::forward_on_demand(const InputSource& input, const Batch
   TensorMap out;
   for (graph::OpId id : subgraph_.outputs) out.emplace(id, values[id]);
   return out;
+}
+
+double loss_divisor(const graph::Op& loss, const torch::Tensor& labels) {
+  if (!graph::OpGraph::per_token(loss)) return static_cast<double>(labels.size(0));
+  const auto ignore = loss.attrs.value("ignore_index", graph::OpGraph::kIgnoreIndex);
+  return std::max<double>(1, labels.ne(ignore).sum().item<double>());
 }
 
 }  // namespace trident::nn

@@ -247,15 +247,19 @@ OpFn function_of(const Op& op) {
     return [axis, start, end](const Inputs& in) { return in[0].slice(axis, start, end); };
   }
   // Losses: the sum over the batch of each sample's loss (see Note [Loss scale]).
-  // attr label_smoothing (train.label_smoothing) as torch's.
+  // attr label_smoothing (train.label_smoothing) and ignore_index as torch's;
+  // logits [rows, ..., C] score every position (see Note [Token losses]).
   if (k == "cross_entropy") {
     const double smoothing = op.attrs.value("label_smoothing", 0.0);
     if (!(smoothing >= 0 && smoothing < 1))
       throw GraphError("op '" + op.name + "' (cross_entropy): attr 'label_smoothing' must be in [0, 1)");
-    return [smoothing](const Inputs& in) {
+    const auto ignore = op.attrs.value("ignore_index", graph::OpGraph::kIgnoreIndex);
+    return [smoothing, ignore](const Inputs& in) {
+      const auto classes = in[0].size(-1);
       return torch::nn::functional::cross_entropy(
-          in[0], in[1],
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(smoothing));
+          in[0].reshape({-1, classes}), in[1].reshape({-1}),
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(smoothing).ignore_index(
+              ignore));
     };
   }
   // A graph's loss (Note [Graph ops] in zoo/builder.h): per sample, the mean
@@ -287,9 +291,10 @@ OpFn function_of(const Op& op) {
 }  // namespace
 
 double correct_predictions(const std::string& loss_kind, const torch::Tensor& logits, const torch::Tensor& labels,
-                           const torch::Tensor& mask) {
+                           const torch::Tensor& mask, std::int64_t ignore_index) {
   torch::NoGradGuard no_grad;
-  if (loss_kind != "masked_cross_entropy") return logits.argmax(1).eq(labels).sum().item<double>();
+  if (loss_kind != "masked_cross_entropy")
+    return logits.argmax(-1).eq(labels).logical_and(labels.ne(ignore_index)).sum().item<double>();
   const auto hit = logits.argmax(-1).eq(labels).to(torch::kFloat64), m = mask.to(torch::kFloat64);
   if (const auto& parts = node_parts()) return (hit * m).sum().item<double>() / std::max(1.0, parts->mask_total);
   if (const auto& c = node_chunks(); c && c->mask_total > 0)  // See Note [Node chunks]

@@ -55,7 +55,7 @@ class ProgressReport final : public TrainingObserver {
     const auto& w = e.window;
     progress_.update(e.run.step, e.run.total_steps, e.steps_per_s,
                      "epoch " + std::to_string(e.run.epoch + 1) + " loss " + format_number("%.4f", w.mean_loss()) +
-                         (e.run.classifies ? " acc " + format_number("%.1f", 100 * w.accuracy(e.run.config.train.mini_batch)) + "%"
+                         (e.run.classifies ? " acc " + format_number("%.1f", 100 * w.accuracy()) + "%"
                                            : std::string()),
                      e.window_ends);
   }
@@ -157,9 +157,7 @@ void add(WindowMetrics& w, double loss, double correct, double exposed, double s
 }  // namespace
 
 double WindowMetrics::mean_loss() const { return loss / static_cast<double>(std::max<std::int64_t>(1, summed)); }
-double WindowMetrics::accuracy(std::int64_t mini_batch) const {
-  return correct / static_cast<double>(std::max<std::int64_t>(1, summed) * mini_batch);
-}
+double WindowMetrics::accuracy() const { return correct / static_cast<double>(std::max<std::int64_t>(1, summed)); }
 
 double Trainer::wall_s() const { return wall_offset_s_ + seconds_since(run_start_); }
 

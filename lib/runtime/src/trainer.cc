@@ -24,6 +24,7 @@
 #include "trident/host/process.h"
 #include "trident/data/npy.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
+#include "trident/nn/executor.h"
 #include "trident/nn/node_chunks.h"
 #include "trident/zoo/zoo.h"
 #include "trident/base/progress.h"
@@ -101,6 +102,7 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
                         graph.op(graph.loss()).kind + "; label smoothing applies to cross_entropy");
     graph.set_attr(graph.loss(), "label_smoothing", config_.train.label_smoothing);
   }
+  loss_op_ = graph.op(graph.loss());
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
   placement_ = Placement::choose(config_.train.device, comm::world_from_env().local_rank);
   clock_ = placement_.clock();
@@ -185,8 +187,9 @@ Evaluation Trainer::evaluate(const data::Dataset& split) {
     return placement_.batch(split.batch(torch::arange(begin, end, torch::kInt64), fields));
   };
   const auto r = stage_->evaluate(source, n);
+  const double divisor = nn::loss_divisor(loss_op_, split.fields.at("label"));
   const auto total = sum_over_ranks({r.loss_sum, r.correct});
-  return {total[0] / static_cast<double>(n), total[1] / static_cast<double>(n)};
+  return {total[0] / divisor, total[1] / divisor};
 }
 
 // The optimizer step for one parameter (or a PS block of it) at `lr`. By
@@ -296,8 +299,10 @@ std::string Trainer::banner() const {
 // small collective gives every rank the global loss (for the non-finite
 // check), the correct count and the same stop decision after Ctrl-C.
 Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
-  const auto batch = static_cast<double>(config_.train.mini_batch);
   const auto indices = sampler_->batch_indices(step_);
+  // Every rank holds the labels (data load): the global batch's count of
+  // samples or counted tokens (see Note [Token losses] in graph/op_graph.h).
+  const double divisor = nn::loss_divisor(loss_op_, data_.train.batch(indices, {"label"}).at("label"));
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
     return placement_.batch(data_.train.batch(indices.slice(0, begin, end), fields));
   };
@@ -306,12 +311,12 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   const auto reads_before = local_chunk_reads();
   stage_->set_random_key(config_.train.seed, step_);
   if (slow_step_ms() && step_ % size_ == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms()));
-  const auto r = stage_->run(source, batch, [this, lr] { arm_sync(lr); }, &trace);
+  const auto r = stage_->run(source, divisor, [this, lr] { arm_sync(lr); }, &trace);
   StepTotals t;
   const auto stepped = sync_and_step(lr, trace);
   t.exposed_s = stepped.exposed_s, t.grad_norm = stepped.grad_norm;
   if (sync_) t.read_staleness = sync_->stats().read_staleness;
-  std::vector<double> values{r.loss_sum / batch, r.correct, stop_requested().load() ? 1.0 : 0.0,
+  std::vector<double> values{r.loss_sum / divisor, r.correct / divisor, stop_requested().load() ? 1.0 : 0.0,
                              static_cast<double>(stage_->bytes_sent() - sent_before)};
   const auto reads = local_chunk_reads();
   for (std::size_t i = 0; i < reads.size(); ++i) values.push_back(reads[i] - reads_before[i]);
@@ -381,7 +386,7 @@ void Trainer::write_window(const WindowMetrics& w, double lr, double steps_per_s
                       {"lr", lr},
                       {"samples_per_s", steps_per_s * batch},
                       {"wall_s", wall_s()}};
-  if (classifies_) line["accuracy"] = w.accuracy(batch);
+  if (classifies_) line["accuracy"] = w.accuracy();
   if (w.summed != w.steps) line["summed_steps"] = w.summed;  // See Note [Lagged step totals]
   if (sync_) {
     if (!comm_bytes_logged_) {

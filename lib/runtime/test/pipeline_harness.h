@@ -89,7 +89,7 @@ inline void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std:
     nn::RandomScope random(nn::RandomKey{kRandomSeed, static_cast<std::int64_t>(s), 0});
     auto sum = ex.forward({}, b).at(g.loss());
     res.single_loss.push_back(sum.item<double>());
-    auto loss = sum / static_cast<double>(b.begin()->second.size(0));
+    auto loss = sum / nn::loss_divisor(g.op(g.loss()), b.at("label"));  // see Note [Loss scale]
     loss.backward();
     for (auto& w : m.parameters()) update("", w, w.grad()), w.mutable_grad().zero_();
   }
@@ -172,7 +172,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
             res.rows[r].insert({b, e});
             return out;
           };
-          auto out = ex.run(source, static_cast<double>(batch), [&] {
+          auto out = ex.run(source, nn::loss_divisor(g.op(g.loss()), batches[s].at("label")), [&] {
             if (sync) sync->arm();
           });
           if (sync) {

@@ -189,10 +189,14 @@ OpId GraphBuilder::embedding_bag(const std::string& name, OpId ids, std::int64_t
   return push(std::move(op));
 }
 
+// [C] logits and a [] label per sample; or a label per position, [..., T, C]
+// and [..., T] (see Note [Token losses] in graph/op_graph.h).
 OpId GraphBuilder::cross_entropy(const std::string& name, OpId logits, OpId label) {
   const auto& s = spec(logits);
-  require(s.shape.size() == 1, name, "cross_entropy needs [C] logits");
-  require(spec(label) == TensorSpec{{}, DType::kInt64}, name, "cross_entropy needs an int64 [] label");
+  require(!s.shape.empty(), name, "cross_entropy needs [C] or [..., T, C] logits");
+  const std::vector<std::int64_t> positions(s.shape.begin(), s.shape.end() - 1);
+  require(spec(label) == TensorSpec{positions, DType::kInt64}, name,
+          "cross_entropy needs int64 labels of the logits' shape without its last axis");
   Op op{name, "cross_entropy", {}, {in(logits), in(label)}, {{}, DType::kFloat32}};
   op.forward_flops = op.backward_flops = 4.0 * s.elements();
   op.activation_bytes = s.bytes();

@@ -149,8 +149,8 @@ struct Emulation {
 double slowdown_for_rank(int rank);
 
 struct StageResult {
-  double loss_sum = 0;  // sum of per-sample losses over this rank's rows (loss stage only)
-  double correct = 0;   // rows whose logits' argmax is the label (loss stage only)
+  double loss_sum = 0;  // sum of per-sample (per counted token) losses over this rank's rows (loss stage only)
+  double correct = 0;   // rows (counted tokens) whose logits' argmax is the label (loss stage only)
 };
 
 class StageExecutor {
@@ -181,7 +181,8 @@ class StageExecutor {
   const plan::Plan& plan() const { return plan_; }
 
   // One iteration: every action of this stage's schedule. Losses are scaled
-  // by 1/divisor (the global batch; see Note [Loss scale] in nn/executor.h).
+  // by 1/divisor (nn::loss_divisor of the global batch; see Note [Loss scale]
+  // in nn/executor.h).
   // `before_last_backward` runs right before the stage's last backward (arm
   // the replicas' gradient sync there, so WFBP hooks see only that one).
   // Appends trace events (forward, backward, waits) to `trace` when given.
@@ -266,6 +267,7 @@ class StageExecutor {
   bool recompute_ = false;  // See Note [Recomputation]
   graph::OpId logits_ = -1, labels_ = -1, mask_ = -1;  // mask_: masked_cross_entropy's
   std::string loss_kind_;
+  std::int64_t ignore_index_ = graph::OpGraph::kIgnoreIndex;  // a per-token loss's (Note [Token losses])
   bool classifies_ = true;  // cross_entropy: accuracy is counted; mse: it is not
   std::unique_ptr<nn::GraphExecutor> executor_;
   comm::NamedParams params_;

@@ -105,6 +105,21 @@ class OpGraph {
   // Whether a loss of this kind reads class logits and labels, so that a run
   // reports accuracy: cross_entropy and masked_cross_entropy.
   static bool classifies(const std::string& loss_kind);
+  // Note [Token losses]
+  // ~~~~~~~~~~~~~~~~~~~
+  // A cross_entropy whose logits have more than one axis per sample
+  // ([..., T, C], labels [..., T]) scores every position: a language model's
+  // next token, a tagger's tag. Positions whose label is the op's
+  // `ignore_index` (attr; -100 by default, as PyTorch's) count for nothing.
+  // Like every loss op it returns a sum (see Note [Loss scale] in
+  // nn/executor.h), here over the counted positions of the rows it saw, and
+  // the caller divides by the positions counted in the *global* batch (not
+  // its samples, and never a micro-batch's own count): so one process gives
+  // PyTorch's mean over the batch's counted tokens, and every plan gives
+  // one process's gradients however unevenly micro-batches and replicas
+  // hold ignored positions. nn::loss_divisor computes that count.
+  static bool per_token(const Op& loss);
+  static constexpr std::int64_t kIgnoreIndex = -100;
 
   // Whole-graph checks: acyclic, unique names, each input's expected spec
   // equals its producer's output, exactly one loss op and it is the only op

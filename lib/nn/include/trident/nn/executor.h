@@ -8,9 +8,11 @@
 // Note [Loss scale]
 // ~~~~~~~~~~~~~~~~~
 // The loss op returns the sum of per-sample losses of the rows it saw. The
-// caller divides by the *global* batch size, so gradients summed across
-// micro-batches, replicas and stages equal those of one process computing the
-// mean over the global batch (docs/design.md, contract "Synchronous semantics").
+// caller divides by the *global* batch size (loss_divisor: for a per-token
+// loss the tokens the global batch counts, see Note [Token losses] in
+// graph/op_graph.h), so gradients summed across micro-batches, replicas and
+// stages equal those of one process computing the mean over the global batch
+// (docs/design.md, contract "Synchronous semantics").
 #pragma once
 
 #include <functional>
@@ -69,5 +71,12 @@ class GraphExecutor {
   Observer observer_;
   Gate gate_;
 };
+
+// What the loss sum of a whole batch is divided by (see Note [Loss scale]):
+// for a per-token loss, the positions of `labels` -- the batch's labels,
+// every row of it -- whose label is not the op's ignore_index (at least 1, so
+// a batch of ignored tokens gives a loss of 0, not PyTorch's nan); for any
+// other loss, the rows.
+double loss_divisor(const graph::Op& loss, const torch::Tensor& labels);
 
 }  // namespace trident::nn

@@ -93,11 +93,12 @@ void load_weights(GraphModule& module, const std::string& path);
 std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name);
 
 // The correct predictions a classifying loss's inputs hold: for
-// cross_entropy, the rows whose logits' argmax is the label; for
+// cross_entropy, the rows (or, per token, the positions not labelled
+// `ignore_index`) whose logits' argmax is the label; for
 // masked_cross_entropy (`mask` its third input), per sample the share of the
-// masked nodes predicted right, summed over the samples, so that dividing by
-// the samples gives the accuracy in both.
+// masked nodes predicted right, summed over the samples. Dividing by
+// loss_divisor (nn/executor.h) gives the accuracy in each.
 double correct_predictions(const std::string& loss_kind, const torch::Tensor& logits, const torch::Tensor& labels,
-                           const torch::Tensor& mask = {});
+                           const torch::Tensor& mask = {}, std::int64_t ignore_index = graph::OpGraph::kIgnoreIndex);
 
 }  // namespace trident::nn

@@ -26,7 +26,8 @@
 namespace trident::runtime {
 
 // The steps since the last metrics line, summed over the ranks: loss and
-// correct of the `summed` steps whose sums have arrived, exposed
+// accuracy (each step's share of its samples, or counted tokens, predicted
+// right) of the `summed` steps whose sums have arrived, exposed
 // communication, read staleness and (with optimizer.clip_norm) the global
 // gradient norm before clipping, of all `steps`.
 struct WindowMetrics {
@@ -34,7 +35,7 @@ struct WindowMetrics {
   double p2p_bytes = 0;  // sent between pipeline stages by every rank, of the summed steps
   std::int64_t steps = 0, summed = 0;
   double mean_loss() const;
-  double accuracy(std::int64_t mini_batch) const;  // correct of the summed steps' samples
+  double accuracy() const;  // the mean over the summed steps
 };
 
 // The run as an observer sees it.

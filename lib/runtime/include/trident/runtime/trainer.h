@@ -263,6 +263,7 @@ class Trainer {
   std::shared_ptr<nn::GraphModule> module_;  // this stage's ops only
   std::unique_ptr<StageExecutor> stage_;
   bool classifies_ = true;  // the loss is cross_entropy: accuracy is reported (mse: it is not)
+  graph::Op loss_op_;       // for each batch's divisor (nn::loss_divisor)
   std::unique_ptr<comm::GradSync> sync_;
   std::unique_ptr<TiedSync> tied_;  // parameters read by several stages (see Note [Tied parameters])
   data::Splits data_;

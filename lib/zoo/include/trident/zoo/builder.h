@@ -18,7 +18,8 @@
 //   self_attention {hidden, heads}   [S,H] -> [S,H]; in_proj [3H,H], out_proj [H,H]
 //   mean_seq                         [S,H] -> [H]
 //   embedding_bag {rows, dim}        int64 [bag] -> [dim], mean of rows
-//   cross_entropy                    (logits [C], label int64 []) -> loss sum
+//   cross_entropy {ignore_index}     (logits [C], label int64 []) -> loss sum; or per position,
+//                                    ([..., T, C], int64 [..., T]) (Note [Token losses])
 //   dropout {p}                      masks drawn per (seed, step, micro-batch, op): the same in every plan
 // Graph ops (Note [Graph ops]): one sample is a whole graph of N nodes.
 //   graph_aggregate {adjacency, nodes, nnz}   [N, d] -> [N, d]: A.X for the
