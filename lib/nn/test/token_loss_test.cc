@@ -1,0 +1,105 @@
+// Note [Token losses] (graph/op_graph.h): a cross_entropy over [T, C] logits
+// per sample is the sum over the positions whose label is not ignore_index,
+// and divided by nn::loss_divisor it is PyTorch's mean over the counted
+// tokens, with PyTorch's gradients; accuracy counts the same positions.
+#include <gtest/gtest.h>
+
+#include "trident/nn/executor.h"
+#include "trident/nn/graph_module.h"
+#include "trident/zoo/builder.h"
+
+namespace trident::nn {
+namespace {
+
+using graph::DType;
+
+constexpr std::int64_t kRows = 4, kTokens = 6, kFeatures = 5, kClasses = 7;
+
+// A tagger: every position's features through two linears to its class logits.
+graph::OpGraph tagger() {
+  zoo::GraphBuilder b("tagger");
+  auto x = b.input("x", {{kTokens, kFeatures}, DType::kFloat32});
+  x = b.activation("fc0_relu", "relu", b.linear("fc0", x, 8));
+  b.cross_entropy("loss", b.linear("head", x, kClasses), b.input("label", {{kTokens}, DType::kInt64}));
+  return b.finish();
+}
+
+// Labels with ignored positions: none in row 0, all but one in row 1, some elsewhere.
+Batch batch_with_ignored(std::int64_t ignore) {
+  auto gen = at::detail::createCPUGenerator(5);
+  auto label = torch::randint(1, kClasses, {kRows, kTokens}, gen, torch::kInt64);  // 0 only where ignored
+  label.index_put_({1, torch::indexing::Slice(1, torch::indexing::None)}, ignore);
+  label.index_put_({2, 0}, ignore);
+  label.index_put_({3, torch::indexing::Slice(0, 3)}, ignore);
+  return {{"x", torch::randn({kRows, kTokens, kFeatures}, gen)}, {"label", label}};
+}
+
+TEST(TokenLoss, DividedByTheCountedTokensItIsPyTorchsMeanWithItsGradients) {
+  for (const std::int64_t ignore : {graph::OpGraph::kIgnoreIndex, std::int64_t{0}}) {
+    SCOPED_TRACE("ignore_index " + std::to_string(ignore));
+    auto g = tagger();
+    g.set_attr(g.loss(), "ignore_index", ignore);
+    ASSERT_TRUE(graph::OpGraph::per_token(g.op(g.loss())));
+    GraphModule m(g, 3);
+    const auto batch = batch_with_ignored(ignore);
+    const auto labels = batch.at("label");
+    const double counted = labels.ne(ignore).sum().item<double>();
+    ASSERT_EQ(counted, 24 - 5 - 1 - 3);
+    EXPECT_EQ(loss_divisor(g.op(g.loss()), labels), counted);
+
+    auto sg = graph::whole_graph(g);
+    const auto head = g.id_of("head");
+    sg.outputs.push_back(head);
+    GraphExecutor ex(m, sg);
+    auto out = ex.forward({}, batch);
+    (out.at(g.loss()) / loss_divisor(g.op(g.loss()), labels)).backward();
+    std::map<std::string, torch::Tensor> mine;
+    for (const auto& p : m.named_parameters()) mine[p.key()] = p.value().grad().clone(), p.value().mutable_grad().zero_();
+
+    // PyTorch's own mean, on logits from a second forward.
+    const auto logits = ex.forward({}, batch).at(head);
+    const auto mean = torch::nn::functional::cross_entropy(
+        logits.reshape({-1, kClasses}), labels.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(ignore));
+    mean.backward();
+    EXPECT_NEAR(out.at(g.loss()).item<double>() / counted, mean.item<double>(), 1e-6);
+    for (const auto& p : m.named_parameters())
+      EXPECT_TRUE(torch::allclose(mine.at(p.key()), p.value().grad(), 1e-6, 1e-7)) << p.key();
+
+    // Accuracy counts the same positions: one labelled ignore_index is never
+    // right, even where that label is the argmax.
+    const auto predicted = logits.argmax(-1);
+    const double right = predicted.eq(labels).logical_and(labels.ne(ignore)).sum().item<double>();
+    EXPECT_EQ(correct_predictions("cross_entropy", logits, labels, {}, ignore), right);
+    EXPECT_EQ(correct_predictions("cross_entropy", logits, predicted, {}, ignore),
+              predicted.ne(ignore).sum().item<double>());
+  }
+}
+
+// A batch whose every position is ignored divides by 1: a loss of 0, not nan.
+TEST(TokenLoss, ABatchOfIgnoredTokensDividesByOne) {
+  const auto g = tagger();
+  EXPECT_EQ(loss_divisor(g.op(g.loss()), torch::full({2, kTokens}, graph::OpGraph::kIgnoreIndex)), 1);
+  // A per-sample loss divides by the rows.
+  zoo::GraphBuilder b("classifier");
+  b.cross_entropy("loss", b.linear("head", b.input("x", {{kFeatures}, DType::kFloat32}), kClasses),
+                  b.input("label", {{}, DType::kInt64}));
+  const auto c = b.finish();
+  EXPECT_FALSE(graph::OpGraph::per_token(c.op(c.loss())));
+  EXPECT_EQ(loss_divisor(c.op(c.loss()), torch::zeros({9}, torch::kInt64)), 9);
+}
+
+TEST(TokenLoss, LabelsMustHaveTheLogitsShapeWithoutTheClasses) {
+  zoo::GraphBuilder b("bad");
+  auto logits = b.linear("head", b.input("x", {{kTokens, kFeatures}, DType::kFloat32}), kClasses);
+  try {
+    b.cross_entropy("loss", logits, b.input("label", {{}, DType::kInt64}));
+    FAIL() << "a [] label for [6, 7] logits was taken";
+  } catch (const graph::GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("int64 labels of the logits' shape without its last axis"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace trident::nn
