@@ -12,8 +12,9 @@ of positional or an object of keyword arguments) to build the module.
 --input gives, in the order of the module's forward arguments, each input's
 name, shape per sample (empty for a scalar) and dtype (float32 | int64).
 --label names the target input, which the loss compares with the module's
-output (cross_entropy: an int64 class index per sample; mse: float targets
-of the output's shape).
+output (cross_entropy: an int64 class index per sample for an output [C], or
+one per position for an output [..., T, C], -100 where a position counts for
+nothing, as a language model's; mse: float targets of the output's shape).
 
 From Python:
   from trident_export import export
@@ -100,10 +101,14 @@ def _add_loss(g, logits, shape, dtype, label, loss, input_name):
         target = g.add(input_name(label), "input", [], shape, dtype, attrs={"field": label, "dtype": dtype})
         g.add("loss", "mse", [logits, target], [], fwd=3 * n, bwd=3 * n, act=8 * n)
         return
-    if len(shape) != 1:
-        raise ExportError("cross_entropy needs logits of one axis per sample, got %s" % list(shape))
-    target = g.add(input_name(label), "input", [], [], "int64", attrs={"field": label, "dtype": "int64"})
-    g.add("loss", "cross_entropy", [logits, target], [], fwd=4 * shape[0], bwd=4 * shape[0], act=4 * shape[0])
+    if len(shape) < 1:
+        raise ExportError("cross_entropy needs logits with a class axis per sample ([C], or [..., T, C] for a label "
+                          "per position), got a scalar")
+    # [C]: a class index per sample; [..., T, C]: one per position, -100 counting for nothing (trident's
+    # Note [Token losses], PyTorch's ignore_index).
+    target = g.add(input_name(label), "input", [], list(shape[:-1]), "int64", attrs={"field": label, "dtype": "int64"})
+    n = _elements(shape)
+    g.add("loss", "cross_entropy", [logits, target], [], fwd=4 * n, bwd=4 * n, act=4 * n)
 
 
 # ------------------------------------------------------------- the exporter

@@ -38,6 +38,16 @@ void Dataset::check_fits(const graph::OpGraph& graph, const std::set<std::string
     throw DataError("data.name = " + name + " has " + std::to_string(num_classes) + " classes but model '" +
                     graph.name() + "' predicts " + std::to_string(classes));
   }
+  // A negative label is only ever the loss's ignore_index (Note [Token losses]).
+  const auto label = fields.find("label");
+  if (label == fields.end() || label->second.scalar_type() != torch::kInt64 || !label->second.numel()) return;
+  const auto ignore = loss.attrs.value("ignore_index", graph::OpGraph::kIgnoreIndex);
+  const auto bad = label->second.lt(0).logical_and(label->second.ne(ignore));
+  if (bad.any().item<bool>())
+    throw DataError("data.name = " + name + ": field 'label' holds class id " +
+                    std::to_string(label->second.masked_select(bad)[0].item<std::int64_t>()) + "; model '" +
+                    graph.name() + "' takes ids from 0 to " + std::to_string(classes - 1) + ", or " +
+                    std::to_string(ignore) + " (its loss's ignore_index) for a position that counts for nothing");
 }
 
 }  // namespace trident::data

@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 import trident_export  # noqa: E402
+from causal_lm import CausalLM  # noqa: E402
 from multimodal import MultiModal  # noqa: E402
 from regressor import Regressor  # noqa: E402
 from residual_cnn import ResidualCNN  # noqa: E402
@@ -51,8 +52,12 @@ MAX_AMPLIFICATION = 1000  # measured at LR over STEPS: 4-302 (residual_cnn); at 
 # Two presets under which graphpipe plans differently (contract "Tests are stable on any machine": a check of the plans, not of this machine's).
 PRESETS = ("cpu-local", "summit-v100")
 
-# name -> (build the module, inputs {name: (per-sample shape, dtype)}, classes (cross_entropy) or the
-#          target's per-sample shape (mse), id ranges of int64 inputs,
+class Tokens(tuple):
+    """A label per position: (classes, positions per sample); -100 where a position counts for nothing."""
+
+
+# name -> (build the module, inputs {name: (per-sample shape, dtype)}, classes (cross_entropy), Tokens
+#          (cross_entropy per position) or the target's per-sample shape (mse), id ranges of int64 inputs,
 #          the micro-batch: BatchNorm normalises each micro-batch by its own statistics (see Note [Batch norm]),
 #          so it equals PyTorch's full-batch step only with one micro-batch)
 MODELS = {
@@ -64,6 +69,7 @@ MODELS = {
     "unet_like": (UNetLike, {"image": ((1, 28, 28), torch.float32)}, 10, {}, 16),
     "sequence_bn": (SequenceBN, {"tokens": ((12,), torch.int64)}, 4, {"tokens": 50}, SAMPLES),
     "regressor": (Regressor, {"x": ((10,), torch.float32)}, (3,), {}, 16),
+    "causal_lm": (CausalLM, {"ids": ((12,), torch.int64)}, Tokens((40, 12)), {"ids": 40}, 16),
 }
 
 
@@ -75,7 +81,13 @@ def arrays(inputs, classes, ranges, rows, seed):
             out[name] = torch.randint(0, ranges[name], (rows,) + tuple(shape), generator=g)
         else:
             out[name] = torch.randn((rows,) + tuple(shape), generator=g)
-    if isinstance(classes, tuple):
+    if isinstance(classes, Tokens):
+        # Ignored positions crowd the first micro-batch's rows (Note [Token losses]: the global count divides).
+        label = torch.randint(0, classes[0], (rows, classes[1]), generator=g)
+        label[torch.rand(label.shape, generator=g) < 0.2] = -100
+        label[: rows // 4, 3:] = -100
+        out["label"] = label
+    elif isinstance(classes, tuple):
         out["label"] = torch.randn((rows,) + classes, generator=g)
     else:
         out["label"] = torch.randint(0, classes, (rows,), generator=g)
@@ -83,7 +95,14 @@ def arrays(inputs, classes, ranges, rows, seed):
 
 
 def loss_of(classes):
-    return "mse" if isinstance(classes, tuple) else "cross_entropy"
+    return "mse" if isinstance(classes, tuple) and not isinstance(classes, Tokens) else "cross_entropy"
+
+
+def torch_loss(loss_name, out, label):
+    """PyTorch's mean loss: mse_loss, or cross_entropy over every position (ignore_index -100)."""
+    if loss_name == "mse":
+        return torch.nn.functional.mse_loss(out, label)
+    return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), label.reshape(-1))
 
 
 def save_npy(d, data):
@@ -115,8 +134,7 @@ def reference(module, data, steps, loss_name):
     losses, grads = [], None
     for _ in range(steps):
         opt.zero_grad()
-        loss = getattr(torch.nn.functional, "mse_loss" if loss_name == "mse" else loss_name)(module(*inputs),
-                                                                                          data["label"])
+        loss = torch_loss(loss_name, module(*inputs), data["label"])
         loss.backward()
         if grads is None:
             grads = {k: p.grad.clone() for k, p in module.named_parameters()}
@@ -134,7 +152,7 @@ def stability(module, data, loss_name):
         label = data["label"].double() if data["label"].is_floating_point() else data["label"]
         for _ in range(STEPS):
             opt.zero_grad()
-            getattr(torch.nn.functional, "mse_loss" if loss_name == "mse" else loss_name)(m(*inputs), label).backward()
+            torch_loss(loss_name, m(*inputs), label).backward()
             opt.step()
         return [p.detach() for p in m.parameters()]
     base = weights_after(copy.deepcopy(module))
