@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include "trident/base/json.h"
 
@@ -28,6 +29,55 @@ Batch random_batch(const graph::OpGraph& graph, std::int64_t rows, at::Generator
 }
 
 
+namespace {
+
+// See Note [Token losses] in graph/op_graph.h: a label per position of the
+// one int64 input of the labels' shape (a sequence of ids), from a fixed
+// random teacher of that position's id and the one before it -- so a model
+// must look back one position (a causal language model can; a model of
+// single positions cannot do better than a bigram).
+torch::Tensor token_teacher(const graph::OpGraph& graph, const Batch& fields, std::int64_t classes,
+                            at::Generator& gen) {
+  const auto& label_spec = graph.op(graph.loss()).inputs[1].expected;
+  const graph::Op* ids_op = nullptr;
+  for (const auto& op : graph.ops())
+    if (op.is_input() && op.attrs.value("field", op.name) != "label" && op.output == label_spec) ids_op = &op;
+  if (!ids_op || label_spec.shape.size() != 1)
+    throw DataError("synthetic data for model '" + graph.name() + "' (a label per position, " +
+                    graph::to_string(label_spec) + "): the model needs an int64 input of the same shape, its ids");
+  const auto& ids = fields.at(ids_op->attrs.value("field", ids_op->name));
+  const auto range = get_checked<std::int64_t>(ids_op->attrs.at("range"));
+  const auto now = torch::randn({range, classes}, gen), before = torch::randn({range, classes}, gen);
+  const std::int64_t rows = ids.size(0), positions = ids.size(1);
+  // In blocks of rows, so that a large vocabulary's logits never stand whole.
+  const std::int64_t block = std::max<std::int64_t>(1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, positions * classes));
+  auto labels = torch::empty({rows, positions}, torch::kInt64);
+  using torch::indexing::Slice;
+  for (std::int64_t r = 0; r < rows; r += block) {
+    const auto mine = ids.slice(0, r, std::min(rows, r + block));
+    auto logits = now.index_select(0, mine.flatten()).view({mine.size(0), positions, classes});
+    logits.index({Slice(), Slice(1)}) += before.index_select(0, mine.index({Slice(), Slice(0, -1)}).flatten())
+                                             .view({mine.size(0), positions - 1, classes});
+    labels.slice(0, r, r + mine.size(0)).copy_(logits.argmax(-1));
+  }
+  return labels;
+}
+
+// The first train_size rows for training, the rest for testing.
+Splits split(const Dataset& all, std::int64_t train_size, std::int64_t total) {
+  Splits s;
+  s.train = s.test = all;
+  s.train.fields.clear();
+  s.test.fields.clear();
+  for (const auto& [name, t] : all.fields) {
+    s.train.fields[name] = t.slice(0, 0, train_size).contiguous();
+    s.test.fields[name] = t.slice(0, train_size, total).contiguous();
+  }
+  return s;
+}
+
+}  // namespace
+
 Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std::int64_t test_size,
                       std::uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
@@ -40,6 +90,10 @@ Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std:
     all.fields = random_batch(graph, total, gen);
   } catch (const graph::GraphError& e) {
     throw DataError("synthetic data: " + e.message());
+  }
+  if (graph::OpGraph::per_token(graph.op(graph.loss()))) {
+    all.fields["label"] = token_teacher(graph, all.fields, classes, gen);
+    return split(all, train_size, total);
   }
   // The teacher: a random read-out of every input field; its argmax is the label.
   auto logits = torch::zeros({total, classes});
@@ -57,15 +111,7 @@ Splits make_synthetic(const graph::OpGraph& graph, std::int64_t train_size, std:
     }
   }
   all.fields["label"] = logits.argmax(1);
-  Splits s;
-  s.train = s.test = all;
-  s.train.fields.clear();
-  s.test.fields.clear();
-  for (const auto& [name, t] : all.fields) {
-    s.train.fields[name] = t.slice(0, 0, train_size).contiguous();
-    s.test.fields[name] = t.slice(0, train_size, total).contiguous();
-  }
-  return s;
+  return split(all, train_size, total);
 }
 
 }  // namespace trident::data

@@ -195,8 +195,17 @@ std::vector<bool> OpGraph::carries_gradients() const {
 }
 
 std::int64_t OpGraph::param_bytes() const {
+  std::vector<OpId> all(ops_.size());
+  for (std::size_t id = 0; id < ops_.size(); ++id) all[id] = static_cast<OpId>(id);
+  return param_bytes_of(all);
+}
+
+std::int64_t OpGraph::param_bytes_of(const std::vector<OpId>& ops) const {
+  std::set<std::string> seen;
   std::int64_t n = 0;
-  for (const auto& o : ops_) n += o.param_bytes();
+  for (auto id : ops)
+    for (const auto& p : ops_.at(id).params)
+      if (seen.insert(p.name).second) n += p.bytes();
   return n;
 }
 

@@ -15,7 +15,7 @@ std::string to_string(Precision precision) { return precision == Precision::kBf1
 // See Note [Precision policy].
 OpPrecision op_precision(const std::string& kind) {
   static const std::set<std::string> low = {"linear", "conv1d", "conv2d", "matmul", "self_attention",
-                                            "multihead_attention", "identity_map"};
+                                            "multihead_attention", "identity_map", "unembed"};
   static const std::set<std::string> fp32 = {"layer_norm",  "batch_norm", "softmax",
                                              "cross_entropy", "mse",      "mean",
                                              "sum",         "mean_seq",   "global_avg_pool",

@@ -1,6 +1,7 @@
 #include "trident/nn/graph_module.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "aten_op.h"
@@ -44,8 +45,9 @@ bool has_bias(const Op& op) { return op.attrs.value("bias", true); }
 // parameter names are plain (`in_proj`, `out_proj`).
 class SelfAttentionImpl : public torch::nn::Module {
  public:
-  SelfAttentionImpl(std::int64_t hidden, std::int64_t heads)
+  SelfAttentionImpl(std::int64_t hidden, std::int64_t heads, bool causal)
       : heads_(heads),
+        causal_(causal),
         in_proj_(register_module("in_proj", torch::nn::Linear(hidden, 3 * hidden))),
         out_proj_(register_module("out_proj", torch::nn::Linear(hidden, hidden))) {}
 
@@ -53,14 +55,18 @@ class SelfAttentionImpl : public torch::nn::Module {
     const auto b = x.size(0), s = x.size(1), h = x.size(2), dh = h / heads_;
     auto qkv = in_proj_->forward(x).view({b, s, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
     auto q = qkv[0], k = qkv[1], v = qkv[2];  // [b, heads, s, dh]
-    auto att = torch::softmax(nn::batched_matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh)), -1,
-                              torch::kFloat32);  // fp32 under bf16 too (Note [Precision policy])
+    auto scores = nn::batched_matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh));
+    if (causal_)  // a position sees itself and the ones before it
+      scores = scores.masked_fill(torch::ones({s, s}, torch::kBool).triu(1).to(scores.device()),
+                                  -std::numeric_limits<double>::infinity());
+    auto att = torch::softmax(scores, -1, torch::kFloat32);  // fp32 under bf16 too (Note [Precision policy])
     auto y = nn::batched_matmul(att, v).transpose(1, 2).reshape({b, s, h});
     return out_proj_->forward(y);
   }
 
  private:
   std::int64_t heads_;
+  bool causal_;
   torch::nn::Linear in_proj_, out_proj_;
 };
 
@@ -134,7 +140,8 @@ std::shared_ptr<torch::nn::AnyModule> make_layer(const Op& op) {
   if (k == "layer_norm")
     return any(torch::nn::LayerNorm(torch::nn::LayerNormOptions({attr(op, "dim")}).eps(op.attrs.value("eps", 1e-5))));
   if (k == "batch_norm") return any(std::make_shared<BatchNormImpl>(attr(op, "features"), op.attrs.value("eps", 1e-5)));
-  if (k == "self_attention") return any(std::make_shared<SelfAttentionImpl>(attr(op, "hidden"), attr(op, "heads")));
+  if (k == "self_attention")
+    return any(std::make_shared<SelfAttentionImpl>(attr(op, "hidden"), attr(op, "heads"), op.attrs.value("causal", false)));
   if (k == "multihead_attention")
     return any(std::make_shared<MultiheadAttentionImpl>(attr(op, "hidden"), attr(op, "heads")));
   if (k == "embedding") return any(torch::nn::Embedding(attr(op, "rows"), attr(op, "dim")));
@@ -364,6 +371,12 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
           constants, &precision_);
     } else if (op.kind == "graph_aggregate") {
       fns_[id] = aggregate_of(op, constants);
+    } else if (op.kind == "positional") {  // a learned position embedding, added
+      auto w = parameter(op.params.at(0));
+      fns_[id] = [w](const std::vector<torch::Tensor>& in) { return in[0] + w; };
+    } else if (op.kind == "unembed") {  // x Eᵀ with an embedding's own table (a tied head)
+      auto w = parameter(op.params.at(0));
+      fns_[id] = [w](const std::vector<torch::Tensor>& in) { return torch::matmul(in[0], w.t()); };
     } else if (op.kind == "identity_map") {  // GCNII's (1 - beta) x + beta x W^T
       auto w = parameter(op.params.at(0));
       const double beta = op.attrs.value("beta", 0.5);
@@ -434,8 +447,8 @@ void GraphModule::initialise(std::uint64_t seed) {
         t->fill_(scale ? 1.0 : 0.0);
       } else if (op.kind == "layer_norm" || op.kind == "batch_norm") {
         t->fill_(p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0 ? 0.0 : 1.0);
-      } else if (op.kind == "embedding_bag" || op.kind == "embedding") {
-        t->normal_(0.0, 1.0, gen);
+      } else if (op.kind == "embedding_bag" || op.kind == "embedding" || op.kind == "positional") {
+        t->normal_(0.0, op.attrs.value("std", 1.0), gen);
       } else if (op.kind == "multihead_attention" && t->dim() == 1) {
         t->zero_();  // as torch.nn.MultiheadAttention starts its biases
       } else {

@@ -172,11 +172,11 @@ void add_compute(const Planner& planner, const cost::CostModel& cost, const std:
     if (backward) (*backward)[i] = b;
     e.backward_s += b;
     e.weight_grad_s += cost.weight_grad_s(op, rows);
-    e.param_bytes += static_cast<double>(op.param_bytes());
     e.activation_bytes += graph::kept_bytes_per_row(op, planner.dtypes()[static_cast<std::size_t>(ops[i])]) *
                               static_cast<double>(rows) +
                           graph::weight_copy_bytes(op, planner.request().precision);
   }
+  e.param_bytes += static_cast<double>(g.param_bytes_of(ops));  // a tied parameter once
   e.input_bytes = input_bytes_per_row(g, ops) * static_cast<double>(rows);
 }
 

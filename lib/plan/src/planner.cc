@@ -202,8 +202,9 @@ schedule::SimResult Planner::predict(Plan& plan) const {
     const auto& c = sg.stages[st.id];
     st.in_flight = r.in_flight[st.id];
     st.memory_bytes = r.peak_memory_bytes[st.id];
-    st.param_bytes = 0;
-    for (const auto& name : st.ops) st.param_bytes += static_cast<double>(graph_.op(graph_.id_of(name)).param_bytes());
+    std::vector<graph::OpId> ids;
+    for (const auto& name : st.ops) ids.push_back(graph_.id_of(name));
+    st.param_bytes = static_cast<double>(graph_.param_bytes_of(ids));  // a tied parameter once
     st.activation_bytes = c.activation_bytes;
     st.forward_s = c.forward_s, st.backward_s = c.backward_s;
     st.sync_s = 0;

@@ -153,13 +153,14 @@ OpId GraphBuilder::layer_norm(const std::string& name, OpId x) {
   return push(std::move(op));
 }
 
-OpId GraphBuilder::self_attention(const std::string& name, OpId x, std::int64_t heads) {
+OpId GraphBuilder::self_attention(const std::string& name, OpId x, std::int64_t heads, bool causal) {
   const auto& s = spec(x);
   require(s.shape.size() == 2, name, "self_attention needs a [S,H] input, got " + graph::to_string(s));
   const std::int64_t seq = s.shape[0], h = s.shape[1];
   require(heads > 0 && h % heads == 0, name, "hidden " + std::to_string(h) + " is not divisible by heads " +
                                                  std::to_string(heads));
   Op op{name, "self_attention", {{"hidden", h}, {"heads", heads}}, {in(x)}, s};
+  if (causal) op.attrs["causal"] = true;
   op.params = {{name + ".in_proj.weight", {3 * h, h}},
                {name + ".in_proj.bias", {3 * h}},
                {name + ".out_proj.weight", {h, h}},
@@ -175,6 +176,49 @@ OpId GraphBuilder::mean_seq(const std::string& name, OpId x) {
   require(s.shape.size() == 2, name, "mean_seq needs a [S,H] input");
   Op op{name, "mean_seq", {}, {in(x)}, {{s.shape[1]}, s.dtype}};
   op.forward_flops = op.backward_flops = static_cast<double>(s.elements());
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::embedding(const std::string& name, OpId ids, std::int64_t rows, std::int64_t dim, double std) {
+  const auto& s = spec(ids);
+  require(s.dtype == DType::kInt64 && !s.shape.empty(), name, "embedding needs int64 ids, e.g. [T]");
+  require(rows > 0 && dim > 0, name, "embedding needs positive rows and dim");
+  auto shape = s.shape;
+  shape.push_back(dim);
+  Op op{name, "embedding", {{"rows", rows}, {"dim", dim}, {"std", std}}, {in(ids)}, {shape, DType::kFloat32}};
+  op.params = {{name + ".weight", {rows, dim}}};
+  op.forward_flops = static_cast<double>(s.elements() * dim);
+  op.backward_flops = 2 * op.forward_flops;
+  op.activation_bytes = s.bytes();
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::positional(const std::string& name, OpId x, double std) {
+  const auto& s = spec(x);
+  require(s.shape.size() == 2, name, "positional needs a [T, d] input, got " + graph::to_string(s));
+  Op op{name, "positional", {{"std", std}}, {in(x)}, s};
+  op.params = {{name + ".weight", s.shape}};
+  op.forward_flops = op.backward_flops = static_cast<double>(s.elements());
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::unembed(const std::string& name, OpId x, const std::string& table) {
+  const auto& s = spec(x);
+  const graph::ParamSpec* found = nullptr;
+  for (const auto& op : g_.ops())
+    for (const auto& p : op.params)
+      if (p.name == table) found = &p;
+  require(found && found->shape.size() == 2, name, "unembed reads parameter '" + table + "', which no earlier op holds");
+  const std::int64_t rows = found->shape[0], dim = found->shape[1];
+  require(!s.shape.empty() && s.shape.back() == dim, name,
+          "unembed needs [..., " + std::to_string(dim) + "] input, got " + graph::to_string(s));
+  auto shape = s.shape;
+  shape.back() = rows;
+  Op op{name, "unembed", {{"table", table}}, {in(x)}, {shape, s.dtype}};
+  op.params = {*found};  // the same parameter: tied (see Note [Tied parameters] in executor/tied_params.h)
+  op.forward_flops = 2.0 * static_cast<double>(s.elements()) * rows;
+  op.backward_flops = 2 * op.forward_flops;
+  op.activation_bytes = s.bytes() + graph::TensorSpec{shape, s.dtype}.bytes();
   return push(std::move(op));
 }
 

@@ -2,6 +2,7 @@
 // (GraphPipe App. A.2); `tiny` presets are small enough to train on 2 cores.
 #include "trident/zoo/zoo.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -24,10 +25,12 @@ std::string at(const std::string& prefix, const std::string& name) {
 OpId image_input(GraphBuilder& b) { return b.input("image", {{1, 28, 28}, DType::kFloat32}); }
 OpId label_input(GraphBuilder& b) { return b.input("label", {{}, DType::kInt64}); }
 
-// Pre-norm encoder layer: x + attn(ln1(x)), then + fc2(gelu(fc1(ln2(x)))).
-OpId encoder_layer(GraphBuilder& b, const std::string& p, OpId x, std::int64_t heads, std::int64_t ffn) {
+// Pre-norm encoder layer: x + attn(ln1(x)), then + fc2(gelu(fc1(ln2(x)))); a
+// decoder's attention is causal.
+OpId encoder_layer(GraphBuilder& b, const std::string& p, OpId x, std::int64_t heads, std::int64_t ffn,
+                   bool causal = false) {
   const std::int64_t hidden = b.spec(x).shape.back();
-  OpId a = b.self_attention(at(p, "attn"), b.layer_norm(at(p, "ln1"), x), heads);
+  OpId a = b.self_attention(at(p, "attn"), b.layer_norm(at(p, "ln1"), x), heads, causal);
   x = b.add(at(p, "res1"), x, a);
   OpId f = b.linear(at(p, "fc1"), b.layer_norm(at(p, "ln2"), x), ffn);
   f = b.linear(at(p, "fc2"), b.activation(at(p, "gelu"), "gelu", f), hidden);
@@ -154,10 +157,38 @@ graph::OpGraph candle_uno(const ModelSpec& s) {
   return b.finish();
 }
 
+// A GPT-2-style causal language model: token and position embeddings
+// (N(0, 0.02), as GPT-2's), pre-norm decoder blocks, a final norm, and the
+// output head tied to the token embedding (one parameter, "tok.weight": a
+// pipeline holds it on its first and last stage, see Note [Tied
+// parameters]); a label per position (the next token; Note [Token losses]).
+struct GptSize {
+  std::int64_t vocab, context, hidden, heads;
+  int layers;
+};
+
+GptSize gpt_size(const std::string& preset) {
+  if (preset == "gpt2-124m") return {50257, 1024, 768, 12, 12};
+  if (preset == "gpt2-350m") return {50257, 1024, 1024, 16, 24};
+  if (preset == "gpt2-1.5b" || preset == "paper") return {50257, 1024, 1600, 25, 48};
+  return {64, 32, 64, 4, 2};  // tiny
+}
+
+graph::OpGraph gpt(const ModelSpec& s) {
+  const auto z = gpt_size(s.preset);
+  GraphBuilder b("gpt");
+  OpId x = b.embedding("tok", b.input("ids", {{z.context}, DType::kInt64}, z.vocab), z.vocab, z.hidden, 0.02);
+  x = b.positional("pos", x, 0.02);
+  for (int l = 0; l < z.layers; ++l) x = encoder_layer(b, "layer" + std::to_string(l), x, z.heads, 4 * z.hidden, true);
+  x = b.unembed("head", b.layer_norm("ln_f", x), "tok.weight");
+  b.cross_entropy("loss", x, b.input("label", {{z.context}, DType::kInt64}));
+  return b.finish();
+}
+
 const std::map<std::string, std::function<graph::OpGraph(const ModelSpec&)>>& builders() {
   static const std::map<std::string, std::function<graph::OpGraph(const ModelSpec&)>> m = {
       {"mlp", mlp}, {"cnn", cnn}, {"inception", inception}, {"transformer", transformer},
-      {"mmt", mmt}, {"dlrm", dlrm}, {"candle_uno", candle_uno}};
+      {"mmt", mmt}, {"dlrm", dlrm}, {"candle_uno", candle_uno}, {"gpt", gpt}};
   return m;
 }
 
@@ -165,19 +196,25 @@ const std::map<std::string, std::function<graph::OpGraph(const ModelSpec&)>>& bu
 
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> names = {"mlp",  "cnn",        "inception", "transformer", "mmt",
-                                                 "dlrm", "candle_uno", "gcn2",      "sage2",       "gcnii16",
-                                                 "gcnii64", "jk_gcn16", "appnp",  "graph_mlp"};
+                                                 "dlrm", "candle_uno", "gpt",       "gcn2",        "sage2",
+                                                 "gcnii16", "gcnii64", "jk_gcn16",  "appnp",       "graph_mlp"};
   return names;
 }
 
 const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> names = {"tiny", "paper"};
+  static const std::vector<std::string> names = {"tiny", "paper", "gpt2-124m", "gpt2-350m", "gpt2-1.5b"};
   return names;
+}
+
+std::vector<std::string> presets_of(const std::string& model_name) {
+  if (model_name == "gpt") return preset_names();
+  return {"tiny", "paper"};
 }
 
 std::string default_dataset(const std::string& model_name) {
   if (is_gnn_model(model_name)) return "graph";
-  if (model_name == "mmt" || model_name == "dlrm" || model_name == "candle_uno") return "synthetic";
+  if (model_name == "mmt" || model_name == "dlrm" || model_name == "candle_uno" || model_name == "gpt")
+    return "synthetic";
   return "fashion-mnist";
 }
 
@@ -197,8 +234,10 @@ graph::OpGraph build_graph(const ModelSpec& spec) {
     throw graph::GraphError("model '" + spec.name + "' is unknown; allowed: " + join(model_names()) +
                             " (and gcniiN, jk_gcnN for a depth N up to 1024)");
   }
-  if (spec.preset != "tiny" && spec.preset != "paper") {
-    throw graph::GraphError("preset '" + spec.preset + "' is unknown; allowed: " + join(preset_names()));
+  const auto presets = presets_of(spec.name);
+  if (std::find(presets.begin(), presets.end(), spec.preset) == presets.end()) {
+    throw graph::GraphError("preset '" + spec.preset + "' is unknown for model '" + spec.name +
+                            "'; allowed: " + join(presets));
   }
   if (it == builders().end()) return gnn_model(spec);
   return it->second(spec);

@@ -10,7 +10,7 @@ namespace {
 
 TEST(Zoo, EveryModelAndPresetBuildsAValidGraph) {
   for (const auto& name : model_names()) {
-    for (const auto& preset : preset_names()) {
+    for (const auto& preset : presets_of(name)) {
       SCOPED_TRACE(name + "/" + preset);
       auto g = build_graph({name, preset});
       EXPECT_NO_THROW(g.validate());
@@ -42,6 +42,32 @@ TEST(Zoo, PaperSizesFollowTheGraphPipeEvaluation) {
   // CANDLE-Uno: 7 branches x 4 FF layers of 4096.
   auto uno = build_graph({"candle_uno", "paper"});
   EXPECT_EQ(uno.op(uno.id_of("branch6.fc3")).params[0].shape, (std::vector<std::int64_t>{4096, 4096}));
+}
+
+// GPT-2's sizes: 124,439,808 parameters in gpt2-124m, the head's weight being
+// the token embedding's (one parameter, counted once); every preset a causal
+// decoder with a label per position.
+TEST(Zoo, GptHasGpt2sSizesAndATiedHead) {
+  const auto g = build_graph({"gpt", "gpt2-124m"});
+  EXPECT_EQ(g.param_bytes(), 124439808LL * 4);
+  const auto& head = g.op(g.id_of("head"));
+  ASSERT_EQ(head.params.size(), 1u);
+  EXPECT_EQ(head.params[0].name, "tok.weight");
+  EXPECT_EQ(head.output.shape, (std::vector<std::int64_t>{1024, 50257}));
+  EXPECT_TRUE(graph::OpGraph::per_token(g.op(g.loss())));
+  EXPECT_TRUE(g.op(g.id_of("layer11.attn")).attrs.value("causal", false));
+  EXPECT_EQ(g.param_bytes_of({g.id_of("head")}), 50257LL * 768 * 4);
+  EXPECT_EQ(g.param_bytes_of({g.id_of("tok"), g.id_of("head")}), 50257LL * 768 * 4);
+  EXPECT_EQ(build_graph({"gpt", "gpt2-350m"}).op(build_graph({"gpt", "gpt2-350m"}).id_of("layer23.fc1")).params[0].shape,
+            (std::vector<std::int64_t>{4096, 1024}));
+  try {
+    build_graph({"mlp", "gpt2-124m"});
+    FAIL();
+  } catch (const graph::GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("preset 'gpt2-124m' is unknown for model 'mlp'; allowed: tiny, paper"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Zoo, BranchesAreIndependentConvexStages) {

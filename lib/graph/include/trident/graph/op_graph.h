@@ -138,6 +138,10 @@ class OpGraph {
 
   // Totals over the whole graph.
   std::int64_t param_bytes() const;
+  // The parameters the ops hold, each counted once however many of them
+  // read it (a head tied to an embedding: see Note [Tied parameters] in
+  // executor/tied_params.h). param_bytes() is this over every op.
+  std::int64_t param_bytes_of(const std::vector<OpId>& ops) const;
   std::int64_t input_bytes() const;  // one sample of every input field
   double forward_flops() const;
 

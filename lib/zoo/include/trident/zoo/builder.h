@@ -15,7 +15,12 @@
 //   concat {axis}                    along a per-sample axis
 //   add                              elementwise sum of two inputs
 //   layer_norm {dim}                 over the last axis; weight, bias [dim]
-//   self_attention {hidden, heads}   [S,H] -> [S,H]; in_proj [3H,H], out_proj [H,H]
+//   self_attention {hidden, heads, causal}  [S,H] -> [S,H]; in_proj [3H,H], out_proj [H,H];
+//                                    causal: position s attends to positions <= s only
+//   embedding {rows, dim, std}       int64 [..., T] -> [..., T, dim]; weight [rows, dim] ~ N(0, std)
+//   positional {std}                 [T, d] -> [T, d] + P; P [T, d] ~ N(0, std), a learned position embedding
+//   unembed {table}                  [..., d] -> [..., rows]: x Eᵀ, E the [rows, d] parameter `table`
+//                                    of an earlier op (an embedding: a head tied to it)
 //   mean_seq                         [S,H] -> [H]
 //   embedding_bag {rows, dim}        int64 [bag] -> [dim], mean of rows
 //   cross_entropy {ignore_index}     (logits [C], label int64 []) -> loss sum; or per position,
@@ -74,7 +79,10 @@ class GraphBuilder {
   OpId concat(const std::string& name, const std::vector<OpId>& xs, std::int64_t axis);
   OpId add(const std::string& name, OpId a, OpId b);
   OpId layer_norm(const std::string& name, OpId x);
-  OpId self_attention(const std::string& name, OpId x, std::int64_t heads);
+  OpId self_attention(const std::string& name, OpId x, std::int64_t heads, bool causal = false);
+  OpId embedding(const std::string& name, OpId ids, std::int64_t rows, std::int64_t dim, double std = 1.0);
+  OpId positional(const std::string& name, OpId x, double std);
+  OpId unembed(const std::string& name, OpId x, const std::string& table);
   OpId mean_seq(const std::string& name, OpId x);
   OpId embedding_bag(const std::string& name, OpId ids, std::int64_t rows, std::int64_t dim);
   OpId cross_entropy(const std::string& name, OpId logits, OpId label);

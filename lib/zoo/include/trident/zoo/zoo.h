@@ -1,7 +1,8 @@
 // The model zoo: each model is a function of (name, preset) that builds its
 // OpGraph. The torch modules come from the graph (nn::GraphModule), so one
 // spec yields both. Presets: `tiny` trains on a CPU in seconds; `paper` has
-// the sizes of the GraphPipe evaluation (docs/algorithms.md §2) and is for planning.
+// the sizes of the GraphPipe evaluation (docs/algorithms.md §2) and is for
+// planning; gpt has GPT-2's sizes too (gpt2-124m, gpt2-350m, gpt2-1.5b).
 #pragma once
 
 #include <string>
@@ -13,7 +14,7 @@ namespace trident::zoo {
 
 struct ModelSpec {
   std::string name;             // see model_names()
-  std::string preset = "tiny";  // tiny | paper
+  std::string preset = "tiny";  // tiny | paper, and gpt's own (presets_of)
   // A user's model instead of a zoo one (docs/own-model.md): the graph file
   // `tools/export` wrote ("trident-graph/1"), and optionally the initial
   // weights beside it (a PyTorch state_dict file). `name` is then the
@@ -31,7 +32,11 @@ struct ModelSpec {
 };
 
 const std::vector<std::string>& model_names();
+// Every preset some model has; presets_of(name), the ones model `name` has:
+// tiny and paper for every model, and for gpt also gpt2-124m, gpt2-350m and
+// gpt2-1.5b (paper: gpt2-1.5b).
 const std::vector<std::string>& preset_names();
+std::vector<std::string> presets_of(const std::string& model_name);
 
 // Whether `name` is one of the zoo's graph neural networks.
 bool is_gnn_model(const std::string& name);
