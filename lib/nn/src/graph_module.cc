@@ -427,12 +427,18 @@ std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name) {
 void GraphModule::initialise(std::uint64_t seed) {
   torch::NoGradGuard no_grad;
   auto all = named_parameters();
+  // A parameter several ops read (a head tied to an embedding) starts by the
+  // rule of the first op of the whole graph that reads it, so every stage
+  // that holds it starts it alike, whichever of those ops it holds.
+  std::map<std::string, const Op*> owner;
+  for (const auto& op : graph_.ops())
+    for (const auto& p : op.params) owner.emplace(p.name, &op);
   std::set<std::string> done;
   for (graph::OpId id = 0; id < graph_.size(); ++id) {
     if (!fns_[id]) continue;
-    const Op& op = graph_.op(id);
-    for (const auto& p : op.params) {
+    for (const auto& p : graph_.op(id).params) {
       if (!done.insert(p.name).second) continue;  // shared by an earlier op
+      const Op& op = *owner.at(p.name);
       auto* t = all.find(p.name);
       if (!t) throw GraphError("parameter '" + p.name + "' of op '" + op.name + "' has no module");
       if (t->sizes() != c10::IntArrayRef(p.shape))

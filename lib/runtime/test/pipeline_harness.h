@@ -15,6 +15,7 @@
 #include "trident/cost/cost_model.h"
 #include "trident/data/dataset.h"
 #include "trident/executor/stage_executor.h"
+#include "trident/executor/tied_params.h"
 #include "trident/executor/trace.h"
 #include "trident/nn/random.h"
 #include "trident/plan/planner.h"
@@ -162,7 +163,8 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
           });
         keep.push_back(world);
         StageExecutor ex(*modules[r], p, world, per_direction ? Placement().with_link_per_direction() : Placement());
-        auto sync = make_stage_sync(ex, p, world, 25 << 20, 0);
+        TiedSync tied(p, g, world, ex.params());  // see Note [Tied parameters], as the trainer
+        auto sync = make_stage_sync(ex, p, world, 25 << 20, 0, tied.names());
         for (int s = 0; s < steps; ++s) {
           ex.set_random_key(kRandomSeed, s);
           auto source = [&](std::int64_t b, std::int64_t e, const std::set<std::string>& fields) {
@@ -175,6 +177,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
           auto out = ex.run(source, nn::loss_divisor(g.op(g.loss()), batches[s].at("label")), [&] {
             if (sync) sync->arm();
           });
+          tied.all_reduce();
           if (sync) {
             sync->finish();
             sync->apply(update);

@@ -57,5 +57,31 @@ TEST(TokenLossPlans, UnevenlyIgnoredTokensTrainEveryPlanToOneProcesssWeights) {
   }
 }
 
+// The zoo's gpt (Note [Tied parameters]): its head reads the token
+// embedding's table, so a pipeline holds that parameter on its first and its
+// last stage; both start it alike (the embedding's rule, whichever op a
+// stage holds) and sum its gradient, and every plan trains to one process's
+// weights.
+TEST(TokenLossPlans, GptWithItsHeadTiedAcrossTwoStagesEqualsOneProcess) {
+  const auto g = zoo::build_graph({"gpt", "tiny"});
+  auto first = [](const std::string& n) { return n == "ids" || n == "tok" || n == "pos" || n.rfind("layer0.", 0) == 0; };
+  auto rest = [](const std::string&) { return true; };
+  const std::vector<std::pair<std::string, plan::Plan>> plans = {
+      {"2-stage pipeline", hand_plan(g, request("pipedream", "1f1b", 2, 8, 2, 0), {first, rest}, {1, 1})},
+      {"data parallel", hand_plan(g, request("graphpipe", "1f1b", 2, 8, 4, 0), {rest}, {2})}};
+  for (const auto& [what, p] : plans) {
+    SCOPED_TRACE(what);
+    const auto res = train(g, p, 3);
+    expect_equal(res, p);
+    if (p.stages.size() == 2) {
+      EXPECT_TRUE(res.held[0].count("tok.weight") && res.held[1].count("tok.weight"));
+      // Bitwise: both copies start from (seed, name) by one rule and step by the same elementwise update
+      // with the same all-reduced gradient (every member of a Gloo all-reduce receives the same bits).
+      EXPECT_TRUE(torch::equal(res.ranks[0].at("tok.weight"), res.ranks[1].at("tok.weight")))
+          << "the two copies of the tied table drifted apart";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trident::runtime
