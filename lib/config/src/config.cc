@@ -98,6 +98,22 @@ void check_npy_files(const Reader& r, const YAML::Node& root, const TrainConfig&
   }
 }
 
+// data.train and data.test name .npy files of token ids for a model with a
+// loss per position; their contents are checked when loaded (data/tokens.h).
+void check_token_files(const Reader& r, const YAML::Node& root, const TrainConfig& c, const graph::OpGraph& graph) {
+  const auto& loss = graph.op(graph.loss());
+  if (!graph::OpGraph::per_token(loss))
+    r.fail("data.name", root["data"]["name"] ? root["data"]["name"] : YAML::Node(c.data.name),
+           "token files train a model with a label per position (e.g. model.name=gpt); model '" + graph.name() +
+               "' has " + graph::to_string(loss.inputs.at(1).expected) + " labels");
+  for (const auto& [key, file] : {std::pair{"train", c.data.train}, std::pair{"test", c.data.test}}) {
+    const auto node = root["data"][key];
+    if (file.empty())
+      r.fail(std::string("data.name = tokens needs data.") + key + ": an .npy of int64 token ids [N, T+1]");
+    if (!std::filesystem::is_regular_file(file)) r.fail(std::string("data.") + key, node, "no such file");
+  }
+}
+
 // The model's graph; a GNN's bad graph names model.graph.
 graph::OpGraph build_model_graph(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
   try {
@@ -146,6 +162,7 @@ void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
     return;
   }
   if (c.data.name == "npy") return check_npy_files(r, root, c, graph);
+  if (c.data.name == "tokens") return check_token_files(r, root, c, graph);
   constexpr std::int64_t kMaxBytes = std::int64_t{4} << 30;
   const auto per_sample = graph.input_bytes(), samples = c.data.train_size + c.data.test_size;
   if (per_sample > 0 && samples > kMaxBytes / per_sample)  // no product that could overflow

@@ -134,8 +134,9 @@ std::vector<Key> model_and_data_keys() {
                         "`<model>-<preset>`, or a model file's name"}));
   k.push_back(text_key("runs_dir", [](TrainConfig& c) -> auto& { return c.runs_dir; }, {}, "a directory"));
   k.push_back(text_key("data.name", [](TrainConfig& c) -> auto& { return c.data.name; },
-                       {"fashion-mnist", "synthetic", "npy", "graph"},
-                       "`fashion-mnist`, `synthetic`, `npy` (your arrays), `graph` (`model.graph`'s nodes)",
+                       {"fashion-mnist", "synthetic", "npy", "tokens", "graph"},
+                       "`fashion-mnist`, `synthetic`, `npy` (your arrays), `tokens` (token ids for a language "
+                       "model), `graph` (`model.graph`'s nodes)",
                        {default_dataset, "`fashion-mnist` for mlp/cnn/inception/transformer and model files that "
                                          "read only `image` [1,28,28] and `label`, `graph` for graph neural "
                                          "networks, else `synthetic`"}));
@@ -145,12 +146,13 @@ std::vector<Key> model_and_data_keys() {
     if (c.data.eval != "test") e << c.data.eval;
   };
   k.push_back(text_key("data.train", [](TrainConfig& c) -> auto& { return c.data.train; }, {},
-                       "npy: a directory with FIELD.npy for every input field and label.npy", {nullptr, "—"}));
+                       "npy: a directory with FIELD.npy for every input field and label.npy; tokens: an .npy "
+                       "of int64 token ids [N, T+1] (ids, then the next token)", {nullptr, "—"}));
   k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
     if (!c.data.train.empty()) e << c.data.train;
   };
   k.push_back(text_key("data.test", [](TrainConfig& c) -> auto& { return c.data.test; }, {},
-                       "npy: the same for the test split", {nullptr, "—"}));
+                       "npy, tokens: the same for the test split", {nullptr, "—"}));
   k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
     if (!c.data.test.empty()) e << c.data.test;
   };
@@ -181,7 +183,8 @@ std::vector<Key> train_keys() {
                       "≥ 1", {nullptr, "—"}, true));
   k.push_back(int_key("train.mini_batch", [](TrainConfig& c) -> auto& { return c.train.mini_batch; }, bound(1),
                       [](const TrainConfig& c) {
-                        if (c.data.name == "npy") return kNoLimit;  // the arrays' length, checked when loaded
+                        if (c.data.name == "npy" || c.data.name == "tokens")
+                          return kNoLimit;  // the arrays' length, checked when loaded
                         if (c.data.name == "graph" && zoo::is_gnn_model(c.model.name))  // one graph, or its chunks
                           return std::max<std::int64_t>(1, c.model.graph_chunks);
                         return fashion(c) ? (c.data.train_size ? c.data.train_size : kFashionMnistTrain)

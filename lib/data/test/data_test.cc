@@ -7,6 +7,7 @@
 #include "trident/data/dataset.h"
 #include "trident/data/npy.h"
 #include "trident/data/sampler.h"
+#include "trident/data/tokens.h"
 #include "trident/gnn/graph_data.h"
 #include "trident/zoo/zoo.h"
 
@@ -85,6 +86,50 @@ TEST(Npy, MutatedFilesParseOrAreRefused) {
     }
   }
   EXPECT_GT(refused, 100);
+}
+
+// See tokens.h: row n of [N, T+1] ids is sample n, its first T ids the
+// model's input and its last T the labels; anything else is named.
+TEST(Tokens, ARowIsTheIdsAndTheNextTokens) {
+  const auto g = zoo::build_graph({"gpt", "tiny"});  // 32 positions, 64 ids
+  EXPECT_EQ(token_field(g), "ids");
+  const auto dir = std::filesystem::temp_directory_path() / ("trident_tokens_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return (dir / name).string();
+  };
+  std::vector<std::int64_t> ids(3 * 33);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i % 64);
+  const auto good = write("good.npy", npy("<i8", "3, 33", bytes_of(ids)));
+  const auto s = load_tokens(g, good, good, {"ids", "label"});
+  EXPECT_EQ(s.train.size(), 3);
+  EXPECT_EQ(s.train.fields.at("ids").sizes(), (std::vector<std::int64_t>{3, 32}));
+  EXPECT_EQ(s.train.fields.at("ids")[1][0].item<std::int64_t>(), 33);
+  EXPECT_EQ(s.train.fields.at("label")[1][0].item<std::int64_t>(), 34);  // the next token
+  EXPECT_EQ(s.train.fields.at("label")[2][31].item<std::int64_t>(), (3 * 33 - 1) % 64);
+  EXPECT_NO_THROW(s.train.check_fits(g));
+  EXPECT_EQ(load_tokens(g, good, good, {"label"}).train.fields.count("ids"), 0u);  // a stage loads what it reads
+  auto refused = [&](const std::string& file, const std::string& needle) {
+    try {
+      load_tokens(g, file, good, {"ids", "label"});
+      ADD_FAILURE() << file << " was taken";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused(write("short.npy", npy("<i8", "3, 32", bytes_of(std::vector<std::int64_t>(96, 1)))),
+          "reads int64 token ids [N, 33] (its 32 positions and the next token)");
+  refused(write("float.npy", npy("<f4", "3, 33", bytes_of(std::vector<float>(99, 1)))), "holds Float [3, 33]");
+  ids[40] = 64;
+  refused(write("range.npy", npy("<i8", "3, 33", bytes_of(ids))), "holds token id 64; model 'gpt' takes ids from 0 to 63");
+  try {
+    token_field(zoo::build_graph({"mlp", "tiny"}));
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no loss per position"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(FashionMnist, ReadsBothSplitsWithLabelsInRange) {

@@ -7,6 +7,7 @@
 #include "trident/nn/executor.h"
 #include "trident/nn/graph_module.h"
 #include "trident/zoo/builder.h"
+#include "trident/zoo/zoo.h"
 
 namespace trident::nn {
 namespace {
@@ -87,6 +88,31 @@ TEST(TokenLoss, ABatchOfIgnoredTokensDividesByOne) {
   const auto c = b.finish();
   EXPECT_FALSE(graph::OpGraph::per_token(c.op(c.loss())));
   EXPECT_EQ(loss_divisor(c.op(c.loss()), torch::zeros({9}, torch::kInt64)), 9);
+}
+
+// gpt's attention is causal: changing the id at position 20 leaves every
+// logit before it as it was and changes the ones from it on.
+TEST(TokenLoss, GptsLogitsAtAPositionReadNoLaterId) {
+  const auto g = zoo::build_graph({"gpt", "tiny"});
+  GraphModule m(g, 1);
+  auto sg = graph::whole_graph(g);
+  const auto head = g.id_of("head");
+  sg.outputs.push_back(head);
+  GraphExecutor ex(m, sg);
+  torch::NoGradGuard no_grad;
+  auto gen = at::detail::createCPUGenerator(2);
+  auto ids = torch::randint(64, {2, 32}, gen, torch::kInt64);
+  Batch batch{{"ids", ids}, {"label", torch::zeros({2, 32}, torch::kInt64)}};
+  const auto before = ex.forward({}, batch).at(head);
+  batch["ids"] = ids.clone();
+  batch["ids"].index_put_({torch::indexing::Slice(), 20}, (ids.index({torch::indexing::Slice(), 20}) + 1) % 64);
+  const auto after = ex.forward({}, batch).at(head);
+  using torch::indexing::Slice;
+  // Bitwise: the same forward in this process on inputs equal up to position 20; a causal mask leaves
+  // the earlier positions' arithmetic untouched.
+  EXPECT_TRUE(torch::equal(before.index({Slice(), Slice(0, 20)}), after.index({Slice(), Slice(0, 20)})));
+  for (int t = 20; t < 32; ++t)
+    EXPECT_FALSE(torch::equal(before.index({Slice(), t}), after.index({Slice(), t}))) << "position " << t;
 }
 
 TEST(TokenLoss, LabelsMustHaveTheLogitsShapeWithoutTheClasses) {

@@ -23,6 +23,7 @@
 #include "trident/host/blas.h"
 #include "trident/host/process.h"
 #include "trident/data/npy.h"
+#include "trident/data/tokens.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/nn/executor.h"
 #include "trident/nn/node_chunks.h"
@@ -49,6 +50,7 @@ data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<s
   fields.insert("label");
   if (c.data.name == "fashion-mnist") return data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields);
   if (c.data.name == "npy") return data::load_npy(c.data.train, c.data.test, fields);
+  if (c.data.name == "tokens") return data::load_tokens(g, c.data.train, c.data.test, fields);
   if (c.data.name == "graph")
     return data::load_graph_dataset(c.model.graph.empty() ? "csbm" : c.model.graph, c.data.eval, fields,
                                     c.model.graph_chunks);
