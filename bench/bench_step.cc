@@ -1,5 +1,5 @@
 // Times trident's single-process training step: GraphExecutor forward on the
-// whole graph, loss / batch, backward, per-parameter optimizer step — the
+// whole graph, loss / batch (its tokens, for gpt), backward, per-parameter optimizer step — the
 // same code path as runtime::Trainer. Prints one JSON line.
 //   bench_step MODEL BATCH THREADS STEPS [PRESET [DEVICE [PRECISION]]]
 // Inputs are one fixed random batch (as in bench/pytorch_step.py), so only
@@ -8,7 +8,9 @@
 // are placed as the trainer places them). BATCH "max" doubles the batch
 // from 64 up to 1024 while a step fits in the device's memory and times the
 // largest that fits. PRECISION is fp32 (default) or bf16 (train.precision,
-// see Note [Precision policy]).
+// see Note [Precision policy]). PRESET is any of the model's (gpt: tiny,
+// gpt2-124m, ...). Warm-up: 5 steps, or STEPS when fewer.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <optional>
@@ -47,7 +49,8 @@ struct Bench {
     fields = where.batch(data::random_batch(graph, batch));
   }
   double step() {
-    auto loss = executor.forward({}, fields).at(graph.loss()) / static_cast<double>(batch);
+    // The batch's rows, or its tokens for a per-token loss (see Note [Loss scale]).
+    auto loss = executor.forward({}, fields).at(graph.loss()) / nn::loss_divisor(graph.op(graph.loss()), fields.at("label"));
     loss.backward();
     optimizer->apply(params, config.lr);
     return loss.item<double>();
@@ -76,7 +79,7 @@ std::int64_t largest_batch(const graph::OpGraph& g, const runtime::Placement& wh
 
 int main(int argc, char** argv) {
   if (argc < 5 || argc > 8) {
-    std::cerr << "usage: bench_step MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda [fp32|bf16]]]\n";
+    std::cerr << "usage: bench_step MODEL BATCH|max THREADS STEPS [PRESET [cpu|cuda [fp32|bf16]]]\n";
     return 2;
   }
   runtime::prepare_process(argv);  // as `trident train` starts (see Note [CPU process settings], see Note [BLAS kernel])
@@ -90,7 +93,7 @@ int main(int argc, char** argv) {
     auto g = zoo::build_graph({model, preset});
     const std::int64_t batch = std::string(argv[2]) == "max" ? largest_batch(g, where, *precision) : std::stoll(argv[2]);
     Bench bench(g, where, batch, *precision);
-    for (int i = 0; i < 5; ++i) bench.step();  // warm-up
+    for (int64_t i = 0; i < std::min<int64_t>(5, steps); ++i) bench.step();  // warm-up (fewer for a slow model)
     const auto t0 = std::chrono::steady_clock::now();
     double last = 0;
     for (int64_t i = 0; i < steps; ++i) last = bench.step();  // item() waits for the device each step

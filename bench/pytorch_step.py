@@ -4,7 +4,7 @@ environment's current torch, scripts/install-peers.sh): the zoo's
 tiny models written as a PyTorch user would, trained with the same batch,
 threads and optimizer (SGD, momentum 0.9, lr 0.01) on one fixed random batch.
 Prints one JSON line.
-    pytorch_step.py MODEL BATCH|max THREADS STEPS [tiny|paper [cpu|cuda [fp32|bf16]]]
+    pytorch_step.py MODEL BATCH|max THREADS STEPS [tiny|paper|gpt2-124m|gpt2-350m [cpu|cuda [fp32|bf16]]]
 PRECISION bf16 wraps forward and loss in torch.autocast(device, torch.bfloat16),
 the one line a PyTorch user adds.
 PRESET paper takes the zoo's paper sizes (lib/zoo/src/zoo.cc); BATCH max
@@ -128,21 +128,61 @@ class Transformer(nn.Module):
         return self.head(self.ln_f(x).mean(1))
 
 
+class Gpt(nn.Module):
+    """The zoo's gpt as nanoGPT writes it: token and position embeddings, pre-norm blocks with causal
+    attention (PyTorch 2.x: F.scaled_dot_product_attention(is_causal=True), what a user of 2.x writes; 1.13,
+    which has none: the masked softmax), a final norm, the head tied to the token embedding."""
+    def __init__(self, vocab=64, context=32, hidden=64, heads=4, layers=2):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, hidden), nn.Parameter(0.02 * torch.randn(context, hidden))
+        nn.init.normal_(self.tok.weight, std=0.02)
+        self.heads = heads
+        self.blocks = nn.ModuleList([nn.ModuleDict(dict(
+            ln1=nn.LayerNorm(hidden), qkv=nn.Linear(hidden, 3 * hidden), out=nn.Linear(hidden, hidden),
+            ln2=nn.LayerNorm(hidden), fc1=nn.Linear(hidden, 4 * hidden), fc2=nn.Linear(4 * hidden, hidden)))
+            for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(hidden)
+
+    def attend(self, blk, x):
+        b, s, h = x.shape
+        q, k, v = blk["qkv"](x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(h // self.heads)
+            att = att.masked_fill(torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            y = torch.softmax(att, -1) @ v
+        return blk["out"](y.transpose(1, 2).reshape(b, s, h))
+
+    def forward(self, b):
+        x = self.tok(b["ids"]) + self.pos
+        for blk in self.blocks:
+            x = x + self.attend(blk, blk["ln1"](x))
+            x = x + blk["fc2"](F.gelu(blk["fc1"](blk["ln2"](x))))
+        return self.ln_f(x) @ self.tok.weight.t()
+
+
+def loss_sum(logits, label):
+    """The loss summed over the rows, or over the positions for a label per position."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), label.reshape(-1), reduction="sum")
+
+
 def timed_steps(net, opt, b, batch, steps, precision="fp32"):
-    """5 warm-up steps, then `steps` timed ones: (last loss, seconds). The
-    loss is the sum over the rows divided by the global batch `batch`, as in
-    trident (see Note [Loss scale]); bf16: forward and loss under autocast."""
+    """5 warm-up steps (fewer when `steps` is), then `steps` timed ones: (last loss, seconds). The loss is
+    the sum over the rows divided by the global batch `batch` (its tokens, for gpt), as in trident (see
+    Note [Loss scale]); bf16: forward and loss under autocast."""
     device = next(net.parameters()).device.type
+    divisor = b["label"].numel() if b["label"].dim() > 1 else batch
 
     def step():
         with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = F.cross_entropy(net(b), b["label"], reduction="sum") / batch
+            loss = loss_sum(net(b), b["label"]) / divisor
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=False)
         return loss.item()
 
-    for _ in range(5):
+    for _ in range(min(5, steps)):
         step()
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -155,15 +195,21 @@ PAPER = {"mlp": dict(hidden=4096, layers=8), "cnn": dict(c1=128, c2=256, fc=1024
          "transformer": dict(hidden=1024, heads=16, layers=24),
          "mmt": dict(branches=4, layers=8, hidden=1024, heads=16, ffn=4096, features=1024)}
 MMT_SEQ = {"tiny": 8, "paper": 256}
+GPT = {"tiny": dict(), "gpt2-124m": dict(vocab=50257, context=1024, hidden=768, heads=12, layers=12),
+       "gpt2-350m": dict(vocab=50257, context=1024, hidden=1024, heads=16, layers=24)}
 
 
 def setup(model, batch, threads, preset="tiny", device="cpu"):
     """The model, its fixed random batch and its optimizer, on `threads` threads."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    sizes = PAPER[model] if preset == "paper" else {}
-    net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt, "transformer": Transformer}[model](**sizes)
-    if model == "mmt":
+    sizes = GPT[preset] if model == "gpt" else PAPER[model] if preset == "paper" else {}
+    net = {"mlp": Mlp, "cnn": Cnn, "inception": Inception, "mmt": Mmt, "transformer": Transformer,
+           "gpt": Gpt}[model](**sizes)
+    if model == "gpt":
+        vocab, context = net.tok.weight.shape[0], net.pos.shape[0]
+        b = {"ids": torch.randint(vocab, (batch, context)), "label": torch.randint(vocab, (batch, context))}
+    elif model == "mmt":
         features = sizes.get("features", 16)
         b = {f"modality{m}": torch.randn(batch, MMT_SEQ[preset], features) for m in range(len(net.proj))}
         b["label"] = torch.randint(8, (batch,))
@@ -180,7 +226,7 @@ def largest_batch(model, threads, preset, device):
     for batch in (64, 128, 256, 512, 1024):
         try:
             net, b, opt = setup(model, batch, threads, preset, device)
-            F.cross_entropy(net(b), b["label"], reduction="sum").backward()
+            loss_sum(net(b), b["label"]).backward()
             opt.step()
             fits = batch
         except torch.cuda.OutOfMemoryError if hasattr(torch.cuda, "OutOfMemoryError") else RuntimeError:
