@@ -7,6 +7,12 @@ BUILD ?= build
 JOBS ?= 2
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
+# Which LibTorch the build links (Note [One LibTorch], docs/design.md):
+#   wheel   the CPU libraries of the `torch` wheel in the project environment
+#           (scripts/install-peers.sh: a virtual environment with that
+#           torch, torchvision and numpy, which the tests' Python runs too)
+#   debian  Debian's LibTorch 1.13 (libtorch-dev) and its python3-torch
+LIBTORCH ?= wheel
 
 .PHONY: deps configure build install test test-quick test-models demo bench-build bench bench-plan fuzz build-cuda check-cuda-build gpu-check clean
 CUDA_BUILD ?= build-cuda
@@ -15,7 +21,15 @@ deps:
 	@bash scripts/install-deps.sh
 
 configure: deps
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+ifeq ($(LIBTORCH),wheel)
+	@py=$$(bash scripts/install-peers.sh | tail -1) && \
+	  torch=$$($$py -c 'import torch, os; print(os.path.dirname(torch.__file__))') && \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIDENT_TORCH_DIR=$$torch -DTRIDENT_PYTHON=$$py $(CMAKE_FLAGS) >/dev/null
+else ifeq ($(LIBTORCH),debian)
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIDENT_TORCH_DIR= -DTRIDENT_PYTHON=/usr/bin/python3 $(CMAKE_FLAGS) >/dev/null
+else
+	@echo "make: LIBTORCH=$(LIBTORCH): allowed: wheel (the default), debian" >&2; exit 2
+endif
 
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -35,8 +49,9 @@ test-quick: build
 # Every torchvision classifier exports, and the smallest of each family trains
 # like PyTorch (docs/own-model.md, "Coverage"); about 20 minutes.
 test-models: build
-	@/usr/bin/python3 tools/export/test/aten_model_test.py $(BUILD)/tools/trident/trident --exports
-	@/usr/bin/python3 tools/export/test/aten_model_test.py $(BUILD)/tools/trident/trident --all
+	@py=$$(grep -m1 '^TRIDENT_PYTHON:' $(BUILD)/CMakeCache.txt | cut -d= -f2) && \
+	  $$py tools/export/test/aten_model_test.py $(BUILD)/tools/trident/trident --exports && \
+	  $$py tools/export/test/aten_model_test.py $(BUILD)/tools/trident/trident --all
 
 demo: build
 	@$(BUILD)/tools/trident/trident calibrate --if-missing

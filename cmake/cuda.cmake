@@ -24,7 +24,3 @@ set(CMAKE_BUILD_RPATH ${TRIDENT_WHEEL_LIB_DIRS})
 list(JOIN TRIDENT_WHEEL_LIB_DIRS ":" TRIDENT_RPATH_LINK)
 add_link_options("LINKER:-rpath-link,${TRIDENT_RPATH_LINK}")
 message(STATUS "trident: CUDA build against LibTorch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX}; NCCL header ${TRIDENT_NCCL_INCLUDE}")
-# GCC 12 in C++20 mode warns falsely about std::string's own memcpy (GCC bug 105329).
-if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-  add_compile_options(-Wno-restrict)
-endif()

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# The peer environment for benchmarks against a current PyTorch (issue 15):
-# a virtual environment under build/peers (or $TRIDENT_PEERS) with the
-# default `torch` wheel from the Python package index (it runs on CPU without
-# a GPU), torchvision (with pillow) and numpy. Idempotent: when the environment already imports torch it
-# only prints the version. `make test` and `make demo` never use it; the peer
-# benchmarks call this script on first use. Prints the environment's python
-# on its last line. TRIDENT_PEERS_TORCH pins the wheel (a pip requirement,
-# e.g. torch==2.15.0, as CI does); an environment with another torch is then
-# made again.
+# The project environment (Note [One LibTorch], docs/design.md): a virtual
+# environment with the `torch` wheel from the Python package index,
+# torchvision (with pillow) and numpy. The default build links that wheel's
+# LibTorch, and the tests, the exporter (tools/export) and the PyTorch peers
+# of the benchmarks run its Python, so both sides are one PyTorch version.
+# It lives in $TRIDENT_PEERS, default ~/.cache/trident/peers, outside any
+# checkout, so clean clones and `make clean` keep it (about 5 GB: the wheel
+# on the index is the CUDA one, with its nvidia-* libraries; a CPU run loads
+# none of them). Idempotent: when the environment already imports the wanted
+# torch it only prints the version. TRIDENT_PEERS_TORCH is the pip
+# requirement of the wheel, default torch==2.15.0 (the version trident is
+# tested with); an environment with another torch is made again. Prints the
+# environment's python on its last line.
 #   bash scripts/install-peers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=${TRIDENT_PEERS:-build/peers}
+dir=${TRIDENT_PEERS:-${XDG_CACHE_HOME:-$HOME/.cache}/trident/peers}
 py=$dir/bin/python
-want=${TRIDENT_PEERS_TORCH:-torch}
+want=${TRIDENT_PEERS_TORCH:-torch==2.15.0}
 pinned=""
 case $want in torch==*) pinned=${want#torch==} ;; torch) ;;
   *) echo "install-peers: TRIDENT_PEERS_TORCH='$want': give torch or torch==VERSION" >&2; exit 2 ;; esac

@@ -362,6 +362,23 @@ def _make_functional(gm):
         if node.op == "call_function" and node.target is torch.ops.aten._reshape_alias.default:
             node.target = torch.ops.aten.reshape.default
             node.args = (node.args[0], node.args[1])
+    # Note [Copies with gradients]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # An in-place copy (`x[:, 2:] = y` is copy_ into a slice) becomes aten::copy(dst, src) above. PyTorch 2.x
+    # has no derivative for the out-of-place copy ("derivative for aten::copy is not implemented"); what it
+    # computes is src cast to dst's dtype and broadcast to dst's shape, which type_as and expand_as compute
+    # with gradients in every version (the gradient reaches src, summed over the broadcast; none reaches dst,
+    # as with copy).
+    for node in list(g.nodes):
+        if node.op == "call_function" and node.target is torch.ops.aten.copy.default:
+            dst, src = node.args[0], node.args[1]
+            with g.inserting_before(node):
+                cast = g.call_function(torch.ops.aten.type_as.default, (src, dst))
+                spread = g.call_function(torch.ops.aten.expand_as.default, (cast, dst))
+            for made in (cast, spread):
+                made.meta["module_path"] = node.meta.get("module_path", "")
+            node.replace_all_uses_with(spread)
+            g.erase_node(node)
     # Drop what nobody reads (autograd's detach, BatchNorm's running-stat updates, empty reserves).
     changed = True
     while changed:

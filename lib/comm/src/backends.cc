@@ -10,63 +10,41 @@
 // ~~~~~~~~~~~~~~~
 // Which c10d backend carries which tensors.
 //
-//   CPU build (Debian's LibTorch 1.13): Gloo carries every tensor. Its
-//   headers ship with that LibTorch and match its library.
+//   Gloo carries CPU tensors in every build. With Debian's LibTorch 1.13
+//   its headers (libgloo-dev) are the revision that library was built with.
+//   A LibTorch 2.x wheel has Gloo linked into libtorch_cpu but ships no Gloo
+//   headers, and ProcessGroupGloo.hpp includes them; headers from another
+//   Gloo revision (Debian's, the only ones at hand) describe other class
+//   layouts. That is safe here, and only here, because this file uses
+//   nothing whose layout Gloo defines: every Gloo-typed member of
+//   ProcessGroupGloo and its Options is a pointer, the constructor and the
+//   device factories are compiled in the wheel, and the process group is
+//   used only through c10d::Backend's virtual functions (whose vtable the
+//   wheel emits). No inline function that touches a Gloo object may be
+//   called from trident: `nm -C` of any trident binary must define no
+//   gloo:: symbol, which ctest gloo_symbols checks.
 //
-//   CUDA build (a LibTorch 2.x wheel, TRIDENT_CUDA): one c10d ProcessGroup
-//   with a backend per device type, as PyTorch's "cpu:gloo,cuda:nccl" —
-//   NCCL for CUDA tensors (gradient sync and stage-to-stage transfers of a
-//   GPU run), and for CPU tensors trident's StoreBackend through the
-//   rendezvous store, because the wheel ships no Gloo headers and headers
-//   from another Gloo revision are unsafe with its library. On a GPU run
-//   the CPU tensors are the small control messages (loss sums, preflight
-//   strings); a CPU run of the CUDA build works but is slow, and the CPU
-//   build is the one to train on CPUs with. NCCL is created only where a
-//   GPU is visible; it connects lazily, at its first collective.
+//   CUDA build (TRIDENT_CUDA): one c10d ProcessGroup with a backend per
+//   device type, as PyTorch's "cpu:gloo,cuda:nccl" — NCCL for CUDA tensors
+//   (gradient sync and stage-to-stage transfers of a GPU run), Gloo for CPU
+//   tensors. NCCL is created only where a GPU is visible; it connects
+//   lazily, at its first collective.
 //
 // No other file includes a backend's header; only this file and
 // store_backend.h ask which LibTorch version is underneath.
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/cuda.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
-#else
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO  // the wheel's libtorch_cpu has Gloo; its header guards on this
 #endif
+#endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 namespace trident::comm {
-
-#if TORCH_VERSION_MAJOR >= 2
-
-c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                          int size, std::chrono::milliseconds timeout,
-                                                          const std::string&, std::optional<Beats> beats) {
-  auto pg = store_process_group(c10::make_intrusive<c10d::PrefixStore>("cpu", store), rank, size, timeout,
-                                Matching::kByTag, std::move(beats));
-#ifdef USE_C10D_NCCL
-  using Type = c10d::ProcessGroup::BackendType;
-  if (torch::cuda::is_available()) {
-    auto opts = c10d::ProcessGroupNCCL::Options::create();
-    opts->timeout = timeout;
-    auto nccl =
-        c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, opts);
-    pg->setBackend(c10::DeviceType::CUDA, Type::NCCL, nccl);
-  }
-#endif
-  return pg;
-}
-
-std::string backend_names() {
-#ifdef USE_C10D_NCCL
-  return "store (CPU tensors), nccl (CUDA tensors)";
-#else
-  return "store";
-#endif
-}
-
-#else
 
 namespace {
 
@@ -85,15 +63,50 @@ std::shared_ptr<gloo::transport::Device> device(const std::string& host) {
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                std::chrono::milliseconds timeout, const std::string& host) {
+  auto opts = c10::make_intrusive<c10d::ProcessGroupGloo::Options>(timeout);
+  opts->devices = {device(host)};
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+}
+
 }  // namespace
+
+#if TORCH_VERSION_MAJOR >= 2
 
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                           int size, std::chrono::milliseconds timeout,
                                                           const std::string& host, std::optional<Beats>) {
-  auto opts = c10d::ProcessGroupGloo::Options::create();
-  opts->timeout = timeout;
-  opts->devices = {device(host)};
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+  using Type = c10d::ProcessGroup::BackendType;
+  auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  pg->setBackend(c10::DeviceType::CPU, Type::GLOO, gloo(c10::make_intrusive<c10d::PrefixStore>("gloo", store), rank, size, timeout, host));
+  pg->setDefaultBackend(Type::GLOO);
+#ifdef USE_C10D_NCCL
+  if (torch::cuda::is_available()) {
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = timeout;
+    auto nccl =
+        c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, opts);
+    pg->setBackend(c10::DeviceType::CUDA, Type::NCCL, nccl);
+  }
+#endif
+  return pg;
+}
+
+std::string backend_names() {
+#ifdef USE_C10D_NCCL
+  return "gloo (CPU tensors), nccl (CUDA tensors)";
+#else
+  return "gloo";
+#endif
+}
+
+#else
+
+c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                          int size, std::chrono::milliseconds timeout,
+                                                          const std::string& host, std::optional<Beats>) {
+  return gloo(store, rank, size, timeout, host);
 }
 
 std::string backend_names() { return "gloo"; }

@@ -209,11 +209,18 @@ inline Run train(const std::string& model, int ranks, int steps, std::int64_t ba
   return run;
 }
 
+// Each rank's weights equal one process's: within 1e-5 relative and 5e-5
+// absolute. A rank sums its gradient over its share of the rows and the
+// collective adds the shares, one process sums all rows at once: the two
+// round differently. With LibTorch 2.15's oneDNN convolutions, cnn on 3
+// ranks (8 rows each) ended 1.37e-5 from one process after 3 steps (AMD
+// Zen 4); LibTorch 1.13 stayed under 1e-5. A gradient averaged wrongly or
+// left out moves the weights by 1e-3 and more.
 inline void expect_equal(const Run& run) {
   for (std::size_t r = 0; r < run.ranks.size(); ++r) {
     ASSERT_EQ(run.ranks[r].size(), run.single.size());
     for (const auto& [name, w] : run.single)
-      EXPECT_TRUE(torch::allclose(run.ranks[r].at(name), w, 1e-5, 1e-5))
+      EXPECT_TRUE(torch::allclose(run.ranks[r].at(name), w, 1e-5, 5e-5))
           << "rank " << r << " " << name << " differs by " << (run.ranks[r].at(name) - w).abs().max().item<double>();
   }
 }

@@ -11,8 +11,9 @@ tools/export/trident_aten.py), against eager PyTorch:
   SGD steps give PyTorch's losses (1e-4) and a pipeline on 3 processes the
   weights of one process; with dropout 0.1 the loss falls and the pipeline
   still equals one process (see Note [Random ops] in nn/random.h), and the same
-  plan with every stage recomputing its forward gives bitwise the same
-  weights (see Note [Recomputation]);
+  plan with every stage recomputing its forward gives the same weights
+  (within 1e-6: LibTorch 2.x's oneDNN RNN rounds its inference-mode forward
+  otherwise; see Note [Recomputation]);
 - a model whose output projection is its input embedding (tied weights),
   split by a stage cut between the two uses: the weights of one process,
   also under the zero-bubble schedule zb-h1 (a split backward, Note [Split
@@ -312,9 +313,12 @@ def check_sequence(name, binary, dropout):
         json.dump(plan, open(path, "w"))
         _, again = train(binary, work, "recompute", SEQ_STEPS, ["--nproc", "3", "--set", "parallel.devices=3", "--set",
                                                                "parallel.partitioner=" + path])
-        # Bitwise: the same plan on the same 3 processes of this machine, with and without recomputation:
-        # recomputing runs each stage's forward again with the same kernels, shapes and dropout masks.
-        unequal = sorted(k for k in piped if not torch.equal(piped[k], again[k]))
+        # The same plan on the same 3 processes, with and without recomputation: each stage's forward runs again
+        # with the same shapes and dropout masks. Not bit for bit: a recomputing stage's first forward runs
+        # without gradients, and LibTorch 2.x's oneDNN RNN (mkldnn_rnn_layer) then computes by its inference
+        # kernel, which rounds otherwise than the training kernel (lstm: 1.5e-8 apart after 20 steps). A mask
+        # not replayed changes what the step computes, far above the 1e-6 allowed.
+        unequal = sorted(k for k in piped if not torch.allclose(piped[k], again[k], rtol=0, atol=1e-6))
         expect(not unequal, "recomputing every stage changed %s" % unequal)
     print("%s: losses %.4f -> %.4f; %d-stage pipeline within %.1e of one process" % (label, losses[0], losses[-1],
                                                                                     stages, largest))

@@ -42,11 +42,12 @@ detected=$(detected_of "$out")
 out=$("$bin" train "${short[@]}" --set runs_dir="$work/plain" 2>&1); rc=$?
 expect banner "$rc" 0 "$out" "; BLAS OpenBLAS " "kernel $runs"
 # See Note [ATen CPU kernels]: the set LibTorch runs is named, and a set the user asks for is the one that runs
-# (default: LibTorch's scalar kernels, "NO AVX" in its words; never its own choice on x86-64).
+# (default: LibTorch's scalar kernels, "NO AVX" in 1.13's words, "DEFAULT" in 2.x's; never its own choice on x86-64).
+case $("$bin" version | head -1) in *"LibTorch 1."*) scalar="NO AVX" ;; *) scalar="DEFAULT" ;; esac
 out=$(ATEN_CPU_CAPABILITY=default "$bin" version 2>&1); rc=$?
-expect aten-user-set "$rc" 0 "$out" "ATen CPU kernels: NO AVX (set by ATEN_CPU_CAPABILITY=default)"
+expect aten-user-set "$rc" 0 "$out" "ATen CPU kernels: $scalar (set by ATEN_CPU_CAPABILITY=default)"
 out=$(ATEN_CPU_CAPABILITY=default "$bin" train "${short[@]}" --set runs_dir="$work/aten" 2>&1); rc=$?
-expect aten-banner "$rc" 0 "$out" "; ATen kernels NO AVX (set by ATEN_CPU_CAPABILITY=default)"
+expect aten-banner "$rc" 0 "$out" "; ATen kernels $scalar (set by ATEN_CPU_CAPABILITY=default)"
 
 if ! grep -qw avx2 /proc/cpuinfo; then  # the stand-in's fallback has nothing better to go to
   echo "blas_kernel: this CPU has no AVX2; the fallback cases are not run"

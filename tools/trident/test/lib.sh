@@ -1,8 +1,11 @@
 # Sourced as `. lib.sh "$@"` by the command-line tests, which run as
 # SCRIPT TRIDENT_BINARY SOURCE_DIR: sets bin and src, a scratch directory
-# work removed at exit, the counters fails and passes, and the helpers below.
+# work removed at exit, the counters fails and passes, py (the project's
+# Python, with torch and numpy), and the helpers below.
 set -u
 bin=$1; src=$2
+# The project's Python (its torch is the LibTorch trident links); ctest sets it.
+py=${TRIDENT_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fails=0; passes=0
 check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...

@@ -13,7 +13,7 @@ common=(--config "$cfg" --set "model.graph=$G" --set runs_dir=$work/runs --set t
         --set train.threads=1 --set optimizer.name=sgd --set optimizer.lr=0.05 --set optimizer.weight_decay=0)
 
 # A good graph directory, then copies with one thing wrong each.
-/usr/bin/python3 - "$work" <<'PY'
+"$py" - "$work" <<'PY'
 import json, os, shutil, sys
 import numpy as np
 work = sys.argv[1]
@@ -49,13 +49,13 @@ if "$bin" train "${common[@]}" --set model.graph=$work/good --set name=good > "$
 
 # GCNII-16 in 4 stages of 4 layers (H0 feeds every stage), pinned, against one process.
 "$bin" graph --model gcnii16 --graph "$G" --out "$work/gcnii16.json" > /dev/null
-/usr/bin/python3 "$src/bench/gnn_layer_plan.py" "$work/gcnii16.json" gcnii16 4 "$work/layers.plan.json"
+"$py" "$src/bench/gnn_layer_plan.py" "$work/gcnii16.json" gcnii16 4 "$work/layers.plan.json"
 "$bin" train "${common[@]}" --set model.name=gcnii16 --set name=one > "$work/one.log" 2>&1 || echo "FAIL one process: $(tail -3 "$work/one.log")"
 out=$("$bin" train "${common[@]}" --set model.name=gcnii16 --set name=split --set parallel.devices=4 \
   --set parallel.partitioner=$work/layers.plan.json --nproc 4 2>&1) || { echo "FAIL split: $(printf '%s\n' "$out" | tail -3)"; fails=$((fails+1)); }
 # The fan-out from H0 sums its gradient in another order (docs/gnn.md): a few float32 roundings.
 same_weights gcnii16-layer-split "$work/runs/one" "$work/runs/split" --atol 1e-6
-/usr/bin/python3 - "$work" <<'PY' && passes=$((passes+1)) || fails=$((fails+1))
+"$py" - "$work" <<'PY' && passes=$((passes+1)) || fails=$((fails+1))
 import json, sys
 work = sys.argv[1]
 lines = [json.loads(l) for l in open(f"{work}/runs/split/metrics.jsonl")]
@@ -83,13 +83,13 @@ same_weights jk_gcn16-graph-partition "$work/runs/jk-one" "$work/runs/jk-parts" 
 
 # GNNPipe mode: GCNII-16's 200 nodes in 8 chunks, through the 4-stage split, against one process on the same chunks.
 chunks=(--set model.name=gcnii16 --set model.graph_chunks=8)
-/usr/bin/python3 "$src/bench/gnn_layer_plan.py" "$work/gcnii16.json" gcnii16 4 "$work/chunks.plan.json" 8
+"$py" "$src/bench/gnn_layer_plan.py" "$work/gcnii16.json" gcnii16 4 "$work/chunks.plan.json" 8
 "$bin" train "${common[@]}" "${chunks[@]}" --set name=pipe-one > "$work/pipe-one.log" 2>&1 || echo "FAIL gnnpipe one process: $(tail -3 "$work/pipe-one.log")"
 out=$("$bin" train "${common[@]}" "${chunks[@]}" --set name=pipe-split --set parallel.devices=4 \
   --set parallel.partitioner=$work/chunks.plan.json --nproc 4 2>&1) || { echo "FAIL gnnpipe split: $(printf '%s\n' "$out" | tail -3)"; fails=$((fails+1)); }
 same_weights gcnii16-gnnpipe "$work/runs/pipe-one" "$work/runs/pipe-split" --atol 1e-6
 share=$(printf '%s' "$out" | sed -n 's/.*% this epoch.s, \([0-9.]*\)% one epoch stale.*/\1/p' | head -1)
-/usr/bin/python3 - "$work" "$share" <<'PY' && passes=$((passes+1)) || fails=$((fails+1))
+"$py" - "$work" "$share" <<'PY' && passes=$((passes+1)) || fails=$((fails+1))
 import json, sys
 work, planned = sys.argv[1], float(sys.argv[2] or "nan")
 for run in ("pipe-one", "pipe-split"):

@@ -4,7 +4,7 @@
 # data parallelism end with one process's weights, and token files a model cannot read are refused.
 . "$(dirname "$0")/../lib.sh" "$@"  # bin, src, work, counters; check, same_weights, kill_rank, finish
 # Arithmetic sequences mod 64 (a start and a step per row): the next id follows from the last two.
-/usr/bin/python3 - "$work" <<'EOF' || { echo "FAIL token-files: numpy"; exit 1; }
+"$py" - "$work" <<'EOF' || { echo "FAIL token-files: numpy"; exit 1; }
 import sys
 import numpy as np
 rng = np.random.default_rng(0)

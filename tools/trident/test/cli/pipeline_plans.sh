@@ -11,7 +11,7 @@ if [ $rc -ne 0 ] || ! printf '%s' "$out" | grep -q "hand-written plan of 4 stage
 # Each stage its own micro-batch (see Note [Micro-batch ratios]): the example's plan with the stem at 16 rows, the
 # branch stages at 32 and 64 and the 2-replica join at 128 trains as given; sizes that do not nest exit 2 naming
 # the stage.
-/usr/bin/python3 - "$src/examples/inception-branches.plan.json" "$work" <<'PY'
+"$py" - "$src/examples/inception-branches.plan.json" "$work" <<'PY'
 import json, sys
 plan = json.load(open(sys.argv[1]))
 for st, b in zip(plan["stages"], (16, 32, 64, 128)):

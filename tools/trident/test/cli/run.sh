@@ -41,9 +41,9 @@ fi
 # reference model of bench/ and reaches trident's test accuracy.
 out=$("$bin" export "$work/runs/cli" --out "$work/cli.pt" 2>&1); rc=$?
 if [ $rc -ne 0 ]; then echo "FAIL export: exit $rc: $out"; fails=$((fails+1)); else
-  theirs=$(/usr/bin/python3 "$src/bench/pytorch_eval.py" "$work/cli.pt" mlp 500 2>&1)
+  theirs=$("$py" "$src/bench/pytorch_eval.py" "$work/cli.pt" mlp 500 2>&1)
   ours=$(grep test_accuracy "$work/runs/cli/metrics.jsonl" | tail -1)
-  if /usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); sys.exit(0 if abs(a["test_accuracy"]-b["test_accuracy"]) <= 1/500 + 1e-9 and a["parameters"] == 6 else 1)' "$theirs" "$ours"; then
+  if "$py" -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); sys.exit(0 if abs(a["test_accuracy"]-b["test_accuracy"]) <= 1/500 + 1e-9 and a["parameters"] == 6 else 1)' "$theirs" "$ours"; then
     passes=$((passes+1)); else echo "FAIL export-pytorch: $theirs vs $ours"; fails=$((fails+1)); fi
 fi
 out=$("$bin" graph --model mmt --preset paper --out "$work/g.json" 2>&1); rc=$?

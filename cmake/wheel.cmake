@@ -1,0 +1,35 @@
+# The CPU build against the LibTorch inside a `torch` wheel (TRIDENT_TORCH_DIR,
+# the wheel's torch directory; the Makefile passes the project environment's,
+# scripts/install-peers.sh). See Note [One LibTorch] in docs/design.md.
+#
+# The wheel on the Python package index is the CUDA one. Its TorchConfig.cmake
+# wants a CUDA toolkit at configure time and adds libtorch_cuda, cuDNN and
+# NCCL to every link, although a CPU build calls none of them. So the CPU build
+# does not ask it: it links the two CPU libraries, libtorch_cpu (ATen,
+# autograd, c10d with Gloo, MKL and oneDNN linked in) and libc10, compiles
+# with the wheel's headers as C++20 (they need it from 2.13 on) and the C++11
+# string ABI (the wheels use it from 2.7 on), and runs with the wheel's lib/
+# on the binaries' RPATH.
+set(TRIDENT_TORCH_DIR "${TRIDENT_TORCH_DIR}" CACHE PATH "a torch wheel's torch directory")
+foreach(file include/torch/headeronly/version.h lib/libtorch_cpu.so lib/libc10.so)
+  if(NOT EXISTS "${TRIDENT_TORCH_DIR}/${file}")
+    message(FATAL_ERROR "TRIDENT_TORCH_DIR=${TRIDENT_TORCH_DIR} has no ${file} (give the torch directory of a wheel: "
+                        "python -c 'import torch, os; print(os.path.dirname(torch.__file__))')")
+  endif()
+endforeach()
+file(READ "${TRIDENT_TORCH_DIR}/include/torch/headeronly/version.h" version_header)
+string(REGEX MATCH "define TORCH_VERSION[ \\\n]*\"([0-9.]+)" version_line "${version_header}")
+set(Torch_VERSION "${CMAKE_MATCH_1}")
+if(Torch_VERSION VERSION_LESS 2.5)
+  message(FATAL_ERROR "TRIDENT_TORCH_DIR: LibTorch ${Torch_VERSION} at ${TRIDENT_TORCH_DIR}; trident needs 2.5 or newer")
+endif()
+set(TORCH_INSTALL_PREFIX "${TRIDENT_TORCH_DIR}")
+add_library(trident_libtorch INTERFACE IMPORTED)
+set_target_properties(trident_libtorch PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${TRIDENT_TORCH_DIR}/include;${TRIDENT_TORCH_DIR}/include/torch/csrc/api/include"
+  INTERFACE_LINK_LIBRARIES "${TRIDENT_TORCH_DIR}/lib/libtorch_cpu.so;${TRIDENT_TORCH_DIR}/lib/libc10.so"
+  INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
+set(TORCH_LIBRARIES trident_libtorch)
+set(CMAKE_BUILD_RPATH "${TRIDENT_TORCH_DIR}/lib")
+set(CMAKE_INSTALL_RPATH "${TRIDENT_TORCH_DIR}/lib")
+message(STATUS "trident: CPU build against LibTorch ${Torch_VERSION} at ${TRIDENT_TORCH_DIR}")
