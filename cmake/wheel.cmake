@@ -6,7 +6,8 @@
 # wants a CUDA toolkit at configure time and adds libtorch_cuda, cuDNN and
 # NCCL to every link, although a CPU build calls none of them. So the CPU build
 # does not ask it: it links the two CPU libraries, libtorch_cpu (ATen,
-# autograd, c10d with Gloo, MKL and oneDNN linked in) and libc10, compiles
+# autograd, c10d with Gloo, MKL and oneDNN linked in) and libc10, after
+# libblas (below), compiles
 # with the wheel's headers as C++20 (they need it from 2.13 on) and the C++11
 # string ABI (the wheels use it from 2.7 on), and runs with the wheel's lib/
 # on the binaries' RPATH.
@@ -25,9 +26,16 @@ if(Torch_VERSION VERSION_LESS 2.5)
 endif()
 set(TORCH_INSTALL_PREFIX "${TRIDENT_TORCH_DIR}")
 add_library(trident_libtorch INTERFACE IMPORTED)
+# libblas.so.3 (Debian's OpenBLAS) comes first: the wheel's LibTorch calls
+# sgemm_ by its dynamic name, so the OpenBLAS ahead of it in the lookup order
+# does LibTorch's float32 products, with trident's kernel choice (Note [BLAS
+# kernel]), as with Debian's LibTorch. On AMD Zen 4 the wheel's MKL 2024.2
+# ran the mlp step at 0.51x and mmt at 0.38x of OpenBLAS's Cooperlake kernel
+# (docs/benchmarks/libtorch.md).
+find_package(BLAS REQUIRED)
 set_target_properties(trident_libtorch PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${TRIDENT_TORCH_DIR}/include;${TRIDENT_TORCH_DIR}/include/torch/csrc/api/include"
-  INTERFACE_LINK_LIBRARIES "${TRIDENT_TORCH_DIR}/lib/libtorch_cpu.so;${TRIDENT_TORCH_DIR}/lib/libc10.so"
+  INTERFACE_LINK_LIBRARIES "${BLAS_LIBRARIES};${TRIDENT_TORCH_DIR}/lib/libtorch_cpu.so;${TRIDENT_TORCH_DIR}/lib/libc10.so"
   INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
 set(TORCH_LIBRARIES trident_libtorch)
 set(CMAKE_BUILD_RPATH "${TRIDENT_TORCH_DIR}/lib")

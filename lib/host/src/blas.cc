@@ -210,6 +210,7 @@ std::string BlasInUse::describe() const {
   std::string out = library;
   if (!kernel.empty()) out += ", kernel " + kernel;
   if (!how.empty()) out += " (" + how + ")";
+  if (!libtorch_products.empty()) out += "; LibTorch's products: " + libtorch_products;
   return out;
 }
 
@@ -223,6 +224,12 @@ BlasInUse blas_in_use() {
   }
   b.library = "OpenBLAS " + first_word_after(config, "OpenBLAS");
   b.kernel = corename();
+  // A wheel's LibTorch has MKL inside and calls sgemm_ by its dynamic name:
+  // the first library that defines it serves it (Note [One LibTorch]).
+  Dl_info where{};
+  if (at::hasMKL() && ::dladdr(::dlsym(RTLD_DEFAULT, "sgemm_"), &where) && where.dli_fname &&
+      std::string(where.dli_fname).find("libtorch_cpu") != std::string::npos)
+    b.libtorch_products = "MKL";
   const auto choice = decode_blas_choice(env_or_empty(kChoiceVar));
   using Verdict = BlasChoice::Verdict;
   if (choice && choice->verdict == Verdict::kChose) {

@@ -44,7 +44,12 @@ struct BlasInUse {
   std::string library;  // "OpenBLAS 0.3.21", "MKL (inside LibTorch)", or libblas's path
   std::string kernel;   // OpenBLAS's kernel family; empty for other libraries
   std::string how;      // how that kernel came to run, e.g. "detected Prescott; checked"
-  // "OpenBLAS 0.3.21, kernel Cooperlake (detected Prescott; checked)".
+  // "MKL" where LibTorch's sgemm_ is the MKL linked into a wheel's LibTorch
+  // rather than OpenBLAS (Note [One LibTorch]): OpenBLAS then serves only
+  // trident's small batched products (Note [Small batched products]).
+  std::string libtorch_products;
+  // "OpenBLAS 0.3.21, kernel Cooperlake (detected Prescott; checked)", with
+  // "; LibTorch's products: MKL" after it where that holds.
   std::string describe() const;
 };
 BlasInUse blas_in_use();
