@@ -25,7 +25,7 @@
 #       but the GPU ones, on device cpu, with an existing build (default
 #       build/, the CPU build; `make check-cuda-build` passes build-cuda);
 #       paper presets are left out (they need a GPU's speed); the PyTorch
-#       side is Debian's python3 unless --python names another
+#       side is $TRIDENT_PYTHON (ctest sets it), else Debian's python3, unless --python names another
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cpu=0; py=""; dir=""
@@ -46,7 +46,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 
 # 1. The build.
 if [ $cpu = 1 ]; then
-  dir=${dir:-build}; device=cpu; py=${py:-/usr/bin/python3}
+  dir=${dir:-build}; device=cpu; py=${py:-${TRIDENT_PYTHON:-/usr/bin/python3}}
   [ -x "$dir/tools/trident/trident" ] || { echo "gpu-check --cpu: no build in $dir (make build, or make build-cuda)" >&2; exit 2; }
 else
   dir=${dir:-build-cuda}; device=cuda; py=${py:-python3}

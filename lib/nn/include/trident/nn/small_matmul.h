@@ -15,6 +15,9 @@
 // product goes to torch. Measured per call on this machine (1 thread, 256
 // matrices): 2.1–7.6× faster than `bmm` from 8×8·8×8 to 28×28·28×16; 1.2× at
 // 32×32·32×32 (64 matrices); slower at 64×64·64×64 — hence the bound.
+// With the wheel's LibTorch 2.15, whose `bmm` has MKL's batched products,
+// the path still wins on mmt's step: 5,715–7,206 samples/s against
+// 5,094–6,382 through `bmm` (3 alternating runs, 2 threads, AMD Zen 4).
 #pragma once
 
 #include <torch/torch.h>
