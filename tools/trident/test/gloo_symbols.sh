@@ -9,7 +9,8 @@
 #   gloo_symbols.sh BINARY
 set -u
 bin=$1
-found=$(nm -C --defined-only "$bin" | grep -E '(^|[^A-Za-z0-9_])gloo::|Gloo::' | grep -v 'ProcessGroupGloo::Options')
+symbols=$(nm -C --defined-only "$bin") || { echo "FAIL gloo-symbols: cannot read the symbols of $bin"; exit 1; }
+found=$(printf '%s\n' "$symbols" | grep -E '(^|[^A-Za-z0-9_])gloo::|Gloo::' | grep -v 'ProcessGroupGloo::Options')
 if [ -n "$found" ]; then
   echo "FAIL gloo-symbols: $bin defines code of Gloo's own, compiled against headers of another Gloo revision:"
   printf '%s\n' "$found" | head -20
