@@ -31,11 +31,13 @@ add_library(trident_libtorch INTERFACE IMPORTED)
 # does LibTorch's float32 products, with trident's kernel choice (Note [BLAS
 # kernel]), as with Debian's LibTorch. On AMD Zen 4 the wheel's MKL 2024.2
 # ran the mlp step at 0.51x and mmt at 0.38x of OpenBLAS's Cooperlake kernel
-# (docs/benchmarks/libtorch.md).
+# (docs/benchmarks/libtorch.md). Debian's g++ links --as-needed, which would
+# drop libblas from a binary that calls no BLAS itself (a unit test), and
+# MKL would serve LibTorch there: every binary keeps it.
 find_package(BLAS REQUIRED)
 set_target_properties(trident_libtorch PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${TRIDENT_TORCH_DIR}/include;${TRIDENT_TORCH_DIR}/include/torch/csrc/api/include"
-  INTERFACE_LINK_LIBRARIES "${BLAS_LIBRARIES};${TRIDENT_TORCH_DIR}/lib/libtorch_cpu.so;${TRIDENT_TORCH_DIR}/lib/libc10.so"
+  INTERFACE_LINK_LIBRARIES "-Wl,--no-as-needed;${BLAS_LIBRARIES};-Wl,--as-needed;${TRIDENT_TORCH_DIR}/lib/libtorch_cpu.so;${TRIDENT_TORCH_DIR}/lib/libc10.so"
   INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
 set(TORCH_LIBRARIES trident_libtorch)
 set(CMAKE_BUILD_RPATH "${TRIDENT_TORCH_DIR}/lib")
