@@ -47,7 +47,13 @@ torch::Tensor token_teacher(const graph::OpGraph& graph, const Batch& fields, st
                     graph::to_string(label_spec) + "): the model needs an int64 input of the same shape, its ids");
   const auto& ids = fields.at(ids_op->attrs.value("field", ids_op->name));
   const auto range = get_checked<std::int64_t>(ids_op->attrs.at("range"));
-  const auto now = torch::randn({range, classes}, gen), before = torch::randn({range, classes}, gen);
+  // Tables of range x classes logits while they are small; for a language
+  // model's vocabulary (50,257 x 50,257 floats would be 10 GB each) a
+  // rank-64 teacher: each id's row of 64, read out by one projection.
+  const bool whole = range * classes <= (std::int64_t{1} << 24);
+  const std::int64_t width = whole ? classes : 64;
+  const auto now = torch::randn({range, width}, gen), before = torch::randn({range, width}, gen);
+  const auto readout = whole ? torch::Tensor() : torch::randn({width, classes}, gen);
   const std::int64_t rows = ids.size(0), positions = ids.size(1);
   // In blocks of rows, so that a large vocabulary's logits never stand whole.
   const std::int64_t block = std::max<std::int64_t>(1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, positions * classes));
@@ -55,10 +61,10 @@ torch::Tensor token_teacher(const graph::OpGraph& graph, const Batch& fields, st
   using torch::indexing::Slice;
   for (std::int64_t r = 0; r < rows; r += block) {
     const auto mine = ids.slice(0, r, std::min(rows, r + block));
-    auto logits = now.index_select(0, mine.flatten()).view({mine.size(0), positions, classes});
+    auto logits = now.index_select(0, mine.flatten()).view({mine.size(0), positions, width});
     logits.index({Slice(), Slice(1)}) += before.index_select(0, mine.index({Slice(), Slice(0, -1)}).flatten())
-                                             .view({mine.size(0), positions - 1, classes});
-    labels.slice(0, r, r + mine.size(0)).copy_(logits.argmax(-1));
+                                             .view({mine.size(0), positions - 1, width});
+    labels.slice(0, r, r + mine.size(0)).copy_((whole ? logits : torch::matmul(logits, readout)).argmax(-1));
   }
   return labels;
 }

@@ -179,6 +179,21 @@ TEST(Synthetic, DeterministicFitsTheGraphAndUsesEveryClass) {
   }
 }
 
+// A language model's vocabulary: the teacher is rank 64, not two 50,257 x
+// 50,257 tables (20 GB, which got a 2-process gpt2-124m run killed).
+TEST(Synthetic, TokensOfALargeVocabularyFromALowRankTeacher) {
+  auto g = zoo::build_graph({"gpt", "gpt2-124m"});
+  auto a = make_synthetic(g, 3, 1, 7), b = make_synthetic(g, 3, 1, 7);
+  EXPECT_NO_THROW(a.train.check_fits(g));
+  const auto& label = a.train.fields.at("label");
+  EXPECT_EQ(label.sizes(), (std::vector<std::int64_t>{3, 1024}));
+  EXPECT_GE(label.min().item<std::int64_t>(), 0);
+  EXPECT_LT(label.max().item<std::int64_t>(), 50257);
+  EXPECT_GT(std::get<0>(at::_unique(label)).numel(), 100) << "the labels should spread over the vocabulary";
+  // Bitwise: generated twice from one seed in this process; the same kernels draw and label both.
+  EXPECT_TRUE(torch::equal(label, b.train.fields.at("label")));
+}
+
 TEST(Dataset, MismatchedModelIsNamed) {
   auto s = make_synthetic(zoo::build_graph({"dlrm", "tiny"}), 16, 4, 0);
   try {
