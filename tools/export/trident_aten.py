@@ -364,8 +364,8 @@ def _make_functional(gm):
             node.args = (node.args[0], node.args[1])
     # Note [Copies with gradients]
     # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-    # An in-place copy (`x[:, 2:] = y` is copy_ into a slice) becomes aten::copy(dst, src) above. PyTorch 2.x
-    # has no derivative for the out-of-place copy ("derivative for aten::copy is not implemented"); what it
+    # An in-place copy (`x[:, 2:] = y` is copy_ into a slice) becomes aten::copy(dst, src) above. PyTorch 2.x's
+    # autograd has no formula for the out-of-place copy (its backward raises at the first step); what it
     # computes is src cast to dst's dtype and broadcast to dst's shape, which type_as and expand_as compute
     # with gradients in every version (the gradient reaches src, summed over the broadcast; none reaches dst,
     # as with copy).

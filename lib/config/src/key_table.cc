@@ -91,7 +91,8 @@ Key model_file_key() {
   return k;
 }
 
-std::vector<Key> model_and_data_keys() {
+// The model, and the run's name and directory (which default from it).
+std::vector<Key> model_keys() {
   std::vector<Key> k;
   k.push_back(text_key("model.name", [](TrainConfig& c) -> auto& { return c.model.name; }, {},
                        shown(join(zoo::model_names(), "`, `")) + ", `gcniiN` and `jk_gcnN` (a depth N up to 1024), "
@@ -133,6 +134,11 @@ std::vector<Key> model_and_data_keys() {
                        {[](const TrainConfig& c) { return c.model.file.empty() ? c.model.name + "-" + c.model.preset : c.model.name; },
                         "`<model>-<preset>`, or a model file's name"}));
   k.push_back(text_key("runs_dir", [](TrainConfig& c) -> auto& { return c.runs_dir; }, {}, "a directory"));
+  return k;
+}
+
+std::vector<Key> data_keys() {
+  std::vector<Key> k;
   k.push_back(text_key("data.name", [](TrainConfig& c) -> auto& { return c.data.name; },
                        {"fashion-mnist", "synthetic", "npy", "tokens", "graph"},
                        "`fashion-mnist`, `synthetic`, `npy` (your arrays), `tokens` (token ids for a language "
@@ -338,7 +344,7 @@ std::vector<Key> checkpoint_keys() {
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = [] {
     std::vector<Key> all;
-    for (auto part : {model_and_data_keys(), train_keys(), optimizer_keys(), parallel_keys(), checkpoint_keys()})
+    for (auto part : {model_keys(), data_keys(), train_keys(), optimizer_keys(), parallel_keys(), checkpoint_keys()})
       all.insert(all.end(), part.begin(), part.end());
     return all;
   }();

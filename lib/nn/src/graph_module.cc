@@ -207,6 +207,38 @@ OpFn permute_of(const Op& op) {
   return [dims](const Inputs& in) { return in[0].permute(dims); };
 }
 
+// attr label_smoothing (train.label_smoothing) and ignore_index as torch's;
+// logits [rows, ..., C] score every position (see Note [Token losses]).
+OpFn cross_entropy_of(const Op& op) {
+  const double smoothing = op.attrs.value("label_smoothing", 0.0);
+  if (!(smoothing >= 0 && smoothing < 1))
+    throw GraphError("op '" + op.name + "' (cross_entropy): attr 'label_smoothing' must be in [0, 1)");
+  const auto ignore = op.attrs.value("ignore_index", graph::OpGraph::kIgnoreIndex);
+  return [smoothing, ignore](const Inputs& in) {
+    const auto classes = in[0].size(-1);
+    return torch::nn::functional::cross_entropy(
+        in[0].reshape({-1, classes}), in[1].reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(smoothing).ignore_index(
+            ignore));
+  };
+}
+
+// A graph's loss (Note [Graph ops] in zoo/builder.h): per sample, the mean
+// cross-entropy over the nodes its mask marks (a mask holds 0s and 1s).
+OpFn masked_cross_entropy_of() {
+  return [](const Inputs& in) {
+    const auto classes = in[0].size(-1);
+    auto ce = torch::nn::functional::cross_entropy(in[0].reshape({-1, classes}), in[1].reshape({-1}),
+                                                   torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    const auto mask = in[2].to(ce.scalar_type());
+    if (const auto& parts = node_parts())  // See Note [Node partitions]: the whole graph's count
+      return (ce.reshape(in[1].sizes()) * mask).sum() / std::max(1.0, parts->mask_total);
+    if (const auto& c = node_chunks(); c && c->mask_total > 0)  // See Note [Node chunks]
+      return (ce.reshape(in[1].sizes()) * mask).sum() * (c->chunks / c->mask_total);
+    return ((ce.reshape(in[1].sizes()) * mask).sum(1) / mask.sum(1).clamp_min(1)).sum();
+  };
+}
+
 // The function of a parameter-free op (axes in attrs are per sample, so the
 // batch axis shifts them by one); throws GraphError for an unknown kind.
 OpFn function_of(const Op& op) {
@@ -254,36 +286,8 @@ OpFn function_of(const Op& op) {
     return [axis, start, end](const Inputs& in) { return in[0].slice(axis, start, end); };
   }
   // Losses: the sum over the batch of each sample's loss (see Note [Loss scale]).
-  // attr label_smoothing (train.label_smoothing) and ignore_index as torch's;
-  // logits [rows, ..., C] score every position (see Note [Token losses]).
-  if (k == "cross_entropy") {
-    const double smoothing = op.attrs.value("label_smoothing", 0.0);
-    if (!(smoothing >= 0 && smoothing < 1))
-      throw GraphError("op '" + op.name + "' (cross_entropy): attr 'label_smoothing' must be in [0, 1)");
-    const auto ignore = op.attrs.value("ignore_index", graph::OpGraph::kIgnoreIndex);
-    return [smoothing, ignore](const Inputs& in) {
-      const auto classes = in[0].size(-1);
-      return torch::nn::functional::cross_entropy(
-          in[0].reshape({-1, classes}), in[1].reshape({-1}),
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(smoothing).ignore_index(
-              ignore));
-    };
-  }
-  // A graph's loss (Note [Graph ops] in zoo/builder.h): per sample, the mean
-  // cross-entropy over the nodes its mask marks (a mask holds 0s and 1s).
-  if (k == "masked_cross_entropy")
-    return [](const Inputs& in) {
-      const auto classes = in[0].size(-1);
-      auto ce = torch::nn::functional::cross_entropy(
-          in[0].reshape({-1, classes}), in[1].reshape({-1}),
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-      const auto mask = in[2].to(ce.scalar_type());
-      if (const auto& parts = node_parts())  // See Note [Node partitions]: the whole graph's count
-        return (ce.reshape(in[1].sizes()) * mask).sum() / std::max(1.0, parts->mask_total);
-      if (const auto& c = node_chunks(); c && c->mask_total > 0)  // See Note [Node chunks]
-        return (ce.reshape(in[1].sizes()) * mask).sum() * (c->chunks / c->mask_total);
-      return ((ce.reshape(in[1].sizes()) * mask).sum(1) / mask.sum(1).clamp_min(1)).sum();
-    };
+  if (k == "cross_entropy") return cross_entropy_of(op);
+  if (k == "masked_cross_entropy") return masked_cross_entropy_of();
   if (k == "mix") {
     const double alpha = op.attrs.value("alpha", 0.0);
     return [alpha](const Inputs& in) { return (1 - alpha) * in[0] + alpha * in[1]; };
