@@ -29,8 +29,8 @@ add_library(trident_libtorch INTERFACE IMPORTED)
 # libblas.so.3 (Debian's OpenBLAS) comes first: the wheel's LibTorch calls
 # sgemm_ by its dynamic name, so the OpenBLAS ahead of it in the lookup order
 # does LibTorch's float32 products, with trident's kernel choice (Note [BLAS
-# kernel]), as with Debian's LibTorch. On AMD Zen 4 the wheel's MKL 2024.2
-# ran the mlp step at 0.51x and mmt at 0.38x of OpenBLAS's Cooperlake kernel
+# kernel]), as with Debian's LibTorch. On AMD Zen 4, with the wheel's MKL 2024.2
+# doing them the mlp step ran at 0.45x and mmt at 0.49x of OpenBLAS (Cooperlake)
 # (docs/benchmarks/libtorch.md). Debian's g++ links --as-needed, which would
 # drop libblas from a binary that calls no BLAS itself (a unit test), and
 # MKL would serve LibTorch there: every binary keeps it.
