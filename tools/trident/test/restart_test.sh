@@ -111,8 +111,9 @@ if mount -t tmpfs -o size=5m tmpfs "$small" 2>/dev/null; then
   for _ in $(seq 400); do mount -o remount,ro "$small" 2>/dev/null && break; sleep 0.02; done
   findmnt -no OPTIONS "$small" | grep -q "^ro" || echo "FAIL read-only: the tmpfs could not be remounted read-only"
   wait $pid; rc=$?
-  # The remount may catch the next checkpoint at its directory, a shard or the manifest, or a metrics line.
-  stopped_cleanly read-only $rc "$(cat "$work/ro.err")" "\(checkpoints/.step-[0-9]*.partial\|metrics.jsonl\).*: Read-only file system" \
+  # The remount may catch the next checkpoint at its directory, a shard, the manifest or its publishing
+  # rename (".../checkpoints/step-N"), or a metrics line.
+  stopped_cleanly read-only $rc "$(cat "$work/ro.err")" "\(checkpoints/\.\?step-[0-9]*\|metrics.jsonl\).*: Read-only file system" \
     "exported 6 parameters of step [1-9][0-9]*"
   umount "$small"
 else
