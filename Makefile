@@ -7,12 +7,10 @@ BUILD ?= build
 JOBS ?= 2
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
-# Which LibTorch the build links (Note [One LibTorch], docs/design.md):
-#   wheel   the CPU libraries of the `torch` wheel in the project environment
-#           (scripts/install-peers.sh: a virtual environment with that
-#           torch, torchvision and numpy, which the tests' Python runs too)
-#   debian  Debian's LibTorch 1.13 (libtorch-dev) and its python3-torch
-LIBTORCH ?= wheel
+# The build links the CPU libraries of the `torch` wheel in the project
+# environment (scripts/install-peers.sh: a virtual environment with that
+# torch, torchvision and numpy, which the tests' Python runs too); see
+# Note [One LibTorch] in docs/design.md.
 
 .PHONY: deps configure build install test test-quick test-models demo bench-build bench bench-plan fuzz build-cuda check-cuda-build gpu-check clean
 CUDA_BUILD ?= build-cuda
@@ -21,15 +19,9 @@ deps:
 	@bash scripts/install-deps.sh
 
 configure: deps
-ifeq ($(LIBTORCH),wheel)
 	@py=$$(bash scripts/install-peers.sh | tail -1) && \
 	  torch=$$($$py -c 'import torch, os; print(os.path.dirname(torch.__file__))') && \
 	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIDENT_TORCH_DIR=$$torch -DTRIDENT_PYTHON=$$py $(CMAKE_FLAGS) >/dev/null
-else ifeq ($(LIBTORCH),debian)
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIDENT_TORCH_DIR= -DTRIDENT_PYTHON=/usr/bin/python3 $(CMAKE_FLAGS) >/dev/null
-else
-	@echo "make: LIBTORCH=$(LIBTORCH): allowed: wheel (the default), debian" >&2; exit 2
-endif
 
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Captured models against eager PyTorch (bench/run_aten.sh).
 
   aten_models.py export NAME DIR        export NAME with tools/export (ATen capture); prints seconds and ops

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Chaos test of restarts (docs/reliability.md): trains the mlp on a graph
 pipeline with a data-parallel stage (bench/plans/mlp-replicated-pipeline.plan.json:
 stage 0 on ranks 0-1, stage 1 on rank 2) under `trident train --max-restarts`,

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Loads weights exported by `trident export` into the PyTorch reference
 model of bench/pytorch_step.py and evaluates it on the first TEST_SIZE
 Fashion-MNIST test images (normalised as trident does). Prints one JSON line

@@ -1,9 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Per-op profile of the PyTorch side of the step benchmark (bench/pytorch_step.py):
 the self CPU time of each aten op over STEPS training steps, to explain a
 difference between two PyTorch versions or between PyTorch and trident.
-Run it with each interpreter (Debian's /usr/bin/python3, the peer environment
-of scripts/install-peers.sh).   pytorch_op_profile.py MODEL BATCH THREADS STEPS [TOP]"""
+Run it with the project environment's Python (scripts/install-peers.sh).   pytorch_op_profile.py MODEL BATCH THREADS STEPS [TOP]"""
 import os
 import sys
 

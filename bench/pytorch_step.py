@@ -1,6 +1,6 @@
-#!/usr/bin/python3
-"""PyTorch side of the step benchmark (Debian python3-torch 1.13, or the peer
-environment's current torch, scripts/install-peers.sh): the zoo's
+#!/usr/bin/env python3
+"""PyTorch side of the step benchmark (run by the project environment's
+Python, scripts/install-peers.sh): the zoo's
 tiny models written as a PyTorch user would, trained with the same batch,
 threads and optimizer (SGD, momentum 0.9, lr 0.01) on one fixed random batch.
 Prints one JSON line.

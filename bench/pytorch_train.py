@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The end-to-end peer of `trident train`: a plain PyTorch training script
 as a user writes it. Fashion-MNIST held in memory (normalised by the
 training set's mean and std, as trident does), a DataLoader with shuffling,

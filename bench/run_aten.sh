@@ -1,25 +1,25 @@
 #!/usr/bin/env bash
 # Captured models (docs/own-model.md): `trident train` on an ATen-captured
 # resnet18 and nn.TransformerEncoder model against the same module in eager
-# PyTorch 1.13 (Debian's python3-torch) and PyTorch 2.x (scripts/install-peers.sh),
-# one process, THREADS threads, SGD, random inputs (trident: synthetic data),
-# STEPS steps a run; ROUNDS rounds alternate the three and each keeps its
-# median steps/s. PyTorch 1.13 gets trident's process settings through the
-# environment (OpenBLAS threads = THREADS, glibc malloc thresholds, OpenMP's
-# passive wait: as in bench/run.sh), so that both run the same products on
-# the same cores; 2.x runs as it comes, with its thread count set. Also: the export time of each model, and the per-call
-# cost trident adds, from the same models at batch 2, where compute is small:
-# (trident's step time - eager 1.13's) / ATen calls per step (forward and
-# backward's, counted by PyTorch's profiler).
+# PyTorch (the project's, scripts/install-peers.sh: the version trident
+# links), one process, THREADS threads, SGD, random inputs (trident:
+# synthetic data), STEPS steps a run; ROUNDS rounds alternate the three and
+# each keeps its median steps/s. "Same settings": PyTorch with trident's
+# process settings through the environment (glibc malloc thresholds,
+# OpenMP's passive wait: as in bench/run.sh); "defaults": as it comes, with
+# its thread count set. Also: the export time of each model, and the
+# per-call cost trident adds, from the same models at batch 2, where compute
+# is small: (trident's step time - eager's with the same settings) / ATen
+# calls per step (forward and backward's, counted by PyTorch's profiler).
 #   bash bench/run_aten.sh [THREADS] [ROUNDS] [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-1}; rounds=${2:-3}; steps=${3:-30}
 bin=${BUILD:-build}/tools/trident/trident
 peer=$(bash scripts/install-peers.sh | tail -1)
-py=/usr/bin/python3
+py=$peer
 same=(env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456
-      OPENBLAS_NUM_THREADS=$threads OMP_WAIT_POLICY=PASSIVE)
+      OMP_WAIT_POLICY=PASSIVE)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 trident_rate() {  # NAME BATCH -> steps/s (median of the logged windows after the first)
@@ -38,7 +38,8 @@ PY
 }
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $("$bin" version | grep BLAS); $threads thread(s)"
 echo
-echo "| model | batch | ops | export s (1.13) | trident steps/s | PyTorch 1.13 steps/s | trident / 1.13 | PyTorch $("$peer" -c 'import torch; print(torch.__version__)') steps/s | trident / 2.x |"
+v=$("$peer" -c 'import torch; print(torch.__version__)')
+echo "| model | batch | ops | export s | trident steps/s | PyTorch $v, same settings, steps/s | ratio | PyTorch $v defaults steps/s | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for spec in resnet18:32 encoder:32; do
   IFS=: read -r name rows <<<"$spec"
@@ -56,11 +57,11 @@ t, p, n = ([float(x) for x in a.split()] for a in sys.argv[4:7])
 mt, mp, mn = statistics.median(t), statistics.median(p), statistics.median(n)
 print("| %s | %s | %d | %.1f | %.2f | %.2f | %.3f | %.2f | %.3f |" % (name, rows, exported["ops"], exported["export_s"],
       mt, mp, mt / mp, mn, mt / mn))
-print("<!-- runs: trident %s; 1.13 %s; 2.x %s -->" % (t, p, n))
+print("<!-- runs: trident %s; same settings %s; defaults %s -->" % (t, p, n))
 PY
 done
 echo
-echo "| model at batch 2 | ATen calls per step | trident ms/step | PyTorch 1.13 ms/step | added per call |"
+echo "| model at batch 2 | ATen calls per step | trident ms/step | PyTorch $v, same settings, ms/step | added per call |"
 echo "|---|---|---|---|---|"
 for name in resnet18 encoder; do
   t=$(trident_rate "$name" 2); p=$("${same[@]}" $py bench/aten_models.py eager "$name" "$threads" "$steps" 2 | field steps_per_s)

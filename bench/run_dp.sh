@@ -2,9 +2,9 @@
 # trident data parallel vs PyTorch DDP (Gloo): 2 processes on this machine,
 # same model, global batch, threads per process and optimizer. Alternates the
 # sides ROUNDS times and keeps each side's best. Prints Markdown tables.
-# "DDP 1.13" is Debian's python3-torch with trident's process settings;
-# "DDP 2.x" the current torch of the peer environment
-# (scripts/install-peers.sh, installed on first use), out of the box.
+# The peer is the project's PyTorch (scripts/install-peers.sh, the version
+# trident links): "same settings" with trident's process settings, "defaults"
+# out of the box.
 #   bash bench/run_dp.sh [THREADS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,14 +37,14 @@ run2_plain() {
   cat "$out.0"; rm -f "$out" "$out.0" "$out.1"
 }
 field() { python3 -c "import json,sys; print(json.loads([l for l in sys.stdin.read().splitlines() if l.startswith('{')][-1])['$1'])"; }
-echo "| model | global batch | threads/process | trident ms/iteration | DDP 1.13 ms/iteration | DDP 1.13 / trident | DDP $peer_version ms/iteration | DDP 2.x / trident |"
+echo "| model | global batch | threads/process | trident ms/iteration | DDP $peer_version, same settings, ms/iteration | DDP / trident | DDP $peer_version defaults ms/iteration | DDP defaults / trident |"
 echo "|---|---|---|---|---|---|---|---|"
 for spec in mlp:128:300 cnn:128:30 inception:128:20; do
   IFS=: read -r model batch steps <<<"$spec"
   bt=1e9; bp=1e9; bn=1e9
   for _ in $(seq "$rounds"); do
     t=$(run2 "$bin" "$model" "$batch" "$threads" "$steps" allreduce | field iteration_ms)
-    p=$(run2 /usr/bin/python3 bench/pytorch_ddp.py "$model" "$batch" "$threads" "$steps" | field iteration_ms)
+    p=$(run2 "$peer" bench/pytorch_ddp.py "$model" "$batch" "$threads" "$steps" | field iteration_ms)
     n=$(run2_plain "$peer" bench/pytorch_ddp.py "$model" "$batch" "$threads" "$steps" | field iteration_ms)
     bt=$(python3 -c "print(min($bt, $t))"); bp=$(python3 -c "print(min($bp, $p))"); bn=$(python3 -c "print(min($bn, $n))")
   done

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-300}; rounds=${2:-3}
 bin=${BUILD:-build}/tools/trident/trident
-py=/usr/bin/python3
+py=$(bash scripts/install-peers.sh | tail -1)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export_one() {  # NAME FILE:CLASS INPUTS...
   local name=$1 spec=$2; shift 2
@@ -21,7 +21,7 @@ export_one() {  # NAME FILE:CLASS INPUTS...
   t1=$(date +%s.%N)
   printf '| %s | %s | %.2f s |\n' "$name" "$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['ops']))" "$work/$name/model.json")" "$(echo "$t1 - $t0" | bc)"
 }
-echo "| model | ops | export (python3-torch $($py -c 'import torch; print(torch.__version__)')) |"
+echo "| model | ops | export (PyTorch $($py -c 'import torch; print(torch.__version__)')) |"
 echo "|---|---|---|"
 export_one residual_cnn tools/export/examples/residual_cnn.py:ResidualCNN image:1,28,28:float32
 export_one two_tower tools/export/examples/two_tower.py:TwoTower history:6:int64 dense:8:float32 tags:4:int64

@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 bin=$build/tools/trident/trident
+peer=$(bash scripts/install-peers.sh | tail -1)
 models=("$@"); [ ${#models[@]} -eq 0 ] && models=(inception_v3 vgg19_22k)
 mkdir -p "$build/poseidon"
 declare -A size=([inception_v3]=3,299,299 [vgg19_22k]=3,224,224 [resnet152]=3,224,224)
@@ -21,7 +22,7 @@ declare -A paper=([inception_v3-poseidon-40gbe]="31.5x at 32 (TensorFlow 20x)"
                   [vgg19_22k-poseidon-10gbe]="15.5x at 16")
 for m in "${models[@]}"; do
   out=$build/poseidon/$m
-  [ -s "$out/model.json" ] || /usr/bin/python3 tools/export/trident_export.py bench/poseidon_models.py:"$m" \
+  [ -s "$out/model.json" ] || "$peer" tools/export/trident_export.py bench/poseidon_models.py:"$m" \
     --input "image:${size[$m]}:float32" --name "$m" --out "$out" > /dev/null
   for cluster in poseidon-40gbe poseidon-10gbe; do
     echo "### $m on $cluster (paper: ${paper[$m-$cluster]:-not reported})"

@@ -46,7 +46,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 
 # 1. The build.
 if [ $cpu = 1 ]; then
-  dir=${dir:-build}; device=cpu; py=${py:-${TRIDENT_PYTHON:-/usr/bin/python3}}
+  dir=${dir:-build}; device=cpu; py=${py:-${TRIDENT_PYTHON:-$(bash scripts/install-peers.sh | tail -1)}}
   [ -x "$dir/tools/trident/trident" ] || { echo "gpu-check --cpu: no build in $dir (make build, or make build-cuda)" >&2; exit 2; }
 else
   dir=${dir:-build-cuda}; device=cuda; py=${py:-python3}

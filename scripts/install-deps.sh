@@ -7,11 +7,14 @@ set -euo pipefail
 packages=(
   # build
   cmake ninja-build ccache g++ make pkg-config
-  # tensors, autograd, collectives (Gloo headers are needed by c10d's headers)
-  libtorch-dev libgloo-dev
-  # fast BLAS: without it LibTorch falls back to reference BLAS (~30x slower)
+  # LibTorch itself comes from the `torch` wheel of the project environment (scripts/install-peers.sh,
+  # Note [One LibTorch] in docs/design.md), which ships no Gloo headers; c10d's Gloo header needs them
+  # (Note [Backends] in lib/comm/src/backends.cc)
+  libgloo-dev
+  # fast BLAS: without it libblas is the reference BLAS (~30x slower)
   libopenblas0-pthread
-  # sgemm for batches of small matrices (see Note [Small batched products]); libtorch-dev pulls it in too
+  # sgemm for batches of small matrices (see Note [Small batched products]), and the float32 products of
+  # LibTorch itself (linked ahead of the wheel's MKL, cmake/wheel.cmake)
   libblas-dev
   # configs, plans, CLI, checkpoint checksums
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
@@ -25,8 +28,6 @@ packages=(
   libmetis-dev
   # the stage-graph picture of `trident report`
   graphviz
-  # the PyTorch peer for the comparison benchmark, and tools/export (own models) with its tests
-  python3-torch python3-torchvision python3-numpy
 )
 
 missing=()

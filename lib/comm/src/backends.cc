@@ -2,18 +2,14 @@
 
 #include <cstdlib>
 
-#include <torch/version.h>
-
 #include "trident/comm/store_backend.h"
 
 // Note [Backends]
 // ~~~~~~~~~~~~~~~
 // Which c10d backend carries which tensors.
 //
-//   Gloo carries CPU tensors in every build. With Debian's LibTorch 1.13
-//   its headers (libgloo-dev) are the revision that library was built with.
-//   A LibTorch 2.x wheel has Gloo linked into libtorch_cpu but ships no Gloo
-//   headers, and ProcessGroupGloo.hpp includes them; headers from another
+//   Gloo carries CPU tensors in every build. The LibTorch wheel has Gloo
+//   linked into libtorch_cpu but ships no Gloo headers, and ProcessGroupGloo.hpp includes them; headers from another
 //   Gloo revision (Debian's, the only ones at hand) describe other class
 //   layouts. That is safe here, and only here, because this file uses
 //   nothing whose layout Gloo defines: every Gloo-typed member of
@@ -30,16 +26,13 @@
 //   tensors. NCCL is created only where a GPU is visible; it connects
 //   lazily, at its first collective.
 //
-// No other file includes a backend's header; only this file and
-// store_backend.h ask which LibTorch version is underneath.
-#if TORCH_VERSION_MAJOR >= 2
+// No other file includes a backend's header.
 #include <torch/cuda.h>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO  // the wheel's libtorch_cpu has Gloo; its header guards on this
-#endif
 #endif
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -72,8 +65,6 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo(const c10::intrusive_ptr<c10d::S
 
 }  // namespace
 
-#if TORCH_VERSION_MAJOR >= 2
-
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                           int size, std::chrono::milliseconds timeout,
                                                           const std::string& host, std::optional<Beats>) {
@@ -100,17 +91,5 @@ std::string backend_names() {
   return "gloo";
 #endif
 }
-
-#else
-
-c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                          int size, std::chrono::milliseconds timeout,
-                                                          const std::string& host, std::optional<Beats>) {
-  return gloo(store, rank, size, timeout, host);
-}
-
-std::string backend_names() { return "gloo"; }
-
-#endif
 
 }  // namespace trident::comm

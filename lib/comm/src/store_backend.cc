@@ -61,7 +61,7 @@ const at::Tensor& only(const std::vector<at::Tensor>& tensors, const char* what)
 
 StoreBackend::StoreBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                            std::chrono::milliseconds timeout, Matching matching, std::optional<Beats> beats)
-    : BackendBase(rank, size), store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
+    : c10d::Backend(rank, size), store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
       matching_(matching), beats_(std::move(beats)) {
   TORCH_CHECK(!beats_ || static_cast<int>(beats_->world_ranks.size()) == size,
               "trident-store: beats name ", beats_ ? beats_->world_ranks.size() : 0, " world ranks for ", size,
@@ -347,15 +347,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> store_process_group(c10::intrusive_ptr<c1
                                                            std::chrono::milliseconds timeout, Matching matching,
                                                            std::optional<Beats> beats) {
   auto backend = c10::make_intrusive<StoreBackend>(store, rank, size, timeout, matching, std::move(beats));
-#if TORCH_VERSION_MAJOR >= 2
   using Type = c10d::ProcessGroup::BackendType;
   auto pg = c10::make_intrusive<c10d::ProcessGroup>(std::move(store), rank, size);
   pg->setBackend(c10::DeviceType::CPU, Type::CUSTOM, backend);
   pg->setDefaultBackend(Type::CUSTOM);
   return pg;
-#else
-  return backend;
-#endif
 }
 
 }  // namespace trident::comm

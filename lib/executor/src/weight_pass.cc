@@ -19,9 +19,8 @@ namespace {
 
 using torch::autograd::Edge;
 using torch::autograd::Node;
-// How autograd holds a node: std::shared_ptr in LibTorch 1.13, c10::intrusive_ptr
-// in the 2.x of the CUDA build. Taken from Edge itself, so no version check
-// is needed and every pointer below is the one the graph stores.
+// How autograd holds a node (c10::intrusive_ptr in LibTorch 2.x), taken from
+// Edge itself, so every pointer below is the one the graph stores.
 using NodePtr = decltype(Edge::function);
 
 // A set of parameters by index.

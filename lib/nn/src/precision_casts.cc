@@ -1,7 +1,6 @@
 #include "precision_casts.h"
 
 #include <ATen/autocast_mode.h>
-#include <torch/version.h>
 
 namespace trident::nn {
 namespace {
@@ -57,27 +56,13 @@ void cast_stack(torch::jit::Stack& stack, OpPrecision cls) {
   });
 }
 
-// 1.13 names the CPU and CUDA settings apart; 2.x takes the device type
-// (its old names are deprecated). See LIBTORCH-NOTES: autocast is per thread.
-#if TORCH_VERSION_MAJOR >= 2
+// Autocast settings by device type. See LIBTORCH-NOTES: autocast is per thread.
 namespace {
 bool enabled(bool cpu) { return at::autocast::is_autocast_enabled(cpu ? at::kCPU : at::kCUDA); }
 void enable(bool cpu, bool on) { at::autocast::set_autocast_enabled(cpu ? at::kCPU : at::kCUDA, on); }
 at::ScalarType dtype(bool cpu) { return at::autocast::get_autocast_dtype(cpu ? at::kCPU : at::kCUDA); }
 void set_dtype(bool cpu, at::ScalarType t) { at::autocast::set_autocast_dtype(cpu ? at::kCPU : at::kCUDA, t); }
 }  // namespace
-#else
-namespace {
-bool enabled(bool cpu) { return cpu ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled(); }
-void enable(bool cpu, bool on) { cpu ? at::autocast::set_cpu_enabled(on) : at::autocast::set_enabled(on); }
-at::ScalarType dtype(bool cpu) {
-  return cpu ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
-}
-void set_dtype(bool cpu, at::ScalarType t) {
-  cpu ? at::autocast::set_autocast_cpu_dtype(t) : at::autocast::set_autocast_gpu_dtype(t);
-}
-}  // namespace
-#endif
 
 Bf16Autocast::Bf16Autocast()
     : cpu_(enabled(true)),

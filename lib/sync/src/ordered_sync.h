@@ -70,7 +70,7 @@ class OrderedSync : public GradSync {
   bool wfbp_;
   std::vector<int> ready_;
   std::size_t next_ = 0;
-  // shared_ptr in LibTorch 1.13, intrusive_ptr in 2.x: whatever grad_accumulator returns.
+  // Whatever grad_accumulator returns (intrusive_ptr in LibTorch 2.x).
   using Accumulator = decltype(torch::autograd::impl::grad_accumulator(std::declval<torch::Tensor>()));
   std::vector<Accumulator> accumulators_;
 };

@@ -46,8 +46,7 @@ from residual_cnn import ResidualCNN  # noqa: E402
 from sequence_bn import SequenceBN  # noqa: E402
 from two_tower import TwoTower  # noqa: E402
 from unet_like import UNetLike  # noqa: E402
-if hasattr(torch.nn.functional, "scaled_dot_product_attention"):
-    from nano_gpt import NanoGPT  # noqa: E402
+from nano_gpt import NanoGPT  # noqa: E402
 
 LR = 0.05
 SAMPLES = 64
@@ -75,9 +74,8 @@ MODELS = {
     "sequence_bn": (SequenceBN, {"tokens": ((12,), torch.int64)}, 4, {"tokens": 50}, SAMPLES),
     "regressor": (Regressor, {"x": ((10,), torch.float32)}, (3,), {}, 16),
     "causal_lm": (CausalLM, {"ids": ((12,), torch.int64)}, Tokens((40, 12)), {"ids": 40}, 16),
+    "nano_gpt": (NanoGPT, {"ids": ((12,), torch.int64)}, Tokens((40, 12)), {"ids": 40}, 16),
 }
-if hasattr(torch.nn.functional, "scaled_dot_product_attention"):
-    MODELS["nano_gpt"] = (NanoGPT, {"ids": ((12,), torch.int64)}, Tokens((40, 12)), {"ids": 40}, 16)
 
 
 def arrays(inputs, classes, ranges, rows, seed):

@@ -5,7 +5,7 @@
 set -u
 bin=$1; src=$2
 # The project's Python (its torch is the LibTorch trident links); ctest sets it.
-py=${TRIDENT_PYTHON:-/usr/bin/python3}
+py=${TRIDENT_PYTHON:-$(bash "$src/scripts/install-peers.sh" | tail -1)}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fails=0; passes=0
 check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...

@@ -37,7 +37,7 @@ else
   # Bitwise: as resume-equals-straight.
   same_weights interrupt-resume "$work/runs/int" "$work/runs/int-straight" --optimizer --rtol 0 --atol 0
 fi
-# Export: plain PyTorch (Debian's python3-torch, weights_only as 2.6+ by default) loads the weights into the
+# Export: plain PyTorch (the project's, weights_only as 2.6+ by default) loads the weights into the
 # reference model of bench/ and reaches trident's test accuracy.
 out=$("$bin" export "$work/runs/cli" --out "$work/cli.pt" 2>&1); rc=$?
 if [ $rc -ne 0 ]; then echo "FAIL export: exit $rc: $out"; fails=$((fails+1)); else

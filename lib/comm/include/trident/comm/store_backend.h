@@ -33,9 +33,8 @@
 // appeared (it has not started its heartbeat yet) is waited for to the
 // timeout, as without beats. Slices need a store whose timed-out wait leaves
 // it usable: HashStore, and LibTorch 2.x's TCPStore (it cancels the wait at
-// the server). LibTorch 1.13's TCPStore reads the server's late answer as
-// the reply to its next request, so the 1.13 build gives no beats (it
-// carries its tensors over Gloo anyway).
+// the server; 1.13's read the server's late answer as the reply to its next
+// request).
 #pragma once
 
 #include <chrono>
@@ -48,23 +47,11 @@
 #include <utility>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/version.h>
-
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-#endif
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace trident::comm {
-
-// LibTorch 2.x serves each device type from a c10d::Backend inside a
-// ProcessGroup; 1.13 has only ProcessGroups.
-#if TORCH_VERSION_MAJOR >= 2
-using BackendBase = c10d::Backend;
-#else
-using BackendBase = c10d::ProcessGroup;
-#endif
 
 // How receives find their sends (tests use the last two to hold
 // StageExecutor to what NCCL needs, see Note [Pipeline transfers on GPUs] in
@@ -91,7 +78,7 @@ inline std::string heartbeat_key(int world_rank) { return "heartbeat/" + std::to
 constexpr auto kWaitSlice = std::chrono::milliseconds(250);
 constexpr auto kSilence = std::chrono::milliseconds(3000);
 
-class StoreBackend final : public BackendBase {
+class StoreBackend final : public c10d::Backend {
  public:
   // `store` is shared by the members only (a PrefixStore per group).
   // With `beats`, a wait ends early when its writer's heartbeat stops
@@ -157,9 +144,8 @@ class StoreBackend final : public BackendBase {
   std::map<int, std::shared_ptr<Stream>> streams_;                 // kStreamPerPair: by peer
 };
 
-// A process group whose every tensor travels through `store`: on LibTorch
-// 2.x a ProcessGroup serving CPU tensors by a StoreBackend, on 1.13 the
-// StoreBackend itself.
+// A process group whose every tensor travels through `store`: a
+// ProcessGroup serving CPU tensors by a StoreBackend.
 c10::intrusive_ptr<c10d::ProcessGroup> store_process_group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                                            std::chrono::milliseconds timeout,
                                                            Matching matching = Matching::kByTag,
