@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Before and after the LibTorch move (Note [One LibTorch], docs/design.md):
+# Before and after a LibTorch move (Note [One LibTorch], docs/design.md):
 # the training step of the bench models (tiny presets, fp32 and bf16) in two
-# builds of trident on this machine — Debian's LibTorch 1.13 with OpenBLAS
-# (OLD, default build-debian: `make build BUILD=build-debian LIBTORCH=debian`)
-# and the wheel's LibTorch 2.x (NEW, default build), whose float32 products
-# run on that OpenBLAS too (Note [One LibTorch]) — and NEW once more with the
+# builds of trident on this machine — OLD (default build-old: e.g. another
+# project environment, `TRIDENT_PEERS=DIR TRIDENT_PEERS_TORCH=torch==X make
+# build BUILD=build-old`; the figures of issue 53 compared Debian's LibTorch
+# 1.13, a variant removed since, commit 33b2340 and before) and NEW (default
+# build), whose float32 products run on OpenBLAS (Note [One LibTorch]) — and
+# NEW once more with the
 # wheel's own MKL doing them (libtorch_cpu preloaded, so its sgemm_ comes
 # first; `trident version` then says "LibTorch's products: MKL").
 # Same batch, threads and steps; rounds alternate the three; each cell is the
@@ -13,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-2}; rounds=${2:-3}; batch=${3:-64}; steps=${STEPS:-100}
-old=${OLD:-build-debian}; new=${NEW:-build}
+old=${OLD:-build-old}; new=${NEW:-build}
 for b in "$old" "$new"; do
   [ -x "$b/bench/bench_step" ] || { echo "run_libtorch: no $b/bench/bench_step (cmake --build $b --target bench_step)" >&2; exit 2; }
 done

@@ -152,6 +152,7 @@ def _trace(module, inputs, rows):
             rows, type(e).__name__, text))
     finally:
         paths.close()
+    _drop_unused_views(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     flat_state = list(state.items())
     roles = {}
@@ -164,6 +165,16 @@ def _trace(module, inputs, rows):
     for node, field in zip(placeholders[len(flat_state):], inputs):
         roles[node] = ("input", field, None)
     return gm, roles, (state, examples)
+
+
+def _drop_unused_views(gm):
+    """Removes views that nothing reads. A fake-tensor trace records some (torch.flatten under 2.15 takes a second
+    view of its input and drops it); left in, such a view would read its base after a later in-place write and
+    be refused as aliasing. Only views go: an unused operator that writes or draws still runs."""
+    for node in reversed(list(gm.graph.nodes)):
+        if node.op == "call_function" and not node.users and _is_view(node):
+            gm.graph.erase_node(node)
+    gm.recompile()
 
 
 def _not_random(n, args):

@@ -188,13 +188,22 @@ CostModel class_cost_model(const CostModel& base, const DeviceSpec& base_device,
   return CostModel(std::make_shared<Scaled>(base, factor, device.name));
 }
 
+namespace {
+
+// The first op of `graph` that `profile` did not measure, or null.
+const graph::Op* unprofiled_op(const Profile& profile, const graph::OpGraph& graph) {
+  for (const auto& op : graph.ops())
+    if (!op.is_input() && !profile.ops.count(op.name)) return &op;
+  return nullptr;
+}
+
+}  // namespace
+
 CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& graph, const std::string& origin) {
-  for (const auto& op : graph.ops()) {
-    if (!op.is_input() && !profile.ops.count(op.name))
-      throw ClusterError("profile " + origin + ": op '" + op.name + "' of model " + graph.name() +
-                         " is not in it (profiled " + profile.model + "/" + profile.preset +
-                         "); profile this model with `trident profile`");
-  }
+  if (const auto* op = unprofiled_op(profile, graph))
+    throw ClusterError("profile " + origin + ": op '" + op->name + "' of model " + graph.name() +
+                       " is not in it (profiled " + profile.model + "/" + profile.preset +
+                       "); profile this model with `trident profile`");
   return CostModel(std::make_shared<Profiled>(profile, origin));
 }
 
@@ -237,11 +246,16 @@ CostModel cost_model_for(const ClusterSpec& cluster, const graph::OpGraph& graph
     precision = graph::Precision::kFp32;
     note = "; measured in fp32: this calibration has no bf16 profiles";
   }
-  if (!best) {
-    if (source) *source = "analytic (" + cluster.device.name + ")";
+  const std::string origin = cluster.name + ": " + profile_key(graph.name(), preset, best_threads, precision);
+  // A profile of another graph under this name (a captured model called
+  // "transformer" beside the zoo's calibrated one) prices nothing here.
+  const graph::Op* missing = best ? unprofiled_op(*best, graph) : nullptr;
+  if (!best || missing) {
+    if (source)
+      *source = "analytic (" + cluster.device.name + ")" +
+                (missing ? "; the profile " + origin + " is of another graph (no op '" + missing->name + "')" : "");
     return analytic_cost_model(cluster.device);
   }
-  const std::string origin = cluster.name + ": " + profile_key(graph.name(), preset, best_threads, precision);
   if (source) *source = "measured per op (" + origin + (best_threads == 1 ? " thread" : " threads") + note + ")";
   return profiled_cost_model(*best, graph, origin);
 }

@@ -304,6 +304,15 @@ TEST(Cluster, CalibratedLinksPriceFromTheirTables) {
   EXPECT_NE(source.find("mlp/tiny/2"), std::string::npos) << source;
   cost_model_for(again, g, "paper", 1, &source);
   EXPECT_EQ(source.rfind("analytic", 0), 0u) << source;
+  // Another graph of the same name (a captured model called as the zoo's):
+  // the analytic model, saying why, where an explicit profile is refused.
+  auto renamed = zoo::build_graph({"cnn", "tiny"}).to_json();
+  renamed["name"] = g.name();
+  const auto other = graph::OpGraph::from_json(renamed);
+  cost_model_for(again, other, "tiny", 1, &source);
+  EXPECT_EQ(source.rfind("analytic", 0), 0u) << source;
+  EXPECT_NE(source.find("is of another graph (no op '"), std::string::npos) << source;
+  EXPECT_THROW(profiled_cost_model(*again.profiles.at("mlp/tiny/1"), other, "cal.json"), ClusterError);
   // A bf16 run prices from the profile measured in bf16, an fp32 run never
   // does; without a bf16 profile at any count, bf16 takes fp32's and says so.
   constexpr auto kBf16 = graph::Precision::kBf16;

@@ -53,6 +53,10 @@ from own_model_test import arrays, save_npy, train, plan_layout, write_config  #
 
 LR = 0.05
 ROWS = 8          # the mini-batch of the vision checks (one micro-batch for the step check)
+# Where 8 rows leave the step too ill-conditioned to compare with PyTorch: resnext50_32x4d's BatchNorms over
+# 8 rows at 1x1 pixels amplify rounding so far that PyTorch's own gradients move by up to 12% of their
+# largest element between 1 and 2 threads (2.15; bitwise equal kernels on 1.13 hid it); at 32 rows, 4e-6.
+ROWS_OF = {"resnext50_32x4d": 32}
 MICRO = 4         # the micro-batch of the 3-process check
 VISION_STEPS = 2
 SEQ_STEPS = 20
@@ -242,7 +246,8 @@ def same_weights(a, b, what, expect):
 def check_vision(name, binary):
     build, inputs = FAMILIES[name]
     torch.manual_seed(0)
-    work, init, data, exported = prepare(name, build(), inputs, 10, {}, ROWS, ROWS)
+    rows = ROWS_OF.get(name, ROWS)
+    work, init, data, exported = prepare(name, build(), inputs, 10, {}, rows, rows)
     failures = []
 
     def expect(ok, what):

@@ -100,7 +100,9 @@ CostModel profiled_cost_model(const Profile& profile, const graph::OpGraph& grap
 // A bf16 run takes the profiles measured in bf16 (keys ending "/bf16", see
 // Note [Calibration]); where the cluster has none (a CPU without bf16
 // hardware, an older calibration) it takes the fp32 ones, and `source`
-// says so.
+// says so. A profile that lacks an op of `graph` is of another model of the
+// same name (a captured model named as a zoo model): the analytic model,
+// and `source` says so.
 CostModel cost_model_for(const ClusterSpec& cluster, const graph::OpGraph& graph, const std::string& preset,
                          int threads, std::string* source = nullptr,
                          graph::Precision precision = graph::Precision::kFp32);
