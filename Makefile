@@ -39,7 +39,7 @@ test-quick: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900 -L 'unit|quick'
 
 # Every torchvision classifier exports, and the smallest of each family trains
-# like PyTorch (docs/own-model.md, "Coverage"); about 20 minutes.
+# like PyTorch (docs/own-model.md, "Coverage"); about 14 minutes.
 test-models: build
 	@py=$$(grep -m1 '^TRIDENT_PYTHON:' $(BUILD)/CMakeCache.txt | cut -d= -f2) && \
 	  $$py tools/export/test/aten_model_test.py $(BUILD)/tools/trident/trident --exports && \
