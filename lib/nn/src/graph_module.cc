@@ -55,13 +55,19 @@ class SelfAttentionImpl : public torch::nn::Module {
     const auto b = x.size(0), s = x.size(1), h = x.size(2), dh = h / heads_;
     auto qkv = in_proj_->forward(x).view({b, s, 3, heads_, dh}).permute({2, 0, 3, 1, 4});
     auto q = qkv[0], k = qkv[1], v = qkv[2];  // [b, heads, s, dh]
-    auto scores = nn::batched_matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh));
-    if (causal_)  // a position sees itself and the ones before it
-      scores = scores.masked_fill(torch::ones({s, s}, torch::kBool).triu(1).to(scores.device()),
-                                  -std::numeric_limits<double>::infinity());
-    auto att = torch::softmax(scores, -1, torch::kFloat32);  // fp32 under bf16 too (Note [Precision policy])
-    auto y = nn::batched_matmul(att, v).transpose(1, 2).reshape({b, s, h});
-    return out_proj_->forward(y);
+    torch::Tensor y;
+    if (causal_) {
+      // A position sees itself and the ones before it: LibTorch's fused
+      // attention (flash on CPU), as PyTorch users call it; it never holds
+      // the s x s scores (gpt2-124m: 48 MB per layer, each faulted in
+      // afresh every step) and accumulates its softmax in fp32 under bf16.
+      y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+    } else {
+      auto scores = nn::batched_matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh));
+      auto att = torch::softmax(scores, -1, torch::kFloat32);  // fp32 under bf16 too (Note [Precision policy])
+      y = nn::batched_matmul(att, v);
+    }
+    return out_proj_->forward(y.transpose(1, 2).reshape({b, s, h}));
   }
 
  private:

@@ -115,6 +115,40 @@ TEST(TokenLoss, GptsLogitsAtAPositionReadNoLaterId) {
     EXPECT_FALSE(torch::equal(before.index({Slice(), t}), after.index({Slice(), t}))) << "position " << t;
 }
 
+// The causal self_attention (LibTorch's fused attention) computes what its
+// definition says: softmax(q k^T / sqrt(dh)) with the later positions masked
+// out, written here with the op's own in_proj and out_proj, and so do its
+// gradients.
+TEST(TokenLoss, CausalSelfAttentionIsTheMaskedSoftmaxWrittenOut) {
+  constexpr std::int64_t kSeq = 9, kHidden = 8, kHeads = 2, kHead = kHidden / kHeads;
+  zoo::GraphBuilder b("attention");
+  auto x = b.input("x", {{kSeq, kHidden}, DType::kFloat32});
+  b.cross_entropy("loss", b.self_attention("attn", x, kHeads, true), b.input("label", {{kSeq}, DType::kInt64}));
+  const auto g = b.finish();
+  GraphModule m(g, 3);
+  auto sg = graph::whole_graph(g);
+  const auto attn = g.id_of("attn");
+  sg.outputs.push_back(attn);
+  GraphExecutor ex(m, sg);
+  auto gen = at::detail::createCPUGenerator(4);
+  const auto input = torch::randn({3, kSeq, kHidden}, gen).requires_grad_();
+  const auto out = ex.forward({}, {{"x", input}, {"label", torch::zeros({3, kSeq}, torch::kInt64)}}).at(attn);
+  std::map<std::string, torch::Tensor> p;
+  for (const auto& [name, t] : m.parameters_of({attn})) p[name] = t;
+  const auto in_w = p.at("attn.in_proj.weight"), in_b = p.at("attn.in_proj.bias");
+  const auto qkv = torch::nn::functional::linear(input, in_w, in_b).view({3, kSeq, 3, kHeads, kHead}).permute({2, 0, 3, 1, 4});
+  auto scores = torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(kHead));
+  scores = scores.masked_fill(torch::ones({kSeq, kSeq}, torch::kBool).triu(1), -std::numeric_limits<double>::infinity());
+  const auto mixed = torch::matmul(torch::softmax(scores, -1), qkv[2]).transpose(1, 2).reshape({3, kSeq, kHidden});
+  const auto want = torch::nn::functional::linear(mixed, p.at("attn.out_proj.weight"), p.at("attn.out_proj.bias"));
+  EXPECT_TRUE(torch::allclose(out, want, 1e-5, 1e-6)) << (out - want).abs().max().item<double>();
+  const auto upstream = torch::randn({3, kSeq, kHidden}, gen);
+  const auto ours = torch::autograd::grad({out}, {input, in_w}, {upstream});
+  const auto theirs = torch::autograd::grad({want}, {input, in_w}, {upstream});
+  for (int i = 0; i < 2; ++i)
+    EXPECT_TRUE(torch::allclose(ours[i], theirs[i], 1e-5, 1e-6)) << i << ": " << (ours[i] - theirs[i]).abs().max().item<double>();
+}
+
 TEST(TokenLoss, LabelsMustHaveTheLogitsShapeWithoutTheClasses) {
   zoo::GraphBuilder b("bad");
   auto logits = b.linear("head", b.input("x", {{kTokens, kFeatures}, DType::kFloat32}), kClasses);
