@@ -7,9 +7,9 @@
 #
 # trident applies its process settings itself (see Note [CPU process settings]
 # in lib/host/include/trident/host/process.h: thread counts, glibc malloc
-# thresholds, OpenMP's passive wait). The peer is the project's PyTorch
+# thresholds, one pool of workers for BLAS and ATen). The peer is the project's PyTorch
 # (scripts/install-peers.sh, the version trident links): "same settings" gets
-# trident's settings through the environment, so the ratio compares the step
+# trident's malloc settings through the environment, so the ratio compares the step
 # like for like; "defaults" is what a PyTorch user gets out of the box (the
 # script sets only its thread count). Both run PyTorch's own products (MKL,
 # oneDNN); the first line names the BLAS kernel trident runs (Note [BLAS
@@ -32,8 +32,7 @@ for spec in mlp:128:400 cnn:128:40 inception:128:40 mmt:64:200 transformer:64:60
   t=(); p=(); d=()
   for _ in $(seq "$rounds"); do
     t+=("$("$bin" "$model" "$batch" "$threads" "$steps" | rate)")
-    p+=("$(GLIBC_TUNABLES=$same_malloc OMP_WAIT_POLICY=PASSIVE \
-      "$peer" bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
+    p+=("$(GLIBC_TUNABLES=$same_malloc "$peer" bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
     d+=("$("$peer" bench/pytorch_step.py "$model" "$batch" "$threads" "$steps" | rate)")
   done
   python3 - "$model" "$batch" "$threads" "${t[*]}" "${p[*]}" "${d[*]}" <<'PY'

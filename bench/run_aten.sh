@@ -5,8 +5,8 @@
 # links), one process, THREADS threads, SGD, random inputs (trident:
 # synthetic data), STEPS steps a run; ROUNDS rounds alternate the three and
 # each keeps its median steps/s. "Same settings": PyTorch with trident's
-# process settings through the environment (glibc malloc thresholds,
-# OpenMP's passive wait: as in bench/run.sh); "defaults": as it comes, with
+# malloc settings through the environment (glibc's thresholds, as in
+# bench/run.sh); "defaults": as it comes, with
 # its thread count set. Also: the export time of each model, and the
 # per-call cost trident adds, from the same models at batch 2, where compute
 # is small: (trident's step time - eager's with the same settings) / ATen
@@ -18,8 +18,7 @@ threads=${1:-1}; rounds=${2:-3}; steps=${3:-30}
 bin=${BUILD:-build}/tools/trident/trident
 peer=$(bash scripts/install-peers.sh | tail -1)
 py=$peer
-same=(env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456
-      OMP_WAIT_POLICY=PASSIVE)
+same=(env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 trident_rate() {  # NAME BATCH -> steps/s (median of the logged windows after the first)

@@ -11,8 +11,9 @@ packages=(
   # Note [One LibTorch] in docs/design.md), which ships no Gloo headers; c10d's Gloo header needs them
   # (Note [Backends] in lib/comm/src/backends.cc)
   libgloo-dev
-  # fast BLAS: without it libblas is the reference BLAS (~30x slower)
-  libopenblas0-pthread
+  # fast BLAS, OpenMP build: it shares LibTorch's pool of workers (cmake/openblas.cmake; without it libblas is
+  # the reference BLAS, ~30x slower)
+  libopenblas0-openmp
   # sgemm for batches of small matrices (see Note [Small batched products]), and the float32 products of
   # LibTorch itself (linked ahead of the wheel's MKL, cmake/wheel.cmake)
   libblas-dev

@@ -132,7 +132,6 @@ Worker start_worker(const LaunchOptions& o, const Start& s, int r) {
     setenv("LOCAL_RANK", std::to_string(s.slots[r]).c_str(), 1);
     setenv("WORLD_SIZE", world.c_str(), 1);
     setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);  // See Note [CPU process settings]; the user's own setting wins
     setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
     setenv("MASTER_PORT", std::to_string(s.port).c_str(), 1);
     setenv("TRIDENT_RESTART_COUNT", std::to_string(s.restart).c_str(), 1);

@@ -46,6 +46,16 @@ std::string openblas_text(const char* function) {
 
 std::string corename() { return openblas_text("openblas_get_corename"); }
 
+// How OpenBLAS runs its threads (openblas_get_parallel: 0 none, 1 its own
+// pthreads, 2 OpenMP): see Note [CPU process settings] in process.h.
+std::string threading() {
+  using Parallel = int (*)();
+  auto fn = reinterpret_cast<Parallel>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  if (!fn) return "";
+  const int kind = fn();
+  return kind == 2 ? " (OpenMP)" : kind == 1 ? " (pthreads)" : " (single-threaded)";
+}
+
 std::string first_word_after(const std::string& text, const std::string& word) {
   std::istringstream in(text);
   std::string w;
@@ -203,7 +213,7 @@ std::string blas_warning() {
   const auto blas = active_blas();
   if (blas.find("openblas") != std::string::npos || blas.find("mkl") != std::string::npos || at::hasMKL()) return "";
   return "warning: LibTorch is using " + (blas.empty() ? std::string("no shared BLAS") : blas) +
-         ", not OpenBLAS: training runs ~30x slower; install libopenblas0-pthread (make deps)";
+         ", not OpenBLAS: training runs ~30x slower; install libopenblas0-openmp (make deps)";
 }
 
 std::string BlasInUse::describe() const {
@@ -222,7 +232,7 @@ BlasInUse blas_in_use() {
     b.library = at::hasMKL() ? "MKL (inside LibTorch)" : path.empty() ? "no shared BLAS" : path;
     return b;
   }
-  b.library = "OpenBLAS " + first_word_after(config, "OpenBLAS");
+  b.library = "OpenBLAS " + first_word_after(config, "OpenBLAS") + threading();
   b.kernel = corename();
   // A wheel's LibTorch has MKL inside and calls sgemm_ by its dynamic name:
   // the first library that defines it serves it (Note [One LibTorch]).

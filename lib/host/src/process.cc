@@ -28,12 +28,7 @@ ThreadChoice choose_threads(int requested, int cores, int local_processes) {
 void reexecute(char** argv) { ::execv("/proc/self/exe", argv); }
 
 void prepare_process(char** argv) {
-  bool changed = choose_blas_kernel(argv);
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    changed = true;
-  }
-  if (changed) reexecute(argv);
+  if (choose_blas_kernel(argv)) reexecute(argv);
 }
 
 // See Note [CPU process settings].

@@ -16,15 +16,22 @@
 //   the mmt step ran 2.2x and the inception step 1.8x faster. Memory freed
 //   by a step stays reserved for the next one (up to 256 MiB) instead of
 //   going back to the kernel.
-// - OpenMP waiting. LibTorch's OpenMP workers spin between parallel regions
-//   (libgomp's default active wait) while OpenBLAS's own threads compute: at
-//   2 threads on 2 cores the mlp step took 6.6-8.9 ms against 2.4-3.1 ms with
-//   OMP_WAIT_POLICY=PASSIVE (1 thread: no change). libgomp reads the policy
-//   only when it loads, so `trident train`, `profile` and `calibrate`
-//   re-execute themselves once with it set (unless the user set
-//   OMP_WAIT_POLICY), and `trident launch` sets it for its workers.
-// - BLAS kernel. The same re-execution runs the OpenBLAS kernel chosen by
-//   Note [BLAS kernel] (blas.h) where OpenBLAS fell back to a generic one.
+// - One thread pool. OpenBLAS is Debian's OpenMP build, and it runs on
+//   LibTorch's own libgomp (cmake/wheel.cmake links the wheel's libgomp
+//   first), so BLAS and ATen share one pool of workers, and a product called
+//   inside one of ATen's parallel loops (the blocks of LibTorch's fused
+//   attention) runs on its caller's thread, as MKL does in PyTorch. With
+//   OpenBLAS's pthreads build, its pool and ATen's took turns on the cores:
+//   OpenMP's workers had to wait passively (OMP_WAIT_POLICY=PASSIVE, which
+//   trident set until 2026-12-05) or the mlp step ran 2-3x slower, and
+//   OpenBLAS's spinning workers cost gpt2-124m 15% of its step in
+//   sched_yield. With one pool, libgomp's default wait (spin briefly, then
+//   sleep) serves best: 2 threads on AMD Zen 4, mlp +26%, transformer +25%,
+//   mmt +33%, cnn +26% against pthreads with the passive wait
+//   (docs/benchmarks/threads.md).
+// - BLAS kernel. prepare_process re-executes once to run the OpenBLAS
+//   kernel chosen by Note [BLAS kernel] (blas.h) where OpenBLAS fell back to
+//   a generic one.
 #pragma once
 
 #include <string>
@@ -78,10 +85,9 @@ std::string onednn_isa();
 std::string aten_kernels();
 
 // Process start of the commands that compute: chooses the BLAS kernel
-// (see Note [BLAS kernel] in blas.h) and, without OMP_WAIT_POLICY in the
-// environment, sets it to PASSIVE (see Note [CPU process settings]); when either
-// changed the environment, re-executes this program with `argv` once (returns
-// only when nothing changed, or the exec failed). Throws Failure when a
+// (see Note [BLAS kernel] in blas.h); when that changed the environment,
+// re-executes this program with `argv` once (returns only when nothing
+// changed, or the exec failed). Throws Failure when a
 // OPENBLAS_CORETYPE set outside trident computes wrong products.
 void prepare_process(char** argv);
 
