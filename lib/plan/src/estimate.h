@@ -13,7 +13,7 @@
 //
 // Note [Recomputation costs]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A stage that recomputes (see Note [Recomputation] in executor/stage_executor.h)
+// A stage that recomputes (see Note [Recomputation] in executor/tensor_backend.cc)
 // keeps per in-flight micro-batch only its inputs — the tensors other stages
 // send it and the dataset fields it reads — and holds one micro-batch's
 // activations while it runs a forward; each backward first runs the forward
@@ -92,7 +92,7 @@ std::vector<StageConfig> stage_configs(const PlanRequest& request, int b, int ra
 
 // The micro-batches a stage of `units` keeps in flight at a height of
 // `height` units (graph-1F1B counts rows: see Note [Micro-batch ratios] in
-// schedule.h), with m micro-batches of the searched size in the mini-batch.
+// plan_format/plan.cc), with m micro-batches of the searched size in the mini-batch.
 inline int in_flight_at(int height, int units, int m) {
   return std::min((height + units - 1) / units, m / units);
 }

@@ -46,7 +46,7 @@
 // stage run b x u for u = 1, 2, ... up to the request's micro_batch_ratio
 // (a "config" is replicas and units u; powers of two always nest, so
 // neighbours' sizes divide one another). graph-1F1B with ratios keeps rows
-// in flight (see Note [Micro-batch ratios] in schedule.h): a stage forwards
+// in flight (see Note [Micro-batch ratios] in plan_format/plan.cc): a stage forwards
 // what its successors hold plus one of its own micro-batches, so its
 // in-flight rows are the sum of b x u along its longest path to a sink.
 // Depth and heights are therefore counted in units of b — a stage adds u,

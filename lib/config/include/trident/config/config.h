@@ -73,7 +73,7 @@ struct ParallelConfig {
   std::string partitioner = "dp";  // graphpipe | pipedream | dp | a plan .json path
   std::int64_t micro_batch = 0;    // 0: the mini-batch
   std::string schedule = "auto";   // auto | gpipe | 1f1b | graph-1f1b (auto: graph-1f1b for graphpipe, else 1f1b)
-  std::string recompute = "auto";  // auto | never | always (see Note [Recomputation] in stage_executor.h)
+  std::string recompute = "auto";  // auto | never | always (see Note [Recomputation] in executor/tensor_backend.cc)
   std::string cluster = "auto";  // what the planner plans for: "auto" (this machine), a preset or a cluster file
   std::int64_t max_replicas = 0;   // planner: most replicas per stage (0: no limit)
   std::int64_t micro_batch_ratio = 0;  // planner: PlanRequest::micro_batch_ratio (0: its default)
@@ -111,7 +111,7 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
                          const std::string& source = "config");
 
 // Every key as a Markdown table (key, default, allowed), from the one table
-// the parser reads (see Note [Config keys] in config.cc); docs/config.md holds it.
+// the parser reads (see Note [Config keys] in config/config_keys.h); docs/config.md holds it.
 std::string config_key_table();
 
 }  // namespace trident::runtime

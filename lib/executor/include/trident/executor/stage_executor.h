@@ -24,7 +24,7 @@
 // pieces.
 //
 // See Note [Micro-batch ratios in pieces] (see Note [Micro-batch ratios] in
-// schedule/schedule.h): stages may have different micro-batch sizes, one
+// plan_format/plan.cc): stages may have different micro-batch sizes, one
 // dividing the other along each edge. Rows are matched in the global batch:
 // over a period of the larger size, each micro-batch of this stage (its
 // phase in the period) meets the other stage's micro-batches there, and

@@ -5,6 +5,7 @@
 // same graph the dataset reads, and the planner prices their bytes.
 //
 // Note [Graphs as data]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // A graph source is a string, so that a config, a plan request and a
 // command line name it the same way:
 //   DIR                  a directory holding features.npy (float32 [N, F]),

@@ -17,7 +17,7 @@
 // parallel width start from identical weights without sending any, whoever
 // builds which op.
 // An op of kind "aten" (an ATen-captured model, see Note [ATen programs] in
-// nn/src/aten_op.h) registers each parameter once under its state_dict name,
+// graph/aten_program.h) registers each parameter once under its state_dict name,
 // even when several ops read it (tied weights).
 // Each op's function maps its inputs (batch dimension first) to its output;
 // the loss op returns the *sum* of per-sample losses (see Note [Loss scale]

@@ -89,13 +89,13 @@ struct Plan {
   // Under `parallel.schedule: auto`, each schedule simulated on the plan's
   // stages (see Note [Automatic schedule] in planner.cc); else empty.
   std::map<std::string, Prediction> schedule_best;
-  // On a mixed cluster (Note [Class-aware placement] in plan/planner.h): the
+  // On a mixed cluster (Note [Class-aware placement] in plan/placement.cc): the
   // best plan of each placement tried — "class-aware", "as-average" (planned
   // as if every device were the average one) and "one-class" (the fastest
   // cluster of one class alone); else empty.
   std::map<std::string, Prediction> placement_best;
 
-  // See Note [Micro-batch ratios] in schedule/schedule.h: each stage has its
+  // See Note [Micro-batch ratios] in plan_format/plan.cc: each stage has its
   // own micro-batch; these are mini_batch / micro_batch per stage.
   int micro_batches(int stage) const;
   std::vector<int> micro_batch_counts() const;

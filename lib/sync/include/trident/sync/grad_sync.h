@@ -171,7 +171,7 @@ std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
 // reproducible. flush() waits for everything, so every member holds the
 // same weights (before checkpoints and evaluation, and at the end).
 // Under s > 0 each server updates a copy of its block (see Note [Server copy]
-// in ps_sync.cc), so it can serve a push the moment it arrives, and
+// in sync/ps_serve.cc), so it can serve a push the moment it arrives, and
 // SyncStats::read_staleness says how many updates the reads missed.
 //
 // Note [Push dtype]
@@ -190,7 +190,7 @@ struct PsOptions {
   const graph::OpGraph* graph = nullptr;  // for gate(): which ops read which parameters; must outlive the sync
   torch::ScalarType push_dtype = torch::kFloat;  // kFloat or kBFloat16 (see Note [Push dtype])
   // Bytes the pieces in flight may hold (one piece always may go): see
-  // Note [PS pieces] in ps_sync.cc.
+  // Note [PS pieces] in sync/ps_pieces.h.
   std::int64_t buffer_bytes = 4 * kDefaultBucketBytes;
 };
 std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOptions options = {});
