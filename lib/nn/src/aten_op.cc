@@ -49,6 +49,11 @@ struct Call {
   std::vector<Arg> args;  // in schema order, defaults filled in
   size_t returns = 1;
   int generator = -1;     // a random call: the index of its Generator? argument (see Note [Random ops])
+  // aten::bernoulli draws a mask whose gradient is zero, but LibTorch 2.x
+  // implements no derivative for bernoulli.p: where its input carries a
+  // gradient (a tensor a pipeline stage received) its backward would fail,
+  // so it is called on detached inputs.
+  bool detach = false;
   graph::OpPrecision precision = graph::OpPrecision::kFollow;  // its class under bf16 (Note [Precision policy])
 };
 
@@ -207,6 +212,7 @@ class Program {
           throw GraphError(at + " is missing (schema " + toString(schema) + ")");
         }
       }
+      call.detach = schema.name() == "aten::bernoulli";
       if (c.random) {  // See Note [Random ops]: seeded through its generator, never unseeded
         for (size_t k = 0; k < schema.arguments().size(); ++k)
           if (unwrap_optional(schema.arguments()[k].type())->kind() == c10::TypeKind::GeneratorType) call.generator = static_cast<int>(k);
@@ -233,6 +239,9 @@ class Program {
         }
       }
       if (precision_ && *precision_ == graph::Precision::kBf16) cast_stack(stack, calls_[i].precision);
+      if (calls_[i].detach)
+        for (auto& v : stack)
+          if (v.isTensor()) v = v.toTensor().detach();
       calls_[i].op.callBoxed(&stack);
     }
     return materialise(result_, env).toTensor();

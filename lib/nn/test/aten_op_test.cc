@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "trident/graph/op_graph.h"
+#include "trident/nn/executor.h"
 #include "trident/nn/graph_module.h"
 #include "trident/test_paths.h"
 
@@ -37,6 +38,32 @@ TEST(AtenOp, ARandomCallWithoutAGeneratorIsRefused) {
   EXPECT_NE(message.find("op 'relu' call 0: marked random, but aten::relu"), std::string::npos) << message;
   EXPECT_NE(message.find("would run unseeded"), std::string::npos) << message;
   EXPECT_EQ(refused([](json&) {}), "");
+}
+
+// A dropout mask drawn by aten::bernoulli.p from a tensor that carries a
+// gradient (as a pipeline stage's received activations do): the step's
+// backward runs, with the mask's zero gradient (LibTorch 2.x has no
+// derivative for bernoulli.p, so called as captured it fails).
+TEST(AtenOp, ABernoulliMaskOfATensorWithAGradientBacksUp) {
+  auto doc = captured();
+  for (auto& op : doc["ops"])
+    if (op["name"] == "relu") {
+      op["attrs"]["calls"] = json::array({{{"op", "aten::bernoulli"}, {"overload", "p"}, {"random", true},
+                                           {"args", json::array({{{"in", 0}}, 0.5})}}});
+      op["attrs"]["result"] = {{"call", 0}};
+    }
+  const auto g = graph::OpGraph::from_json(doc);
+  GraphModule module(g, /*seed=*/0);
+  GraphExecutor ex(module, graph::whole_graph(g));
+  Batch batch;
+  for (const auto& op : g.ops())
+    if (op.is_input()) {
+      std::vector<std::int64_t> shape{4};
+      for (auto d : op.output.shape) shape.push_back(d);
+      batch[op.name] = op.output.dtype == graph::DType::kInt64 ? torch::zeros(shape, torch::kInt64) : torch::rand(shape);
+    }
+  auto loss = ex.forward({}, batch).at(g.loss());
+  EXPECT_NO_THROW(loss.backward());
 }
 
 TEST(AtenOp, AListOfAKindItCannotBuildIsRefused) {
