@@ -13,13 +13,15 @@ the token embedding (trident sums the tied gradient of its two holders).
 Run by torchrun-style environment (RANK, WORLD_SIZE, MASTER_ADDR/PORT).
 Prints rank 0's JSON line.
    pytorch_gpt_pipeline.py SCHEDULE(1f1b|zbv) MINI_BATCH MICRO_BATCH STEPS"""
-import json, sys, time
+import json, sys
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleZBVZeroBubble
+
+from peer_timing import timed_steps
 
 VOCAB, CONTEXT, HIDDEN, HEADS, LAYERS = 50257, 1024, 768, 12, 12
 
@@ -90,13 +92,7 @@ def main():
             schedule.step(**kwargs)
         opt.step()
 
-    step()  # warm-up
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    dist.barrier()
-    s = time.perf_counter() - t0
+    s = timed_steps(step, 1, steps)
     if rank == 0:
         print(json.dumps({"system": "torch.distributed.pipelining " + torch.__version__, "schedule": schedule_name,
                           "mini_batch": mini, "micro_batch": micro, "steps": steps,

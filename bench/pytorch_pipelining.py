@@ -25,6 +25,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pytorch_step import Layer  # noqa: E402  (the zoo's pre-norm encoder layer)
+from peer_timing import timed_steps  # noqa: E402
 
 
 class First(nn.Module):
@@ -121,16 +122,7 @@ def main():
             schedule.step(target=labels, losses=[])
         opt.step()
 
-    for _ in range(3):
-        step()
-    dist.barrier()
-    if os.environ.get("PROFILE") == "1":
-        profile(rank, step, steps)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    dist.barrier()
-    s = time.perf_counter() - t0
+    s = timed_steps(step, 3, steps, (lambda: profile(rank, step, steps)) if os.environ.get("PROFILE") == "1" else None)
     if rank == 1:
         print(json.dumps({"system": "torch.distributed.pipelining " + torch.__version__, "model": model_name, "schedule": schedule_name,
                           "mini_batch": mini, "micro_batch": micro, "steps": steps, "samples_per_s": steps * mini / s}))

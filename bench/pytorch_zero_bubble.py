@@ -18,7 +18,6 @@ Prints, on the process that computes the loss, one JSON line
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -26,6 +25,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleInterleavedZeroBubble,
                                           ScheduleZBVZeroBubble)
+
+from peer_timing import timed_steps
 
 
 class Layers(nn.Module):
@@ -89,14 +90,7 @@ def main():
             schedule.step(**kwargs)
         opt.step()
 
-    for _ in range(2):
-        step()
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    dist.barrier()
-    s = time.perf_counter() - t0
+    s = timed_steps(step, 2, steps)
     if last:
         print(json.dumps({"system": "torch.distributed.pipelining " + torch.__version__, "schedule": name,
                           "hidden": hidden, "mini_batch": mini, "micro_batch": micro, "steps": steps,
