@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "fuzz.h"
-#include "trident/data/file_headers.h"
+#include "trident/formats/file_headers.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
@@ -12,9 +12,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::vector<std::uint8_t> bytes(data + 1, data + size);
   trident::fuzz::expect_clear_error([&] {
     if (images) {
-      trident::data::check_idx(bytes, 2051, {0, 28, 28}, "images-idx3-ubyte");
+      trident::formats::check_idx(bytes, 2051, {0, 28, 28}, "images-idx3-ubyte");
     } else {
-      trident::data::check_idx(bytes, 2049, {0}, "labels-idx1-ubyte");
+      trident::formats::check_idx(bytes, 2049, {0}, "labels-idx1-ubyte");
     }
   });
   return 0;

@@ -17,7 +17,7 @@
 #include "trident/base/text.h"
 #include "trident/cost/comm.h"
 #include "trident/gnn/graph_data.h"
-#include "trident/config/sources.h"
+#include "trident/formats/sources.h"
 #include "trident/plan/planner.h"
 #include "config_keys.h"
 #include "key_table.h"

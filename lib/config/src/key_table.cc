@@ -11,7 +11,7 @@
 
 #include "trident/base/text.h"
 #include "trident/config/plan_request.h"
-#include "trident/config/sources.h"
+#include "trident/formats/sources.h"
 #include "trident/cost/comm.h"
 #include "trident/plan/planner.h"
 #include "trident/zoo/zoo.h"
@@ -164,8 +164,8 @@ std::vector<Key> data_keys() {
   };
   k.push_back(text_key("data.path", [](TrainConfig& c) -> auto& { return c.data.path; }, {},
                        "directory with the four IDX `.gz` files",
-                       {[](const TrainConfig&) { return std::string(data::kFashionMnistDir); },
-                        shown(std::string(data::kFashionMnistDir))}));
+                       {[](const TrainConfig&) { return std::string(formats::kFashionMnistDir); },
+                        shown(std::string(formats::kFashionMnistDir))}));
   const auto size_key = [](const char* path, Ref<std::int64_t> ref, std::int64_t fm, std::int64_t synthetic) {
     return int_key(path, ref, [](const TrainConfig& c) -> std::int64_t { return fashion(c) ? 0 : 1; },
                    [fm](const TrainConfig& c) { return fashion(c) ? fm : kMostSyntheticSamples; },

@@ -28,7 +28,7 @@ std::vector<std::uint8_t> read_gz(const std::string& path) {
 // Returns the data bytes after checking the magic number and sizes.
 torch::Tensor read_idx(const std::string& path, std::uint32_t magic, std::vector<std::int64_t> dims) {
   auto bytes = read_gz(path);
-  dims = check_idx(bytes, magic, std::move(dims), path);
+  dims = formats::check_idx(bytes, magic, std::move(dims), path);
   const auto header = 4 + 4 * dims.size();
   return torch::from_blob(bytes.data() + header, dims, torch::kUInt8).clone();
 }

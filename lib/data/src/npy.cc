@@ -7,7 +7,7 @@
 namespace trident::data {
 
 torch::Tensor parse_npy(const std::string& bytes, const std::string& origin) {
-  const auto header = parse_npy_header(bytes, origin);
+  const auto header = formats::parse_npy_header(bytes, origin);
   const auto type = header.descr == "<f4" ? torch::kFloat32 : torch::kInt64;
   auto t = torch::empty(header.shape, type);
   if (header.data_bytes) std::memcpy(t.data_ptr(), bytes.data() + header.data_offset, header.data_bytes);

@@ -133,7 +133,7 @@ TEST(Tokens, ARowIsTheIdsAndTheNextTokens) {
 }
 
 TEST(FashionMnist, ReadsBothSplitsWithLabelsInRange) {
-  auto s = load_fashion_mnist(kFashionMnistDir);
+  auto s = load_fashion_mnist(formats::kFashionMnistDir);
   EXPECT_EQ(s.train.size(), 60000);
   EXPECT_EQ(s.test.size(), 10000);
   EXPECT_EQ(s.train.fields.at("image").sizes(), (std::vector<int64_t>{60000, 1, 28, 28}));

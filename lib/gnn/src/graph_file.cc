@@ -7,7 +7,7 @@
 
 #include "trident/base/files.h"
 #include "trident/base/json.h"
-#include "trident/data/file_headers.h"
+#include "trident/formats/file_headers.h"
 #include "trident/gnn/graph_data.h"
 
 namespace trident::gnn {
@@ -25,10 +25,10 @@ Array read_array(const std::string& dir, const std::string& file) {
   std::string text;
   try {
     text = read_text_file<GraphDataError>(a.path, "graph file (numpy.save writes one)");
-    const auto h = data::parse_npy_header(text, a.path);
+    const auto h = formats::parse_npy_header(text, a.path);
     a.descr = h.descr, a.shape = h.shape;
     a.bytes = text.substr(h.data_offset, h.data_bytes);
-  } catch (const data::DataError& e) {
+  } catch (const formats::DataError& e) {
     throw GraphDataError(e.what());
   }
   return a;

@@ -8,7 +8,6 @@
 
 #include "test_graphs.h"
 #include "trident/plan/exhaustive.h"
-#include "trident/report/plan_tables.h"
 #include "trident/plan/planner.h"
 
 namespace trident::plan {
@@ -121,7 +120,7 @@ TEST(Planner, MixedSizePlansKeepTheInFlightCountsTheSearchPriced) {
     for (const auto& st : plan.stages) {
       const int u = st.micro_batch / smallest;
       EXPECT_EQ(st.in_flight, std::min((height[st.id] + u - 1) / u, m / u))
-          << "trial " << trial << " stage " << st.id << ": " << report::micro_batch_summary(plan);
+          << "trial " << trial << " stage " << st.id << ": " << plan.to_json().dump();
     }
     ++checked;
   }

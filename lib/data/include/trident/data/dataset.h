@@ -16,11 +16,15 @@
 #include <torch/torch.h>
 
 #include "trident/base/error.h"
-#include "trident/config/sources.h"
-#include "trident/data/file_headers.h"  // DataError
+#include "trident/formats/file_headers.h"
+#include "trident/formats/sources.h"
 #include "trident/graph/op_graph.h"
 
 namespace trident::data {
+
+// A bad data file is a formats::DataError wherever it is found: the torch-free
+// header checks (formats/file_headers.h) and this library throw the same one.
+using formats::DataError;
 
 using Batch = std::map<std::string, torch::Tensor>;
 
@@ -49,7 +53,7 @@ struct Splits {
 // Images become float [1,28,28] normalised by the training set's mean and
 // std; labels int64. `limit` > 0 keeps only the first `limit` samples of each
 // split (for quick tests).
-Splits load_fashion_mnist(const std::string& dir = kFashionMnistDir, std::int64_t limit = 0);
+Splits load_fashion_mnist(const std::string& dir = formats::kFashionMnistDir, std::int64_t limit = 0);
 // The same with a limit per split (0: all) and only the named fields
 // ("image", "label"; empty: both): a pipeline stage that reads no images
 // loads none (docs/design.md, contract "The run keeps the plan").

@@ -15,7 +15,7 @@
 
 #include <torch/torch.h>
 
-#include "trident/config/config.h"
+#include "trident/config/optimizer_config.h"
 
 namespace trident::runtime {
 

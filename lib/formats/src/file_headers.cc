@@ -1,8 +1,8 @@
-#include "trident/data/file_headers.h"
+#include "trident/formats/file_headers.h"
 
 #include <regex>
 
-namespace trident::data {
+namespace trident::formats {
 namespace {
 
 // The value of `key` in the header's Python dict literal, e.g. 'descr': '<f4'.
@@ -91,4 +91,4 @@ std::vector<std::int64_t> check_idx(const std::vector<std::uint8_t>& bytes, std:
   return dims;
 }
 
-}  // namespace trident::data
+}  // namespace trident::formats

@@ -11,7 +11,7 @@
 
 #include "trident/base/error.h"
 
-namespace trident::data {
+namespace trident::formats {
 
 // A missing, unreadable or corrupt data file, or a dataset that does not fit
 // the model. The message names the path or field and how to fix it.
@@ -36,4 +36,4 @@ NpyHeader parse_npy_header(const std::string& bytes, const std::string& origin);
 std::vector<std::int64_t> check_idx(const std::vector<std::uint8_t>& bytes, std::uint32_t magic,
                                     std::vector<std::int64_t> dims, const std::string& path);
 
-}  // namespace trident::data
+}  // namespace trident::formats
