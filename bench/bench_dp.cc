@@ -11,10 +11,10 @@
 
 #include "trident/sync/grad_sync.h"
 #include "trident/cost/cluster.h"
-#include "trident/cost/comm.h"
-#include "trident/nn/executor.h"
+#include "trident/cost/network.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/optim/optimizer.h"
-#include "trident/host/process.h"
+#include "trident/process/process.h"
 #include "trident/zoo/builder.h"
 #include "trident/zoo/zoo.h"
 #include "trident/data/dataset.h"
@@ -26,11 +26,11 @@ int main(int argc, char** argv) {
     std::cerr << "usage: bench_dp MODEL GLOBAL_BATCH THREADS STEPS allreduce|ps|sfb [WFBP 1|0]\n";
     return 2;
   }
-  runtime::prepare_process(argv);  // as `trident train` starts (see Note [CPU process settings], see Note [BLAS kernel])
+  process::prepare_process(argv);  // as `trident train` starts (see Note [CPU process settings], see Note [BLAS kernel])
   const std::string model = argv[1], method = argv[5];
   const int64_t batch = std::stoll(argv[2]), threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);
   const bool wfbp = argc < 7 || std::string(argv[6]) != "0";
-  runtime::configure_process(static_cast<int>(threads));
+  process::configure_process(static_cast<int>(threads));
   const auto world = comm::world_from_env();
   auto group = comm::Group::connect(world, std::chrono::seconds(60));
   torch::manual_seed(0);
@@ -47,15 +47,15 @@ int main(int argc, char** argv) {
   nn::GraphModule gm(g);
   nn::GraphExecutor ex(gm, graph::whole_graph(g));
   auto params = gm.parameters_of(ex.subgraph().ops);
-  std::unique_ptr<comm::GradSync> sync;
-  if (method == "allreduce") sync = comm::make_allreduce_sync(group, params, 25 << 20, wfbp);
-  if (method == "ps") sync = comm::make_ps_sync(group, params, {0, 25 << 20, &g});
+  std::unique_ptr<sync::GradSync> sync;
+  if (method == "allreduce") sync = sync::make_allreduce_sync(group, params, 25 << 20, wfbp);
+  if (method == "ps") sync = sync::make_ps_sync(group, params, {0, 25 << 20, &g});
   if (method == "sfb") {
     std::map<std::string, std::string> m;
     for (const auto& op : g.ops())
       for (const auto& p : op.params) m[p.name] = op.kind == "linear" && p.name.size() > 7 &&
                                                           p.name.substr(p.name.size() - 7) == ".weight" ? "sfb" : "allreduce";
-    sync = comm::make_hybrid_sync(group, params, g, m);
+    sync = sync::make_hybrid_sync(group, params, g, m);
   }
   std::string choice;  // hybrid: what HybComm chose for the largest weight
   if (method == "hybrid") {
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
         m[p.name] = cost::to_string(c.method);
         if (static_cast<double>(p.bytes()) > largest) largest = static_cast<double>(p.bytes()), choice = m[p.name];
       }
-    sync = comm::make_hybrid_sync(group, params, g, m);
+    sync = sync::make_hybrid_sync(group, params, g, m);
   }
   if (!sync) {
     std::cerr << "bench_dp: unknown sync " << method << "\n";
@@ -78,9 +78,9 @@ int main(int argc, char** argv) {
   }
   ex.set_observer(sync->observer());
   ex.set_gate(sync->gate());
-  runtime::OptimizerConfig oc;  // SGD, momentum 0.9
+  config::OptimizerConfig oc;  // SGD, momentum 0.9
   oc.lr = 0.01;
-  auto opt = runtime::Optimizer::make(oc);
+  auto opt = optim::Optimizer::make(oc);
   auto gen = at::detail::createCPUGenerator(world.rank + 1);
   auto b = data::random_batch(g, batch / world.world_size, gen);
   double bytes = 0, exposed = 0;

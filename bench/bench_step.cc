@@ -15,10 +15,10 @@
 #include <iostream>
 #include <optional>
 
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/optim/optimizer.h"
-#include "trident/executor/placement.h"
-#include "trident/host/process.h"
+#include "trident/executor/tensor_placement.h"
+#include "trident/process/process.h"
 #include "trident/zoo/zoo.h"
 #include "trident/data/dataset.h"
 
@@ -28,23 +28,23 @@ namespace {
 
 struct Bench {
   graph::OpGraph graph;
-  runtime::Placement where;
+  executor::Placement where;
   std::int64_t batch;
   nn::GraphModule module;
   nn::GraphExecutor executor;
   std::vector<std::pair<std::string, torch::Tensor>> params;
-  runtime::OptimizerConfig config;
-  std::unique_ptr<runtime::Optimizer> optimizer;
+  config::OptimizerConfig config;
+  std::unique_ptr<optim::Optimizer> optimizer;
   nn::Batch fields;
 
-  Bench(graph::OpGraph g, runtime::Placement p, std::int64_t rows, graph::Precision precision)
+  Bench(graph::OpGraph g, executor::Placement p, std::int64_t rows, graph::Precision precision)
       : graph(std::move(g)), where(std::move(p)), batch(rows), module(graph),
         executor(module, graph::whole_graph(graph)) {
     where.place(module);
     module.set_precision(precision);
     params = module.parameters_of(executor.subgraph().ops);
     config.lr = 0.01;  // SGD, momentum 0.9
-    optimizer = runtime::Optimizer::make(config);
+    optimizer = optim::Optimizer::make(config);
     torch::manual_seed(0);
     fields = where.batch(data::random_batch(graph, batch));
   }
@@ -60,7 +60,7 @@ struct Bench {
 bool out_of_memory(const c10::Error& e) { return std::string(e.what()).find("out of memory") != std::string::npos; }
 
 // The largest batch of 64, 128, ... 1024 whose step fits.
-std::int64_t largest_batch(const graph::OpGraph& g, const runtime::Placement& where, graph::Precision precision) {
+std::int64_t largest_batch(const graph::OpGraph& g, const executor::Placement& where, graph::Precision precision) {
   std::int64_t fits = 0;
   for (std::int64_t b = 64; b <= 1024; b *= 2) {
     try {
@@ -82,14 +82,14 @@ int main(int argc, char** argv) {
     std::cerr << "usage: bench_step MODEL BATCH|max THREADS STEPS [PRESET [cpu|cuda [fp32|bf16]]]\n";
     return 2;
   }
-  runtime::prepare_process(argv);  // as `trident train` starts (see Note [CPU process settings], see Note [BLAS kernel])
+  process::prepare_process(argv);  // as `trident train` starts (see Note [CPU process settings], see Note [BLAS kernel])
   try {
     const std::string model = argv[1], preset = argc > 5 ? argv[5] : "tiny", device = argc > 6 ? argv[6] : "cpu";
     const int64_t threads = std::stoll(argv[3]), steps = std::stoll(argv[4]);
     const auto precision = graph::precision_from_string(argc > 7 ? argv[7] : "fp32");
     if (!precision) throw std::runtime_error(std::string("precision '") + argv[7] + "': allowed: fp32, bf16");
-    runtime::configure_process(static_cast<int>(threads));  // as the trainer does
-    const auto where = runtime::Placement::choose(device, 0);
+    process::configure_process(static_cast<int>(threads));  // as the trainer does
+    const auto where = executor::Placement::choose(device, 0);
     auto g = zoo::build_graph({model, preset});
     const std::int64_t batch = std::string(argv[2]) == "max" ? largest_batch(g, where, *precision) : std::stoll(argv[2]);
     Bench bench(g, where, batch, *precision);

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "trident/plan/planner.h"
+#include "trident/planner/planner.h"
 #include "trident/zoo/zoo.h"
 
 using namespace trident;
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   for (const char* model : {"mmt", "dlrm", "candle_uno", "transformer"}) {
     const auto graph = zoo::build_graph({model, "paper"});
     for (int devices : {4, 8, 16, 32}) {
-      plan::PlanRequest r;
+      planner::PlanRequest r;
       r.model = model, r.preset = "paper", r.devices = devices, r.mini_batch = per_device * devices;
       r.recompute = recompute;
       r.micro_batch_ratio = size_ratio;
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
         r.partitioner = names[i], r.schedule = "";
         r.micro_batch_ratio = i == 0 ? size_ratio : 0;
         try {
-          plans[i] = plan::Planner(graph, cluster, cost, r).plan();
+          plans[i] = planner::Planner(graph, cluster, cost, r).plan();
           char buf[96];
           if (i == 0) {
             int lo = plans[i].stages[0].micro_batch, hi = lo;

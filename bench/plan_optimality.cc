@@ -1,7 +1,7 @@
 // How far graphpipe's search falls short of the true optimum (issue 3): on
 // random small models (<= 10 ops) and 2-4 devices, compare the least
 // bottleneck TPS that graphpipe (and pipedream) find with the least over
-// every convex partition and device assignment (plan::exhaustive_convex).
+// every convex partition and device assignment (planner::exhaustive_convex).
 //   build/bench/plan_optimality [TRIALS] [SEED]   (make bench-plan)
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include <optional>
 #include <random>
 
-#include "../lib/plan/test/test_graphs.h"
-#include "trident/plan/exhaustive.h"
-#include "trident/plan/planner.h"
+#include "../lib/planner/test/test_graphs.h"
+#include "trident/planner/exhaustive.h"
+#include "trident/planner/planner.h"
 
 using namespace trident;
 
@@ -28,16 +28,16 @@ int main(int argc, char** argv) {
   } tally[3];
   int compared = 0;
   for (int t = 0; t < trials; ++t) {
-    auto g = family == 0 ? plan::testing::random_sp_model(rng, 10) : plan::testing::random_model(rng, 10);
-    plan::PlanRequest r;
+    auto g = family == 0 ? planner::testing::random_sp_model(rng, 10) : planner::testing::random_model(rng, 10);
+    planner::PlanRequest r;
     r.devices = 2 + static_cast<int>(rng() % 3), r.mini_batch = 32;
     const int micro = 4 << (rng() % 3);
     r.device_memory_bytes = static_cast<double>(g.param_bytes()) * 4 * (0.3 + 0.2 * (rng() % 6)) + (1 << 20);
-    plan::Planner p(g, cluster, cost, r);
-    const auto truth = plan::exhaustive_convex(p, micro);
+    planner::Planner p(g, cluster, cost, r);
+    const auto truth = planner::exhaustive_convex(p, micro);
     if (!std::isfinite(truth.tps)) continue;
     ++compared;
-    std::optional<plan::Planner::Search> results[3];
+    std::optional<planner::Planner::Search> results[3];
     results[0] = p.search(graph::sp_decompose(g, true), micro);
     results[1] = p.search(graph::linearize(g, true), micro);
     results[2] = results[0];  // what `trident plan` runs: the better of both (see Note [Search spaces])

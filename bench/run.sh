@@ -6,14 +6,14 @@
 #   bash bench/run.sh [THREADS] [ROUNDS]     (make bench)
 #
 # trident applies its process settings itself (see Note [CPU process settings]
-# in lib/host/include/trident/host/process.h: thread counts, glibc malloc
+# in lib/process/include/trident/process/process.h: thread counts, glibc malloc
 # thresholds, one pool of workers for BLAS and ATen). The peer is the project's PyTorch
 # (scripts/install-peers.sh, the version trident links): "same settings" gets
 # trident's malloc settings through the environment, so the ratio compares the step
 # like for like; "defaults" is what a PyTorch user gets out of the box (the
 # script sets only its thread count). Both run PyTorch's own products (MKL,
 # oneDNN); the first line names the BLAS kernel trident runs (Note [BLAS
-# kernel] in lib/host/include/trident/host/blas.h).
+# kernel] in lib/process/include/trident/process/blas.h).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-1}; rounds=${2:-3}

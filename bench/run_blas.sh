@@ -2,7 +2,7 @@
 # The BLAS a Debian 12 user can put under LibTorch 1.13, timed with trident's
 # training step (bench_step) beside PyTorch 2.x (its own MKL/oneDNN), in one
 # run, medians of ROUNDS alternating rounds (see Note [BLAS kernel] in
-# lib/host/include/trident/host/blas.h; docs/benchmarks.md):
+# lib/process/include/trident/process/blas.h; docs/benchmarks.md):
 # - Debian's OpenBLAS 0.3.21 with the kernel it detects, and with each x86-64
 #   kernel family forced (OPENBLAS_CORETYPE; Prescott is the fallback of a CPU
 #   it does not know);

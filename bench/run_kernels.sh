@@ -4,7 +4,7 @@
 # AVX2 against AVX-512 (ATEN_CPU_CAPABILITY, read when LibTorch loads), timed
 # with trident's training step (bench_step) in fp32 and in bf16, same run,
 # medians of ROUNDS alternating rounds (see Note [ATen CPU kernels] in
-# lib/host/include/trident/host/process.h; docs/benchmarks/precision.md).
+# lib/process/include/trident/process/process.h; docs/benchmarks/precision.md).
 #   bash bench/run_kernels.sh [THREADS] [ROUNDS] [PRESET] [MODEL:BATCH:STEPS ...]
 # The first line names the CPU and its AVX-512 and bf16 flags: compare only within one run.
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One pool of workers against two (Note [CPU process settings] in
-# lib/host/include/trident/host/process.h): the training step of the bench
+# lib/process/include/trident/process/process.h): the training step of the bench
 # models and of gpt2-124m (bench_step, fp32) in one build, run as it is —
 # OpenBLAS's OpenMP build on LibTorch's libgomp, libgomp's default wait — and
 # as trident ran until 2026-12-05: OpenBLAS's pthreads build (its own pool,

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "trident/plan/planner.h"
+#include "trident/planner/planner.h"
 #include "trident/schedule/simulator.h"
 #include "trident/zoo/zoo.h"
 
@@ -35,13 +35,13 @@ int main(int argc, char** argv) {
       graph = zoo::build_graph({model, "tiny"});
     }
     for (int devices : {4, 8, 16, 32}) {
-      plan::PlanRequest r;
+      planner::PlanRequest r;
       r.model = model, r.devices = devices, r.mini_batch = per_device * devices;
       // Each partition's stage graph, simulated under the schedules given.
       auto run = [&](const char* partitioner, const char* base, std::initializer_list<const char*> names,
                      std::string& cells, std::vector<double>& tps) {
         r.partitioner = partitioner, r.schedule = base;
-        plan::Planner planner(graph, cluster, cost, r);
+        planner::Planner planner(graph, cluster, cost, r);
         auto p = planner.plan();
         const auto sg = planner.stage_graph(p);
         char buf[96];
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
         run("graphpipe", "graph-1f1b", {"graph-1f1b", "graph-zb"}, cells, graphpipe);
         run("pipedream", "1f1b", {"1f1b", "zb-h1", "zb-h2"}, cells, pipedream);
         r.partitioner = "graphpipe", r.schedule = "";
-        const auto chosen = plan::Planner(graph, cluster, cost, r).plan();
+        const auto chosen = planner::Planner(graph, cluster, cost, r).plan();
         std::printf("| %s | %d |%s %.2f | %.2f | %s %.1f |\n", model, devices, cells.c_str(),
                     graphpipe[1] / std::max(pipedream[1], pipedream[2]), graphpipe[1] / graphpipe[0],
                     chosen.schedule.c_str(), chosen.predicted.samples_per_s);

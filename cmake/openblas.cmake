@@ -4,7 +4,7 @@
 # products, and LibTorch's float32 products, Note [One LibTorch]) is found
 # there first. Built with OpenMP, it shares LibTorch's pool of workers
 # instead of running a pool of its own beside it (Note [CPU process
-# settings] in lib/host/include/trident/host/process.h).
+# settings] in lib/process/include/trident/process/process.h).
 set(TRIDENT_OPENBLAS_DIR "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp" CACHE PATH
     "the directory of OpenBLAS's OpenMP build (libblas.so.3)")
 if(NOT EXISTS "${TRIDENT_OPENBLAS_DIR}/libblas.so.3")

@@ -11,6 +11,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto yaml = newline == std::string::npos ? std::string() : text.substr(newline + 1);
   std::vector<std::string> overrides;
   if (!set.empty()) overrides.push_back(set);
-  trident::fuzz::expect_clear_error([&] { trident::runtime::parse_config(yaml, overrides, "fuzz.yaml"); });
+  trident::fuzz::expect_clear_error([&] { trident::config::parse_config(yaml, overrides, "fuzz.yaml"); });
   return 0;
 }

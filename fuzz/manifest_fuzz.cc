@@ -8,8 +8,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto path = trident::fuzz::input_file(data, size, ".manifest.json");
   trident::fuzz::expect_clear_error([&] {
-    using trident::runtime::CheckpointError;
-    trident::runtime::parse_manifest(trident::read_json_file<CheckpointError>(path, "checkpoint manifest"), path);
+    using trident::checkpoint::CheckpointError;
+    trident::checkpoint::parse_manifest(trident::read_json_file<CheckpointError>(path, "checkpoint manifest"), path);
   });
   return 0;
 }

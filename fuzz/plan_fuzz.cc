@@ -2,7 +2,7 @@
 // --plan`): read, then checked against the zoo model it names, as the
 // trainer does before running it.
 #include "fuzz.h"
-#include "trident/plan_format/plan.h"
+#include "trident/plan/plan.h"
 #include "trident/zoo/zoo.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

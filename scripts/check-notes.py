@@ -9,7 +9,11 @@ of `~` (its underline), or in Markdown by a heading that ends in
 reference `Note [Title] in FILE` (FILE a path or its tail, in backticks or
 not, on the same line or the next; lib/C/src/F may be named C/F) names a
 file that does not define it, when
-a definition-shaped line has no underline, or when a title is defined twice.
+a definition-shaped line has no underline, when a title is defined twice or
+is the start of another title (`[Recomputation]` beside `[Recomputation
+costs]`), or when a Note defined in a component's private src/ is cited by
+code outside that component (lib/C/...; the docs may cite it): a Note other
+code relies on lives in a public header.
   python3 scripts/check-notes.py [ROOT]   (ctest notes)
 """
 import os
@@ -93,6 +97,20 @@ def main():
                 home = defined.get(title)
                 if home and not names(path, home):
                     problems.append("%s:%d: Note [%s] in %s: it is defined in %s" % (f, i + 1, title, path, home))
+    titles = sorted(defined)
+    for a in titles:
+        for b in titles:
+            if a != b and b.startswith(a):
+                problems.append("Note [%s] (%s) is the start of Note [%s] (%s): give one a title of its own"
+                                % (a, defined[a], b, defined[b]))
+    for f, lines in texts.items():
+        for i, line in enumerate(lines):
+            for m in NOTE.finditer(line):
+                home = defined.get(m.group(1), "")
+                owner = re.match(r"lib/([^/]+)/src/", home)
+                if owner and not f.startswith("lib/%s/" % owner.group(1)) and not f.endswith(".md"):
+                    problems.append("%s:%d: Note [%s] is private to lib/%s (%s); move it to a public header"
+                                    % (f, i + 1, m.group(1), owner.group(1), home))
     for p in problems:
         print(p)
     print("notes: %d defined, %d problem(s)" % (len(defined), len(problems)), file=sys.stderr)

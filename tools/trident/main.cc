@@ -24,12 +24,12 @@
 #include "trident/base/text.h"
 #include "trident/comm/group.h"
 #include "trident/comm/world.h"
-#include "trident/host/blas.h"
+#include "trident/process/blas.h"
 #include "trident/measure/calibrate.h"
 #include "trident/checkpoint/checkpoint_diff.h"
 #include "trident/runtime/emulate.h"
-#include "trident/executor/placement.h"
-#include "trident/host/process.h"
+#include "trident/executor/tensor_placement.h"
+#include "trident/process/process.h"
 #include "trident/measure/profiler.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/runtime/trainer.h"
@@ -68,17 +68,17 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
 // A worker the launcher started again (TRIDENT_RESTART_COUNT > 0, see
 // launch.h) continues its run from the newest complete checkpoint, or starts
 // it over when there is none yet; returns the run directory to resume, or "".
-std::string restart_resume_dir(const runtime::TrainConfig& config) {
+std::string restart_resume_dir(const config::TrainConfig& config) {
   const auto world = comm::world_from_env();
   const int count = world.restart_count;
   if (count == 0) return "";
   const auto run_dir = (std::filesystem::path(config.runs_dir) / config.name).string();
   const bool leader = world.rank == 0;
   try {
-    const auto ck = runtime::CheckpointReader::latest(run_dir);
+    const auto ck = checkpoint::CheckpointReader::latest(run_dir);
     if (leader) std::cout << "restart " << count << ": continuing from the checkpoint of step " << ck.step() << "\n";
     return run_dir;
-  } catch (const runtime::CheckpointError&) {
+  } catch (const checkpoint::CheckpointError&) {
     if (leader) std::cout << "restart " << count << ": " << run_dir << " has no complete checkpoint yet; starting over\n";
     return "";
   }
@@ -95,24 +95,24 @@ void fail_if_slot_down(const comm::WorldInfo& world) {
 
 // The config as given (path and --set overrides), re-planned for `devices`
 // (see Note [Elastic re-planning] in runtime/trainer.h). Throws ConfigError.
-runtime::TrainConfig replanned_config(const runtime::TrainConfig& config, const std::string& path,
+config::TrainConfig replanned_config(const config::TrainConfig& config, const std::string& path,
                                       std::vector<std::string> sets, int devices) {
   const auto extra = runtime::replan_overrides(config, devices);
   sets.insert(sets.end(), extra.begin(), extra.end());
-  return runtime::load_config(path, sets);
+  return config::load_config(path, sets);
 }
 
 // See Note [Elastic re-planning] in runtime/trainer.h: a worker that a launcher
 // with --min-devices started among fewer workers than parallel.devices runs
 // the config re-planned for them.
-runtime::TrainConfig elastic_config(runtime::TrainConfig config, const std::string& path,
+config::TrainConfig elastic_config(config::TrainConfig config, const std::string& path,
                                     const std::vector<std::string>& sets, const comm::WorldInfo& world) {
   if (world.min_devices == 0 || world.world_size >= config.parallel.devices) return config;
-  runtime::TrainConfig replanned;
+  config::TrainConfig replanned;
   try {
     replanned = replanned_config(config, path, sets, world.world_size);
-  } catch (const runtime::ConfigError& e) {
-    throw runtime::ConfigError("elastic: re-planning for the " + std::to_string(world.world_size) +
+  } catch (const config::ConfigError& e) {
+    throw config::ConfigError("elastic: re-planning for the " + std::to_string(world.world_size) +
                                " devices that started: " + e.what());
   }
   if (world.rank == 0)
@@ -126,14 +126,14 @@ runtime::TrainConfig elastic_config(runtime::TrainConfig config, const std::stri
 // For the launcher (LaunchOptions::devices_for): the most devices, from
 // `left` down to `fewest`, that the config can be re-planned for (data
 // parallelism needs a count that divides the mini-batch); 0 when none.
-int plannable_devices(const runtime::TrainConfig& config, const std::string& path,
+int plannable_devices(const config::TrainConfig& config, const std::string& path,
                       const std::vector<std::string>& sets, int left, int fewest) {
   for (int d = left; d >= fewest; --d) {
     try {
       const auto c = replanned_config(config, path, sets, d);
       runtime::plan_for(c, zoo::build_graph(c.model));
       return d;
-    } catch (const runtime::ConfigError&) {
+    } catch (const config::ConfigError&) {
     }
   }
   return 0;
@@ -144,19 +144,19 @@ int train(const TrainArgs& a) {
   auto sets = given_sets;
   std::string path = config_path, resume_dir = given_resume_dir;
   if (!resume_dir.empty() && path.empty()) path = resume_dir + "/config.yaml";
-  if (path.empty()) throw runtime::ConfigError("train: give --config FILE, or --resume RUN_DIR");
-  if (nproc < 0) throw runtime::ConfigError("train: --nproc " + std::to_string(nproc) + " must be >= 1");
+  if (path.empty()) throw config::ConfigError("train: give --config FILE, or --resume RUN_DIR");
+  if (nproc < 0) throw config::ConfigError("train: --nproc " + std::to_string(nproc) + " must be >= 1");
   if (max_restarts < 0)
-    throw runtime::ConfigError("train: --max-restarts " + std::to_string(max_restarts) + " must be >= 0");
-  if (max_restarts > 0 && !emulate.empty()) throw runtime::ConfigError("train: --max-restarts does not apply to --emulate");
+    throw config::ConfigError("train: --max-restarts " + std::to_string(max_restarts) + " must be >= 0");
+  if (max_restarts > 0 && !emulate.empty()) throw config::ConfigError("train: --max-restarts does not apply to --emulate");
   if (min_devices != 0 && max_restarts == 0)
-    throw runtime::ConfigError("train: --min-devices " + std::to_string(min_devices) +
+    throw config::ConfigError("train: --min-devices " + std::to_string(min_devices) +
                                " needs --max-restarts >= 1: going on with fewer devices starts the workers again");
   if (nproc > 0) sets.push_back("parallel.devices=" + std::to_string(nproc));
-  if (emulate.empty() && dilation != 1) throw runtime::ConfigError("train: --dilation applies only with --emulate CLUSTER");
-  auto config = runtime::load_config(path, sets);
+  if (emulate.empty() && dilation != 1) throw config::ConfigError("train: --dilation applies only with --emulate CLUSTER");
+  auto config = config::load_config(path, sets);
   if (!resume_dir.empty() && !std::filesystem::is_directory(resume_dir))
-    throw runtime::ConfigError("--resume " + resume_dir + ": no such run directory");
+    throw config::ConfigError("--resume " + resume_dir + ": no such run directory");
   // Several processes (or restarts) without a launcher around us: check, then become the launcher.
   if ((config.parallel.devices > 1 || max_restarts > 0) && comm::world_from_env().launcher == "none") {
     if (!emulate.empty()) {
@@ -194,7 +194,7 @@ int train(const TrainArgs& a) {
     config.runs_dir = dir.parent_path().empty() ? "." : dir.parent_path().string();
   }
   runtime::Trainer trainer(config, !resume_dir.empty(), std::cout);
-  if (auto warning = runtime::blas_warning(); !warning.empty() && trainer.leader()) std::cerr << warning << "\n";
+  if (auto warning = process::blas_warning(); !warning.empty() && trainer.leader()) std::cerr << warning << "\n";
   std::signal(SIGINT, [](int) { runtime::Trainer::stop_requested() = true; });
   std::signal(SIGTERM, [](int) { runtime::Trainer::stop_requested() = true; });
   auto result = trainer.run();
@@ -207,27 +207,27 @@ int train(const TrainArgs& a) {
 
 // `trident export RUN_DIR [--out FILE]`: the newest checkpoint's weights for plain PyTorch.
 int export_run(const std::string& run_dir, std::string out) {
-  if (!std::filesystem::is_directory(run_dir)) throw runtime::ConfigError("export: " + run_dir + " is not a run directory");
-  runtime::CheckpointReader ck;
+  if (!std::filesystem::is_directory(run_dir)) throw config::ConfigError("export: " + run_dir + " is not a run directory");
+  checkpoint::CheckpointReader ck;
   try {
-    ck = runtime::CheckpointReader::latest(run_dir);
-  } catch (const runtime::CheckpointError& e) {
-    throw runtime::ConfigError(std::string("export: ") + e.what());
+    ck = checkpoint::CheckpointReader::latest(run_dir);
+  } catch (const checkpoint::CheckpointError& e) {
+    throw config::ConfigError(std::string("export: ") + e.what());
   }
   if (out.empty()) out = (std::filesystem::path(run_dir) / "weights.pt").string();
-  const auto n = runtime::export_weights(ck, out);
+  const auto n = checkpoint::export_weights(ck, out);
   std::cout << "exported " << n << " parameters of step " << ck.step() << " (" << ck.path() << ") to " << out
             << "; in Python: model.load_state_dict(torch.load('" << out << "'))\n";
   return 0;
 }
 
 // A run directory's newest checkpoint, or a checkpoint directory itself.
-runtime::CheckpointReader checkpoint_at(const std::string& path) {
+checkpoint::CheckpointReader checkpoint_at(const std::string& path) {
   if (!std::filesystem::exists(path)) throw InputError("diff: " + path + " does not exist");
   if (std::filesystem::exists(std::filesystem::path(path) / "manifest.json") ||
       std::filesystem::is_regular_file(path))
-    return runtime::CheckpointReader::open(path);
-  return runtime::CheckpointReader::latest(path);
+    return checkpoint::CheckpointReader::open(path);
+  return checkpoint::CheckpointReader::latest(path);
 }
 
 // `trident diff A B`: 0 when the weights agree within the tolerances, 1 when
@@ -251,7 +251,7 @@ CLI::App* add_diff_command(CLI::App& app, DiffArgs& d) {
 int diff_runs(const DiffArgs& args) {
   const auto& [a, b, rtol, atol, with_optimizer] = args;
   const auto ca = checkpoint_at(a), cb = checkpoint_at(b);
-  const auto d = runtime::diff_checkpoints(ca, cb, with_optimizer ? "" : "param/", rtol, atol);
+  const auto d = checkpoint::diff_checkpoints(ca, cb, with_optimizer ? "" : "param/", rtol, atol);
   const auto list = [](const std::vector<std::string>& keys) {
     return join(std::vector<std::string>(keys.begin(), keys.begin() + std::min<std::size_t>(keys.size(), 5))) +
            (keys.size() > 5 ? ", ..." : "");
@@ -277,7 +277,7 @@ struct ProfileArgs {
 
 int run_profile(ProfileArgs a) {
   cli::model_graph(a.model);  // names a missing model before measuring
-  runtime::ProfileOptions po;
+  measure::ProfileOptions po;
   po.rows.clear();
   std::stringstream list(a.rows);
   for (std::string item; std::getline(list, item, ',');) {
@@ -289,7 +289,7 @@ int run_profile(ProfileArgs a) {
   }
   po.repeats = a.repeats, po.threads = a.threads;
   po.precision = graph::precision_from_string(a.precision).value();  // checked by the option
-  auto p = runtime::profile_model(a.model, po);
+  auto p = measure::profile_model(a.model, po);
   write_file_atomic(a.out, p.to_json().dump(1) + "\n");
   std::cout << "profiled " << p.ops.size() << " ops of " << a.model.name << "/" << a.model.preset << " at " << a.rows
             << " rows; wrote " << a.out << " (use: trident plan --profile " << a.out << " --cluster cpu-local ...)\n";
@@ -308,7 +308,7 @@ int run_calibrate(const CalibrateArgs& a) {
               << "); run `trident calibrate` to measure it again\n";
     return 0;
   }
-  runtime::CalibrateOptions o;
+  measure::CalibrateOptions o;
   o.repeats = a.repeats, o.max_processes = a.max_processes;
   std::stringstream list(a.models);
   for (std::string item; std::getline(list, item, ',');) {
@@ -318,7 +318,7 @@ int run_calibrate(const CalibrateArgs& a) {
     o.models.push_back(m);
   }
   if (!a.worker.empty()) {
-    runtime::calibration_worker(a.worker, a.out, a.repeats, o.models);
+    measure::calibration_worker(a.worker, a.out, a.repeats, o.models);
     return 0;
   }
   auto run_workers = [](int nproc, const std::vector<std::string>& args) {
@@ -326,7 +326,7 @@ int run_calibrate(const CalibrateArgs& a) {
     lo.nproc = nproc, lo.args = args;
     return cli::launch(lo);
   };
-  const auto cluster = runtime::calibrate(o, run_workers, std::cout);
+  const auto cluster = measure::calibrate(o, run_workers, std::cout);
   const auto path = a.out.empty() ? cost::calibration_path() : a.out;
   if (auto dir = std::filesystem::path(path).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
   write_file_atomic(path, cluster.to_json().dump(1) + "\n");
@@ -410,14 +410,14 @@ CLI::App* add_export_command(CLI::App& app, RunDirArgs& a) {
 // `trident version`: which LibTorch, which build, which backends, which GPUs.
 int show_version() {
   std::cout << "trident " << TRIDENT_VERSION << ", LibTorch " << TORCH_VERSION << ", "
-            << (runtime::Placement::cuda_build() ? "CUDA" : "CPU") << " build; collectives: " << comm::backend_names();
-  if (runtime::Placement::cuda_build()) std::cout << "; CUDA devices visible: " << static_cast<int>(torch::cuda::device_count());
-  std::cout << "\nBLAS: " << runtime::blas_in_use().describe() << "\n";
-  std::cout << "ATen CPU kernels: " << runtime::aten_kernels() << "\n";
+            << (executor::Placement::cuda_build() ? "CUDA" : "CPU") << " build; collectives: " << comm::backend_names();
+  if (executor::Placement::cuda_build()) std::cout << "; CUDA devices visible: " << static_cast<int>(torch::cuda::device_count());
+  std::cout << "\nBLAS: " << process::blas_in_use().describe() << "\n";
+  std::cout << "ATen CPU kernels: " << process::aten_kernels() << "\n";
   std::cout << "bf16 on this CPU: "
-            << (runtime::cpu_has_bf16() ? "native (AVX512-BF16 or AMX-BF16)"
+            << (process::cpu_has_bf16() ? "native (AVX512-BF16 or AMX-BF16)"
                                         : "emulated (no AVX512-BF16 or AMX-BF16): train.precision=bf16 runs slower than fp32")
-            << "; oneDNN ISA " << runtime::onednn_isa() << "\n";
+            << "; oneDNN ISA " << process::onednn_isa() << "\n";
   return 0;
 }
 
@@ -444,9 +444,9 @@ int main(int argc, char** argv) {
   // decides the kernel once and its workers inherit the decision.
   const std::string command = argc > 1 ? argv[1] : "";
   const int started = guarded([&] {
-    if (command == "train" || command == "profile" || command == "calibrate") runtime::prepare_process(argv);
-    if (command == "version" && runtime::choose_blas_kernel(argv)) runtime::reexecute(argv);
-    if (command == "launch") runtime::choose_blas_kernel(argv);
+    if (command == "train" || command == "profile" || command == "calibrate") process::prepare_process(argv);
+    if (command == "version" && process::choose_blas_kernel(argv)) process::reexecute(argv);
+    if (command == "launch") process::choose_blas_kernel(argv);
     return 0;
   });
   if (started != 0) return started;

@@ -4,7 +4,7 @@
 
 #include "trident/config/plan_request.h"
 #include "trident/cost/cost_model.h"
-#include "trident/plan/planner.h"
+#include "trident/planner/planner.h"
 #include "trident/report/plan_tables.h"
 #include "trident/base/files.h"
 #include "trident/base/text.h"
@@ -16,12 +16,12 @@ namespace {
 
 // The flags as the config keys they stand for, so that `trident plan` asks
 // the planner what `trident train` would (see Note [Config to request]).
-runtime::TrainConfig plan_config(const PlanArgs& a) {
-  using runtime::PartitionerKind;
-  const auto kind = runtime::partitioner_kind(a.partitioner);
+config::TrainConfig plan_config(const PlanArgs& a) {
+  using config::PartitionerKind;
+  const auto kind = config::partitioner_kind(a.partitioner);
   if (!kind || *kind == PartitionerKind::kPlanFile)
-    throw plan::PlanError("partitioner '" + a.partitioner + "' is unknown; use " + join(plan::partitioner_names()));
-  runtime::TrainConfig c;
+    throw plan::PlanError("partitioner '" + a.partitioner + "' is unknown; use " + join(planner::partitioner_names()));
+  config::TrainConfig c;
   c.model = a.model;
   c.train.mini_batch = a.mini_batch;
   auto& par = c.parallel;
@@ -60,7 +60,7 @@ cost::CostModel plan_cost_model(const nlohmann::json& described, const std::stri
   return cost::profiled_cost_model(cost::load_profile(path), g, path);
 }
 
-void print_warnings(const plan::Planner& planner, const plan::Plan& p) {
+void print_warnings(const planner::Planner& planner, const plan::Plan& p) {
   for (const auto& st : p.stages)
     if (st.memory_bytes > planner.memory_cap(st))
       std::cerr << "warning: stage " << st.id << " needs " << human_bytes(st.memory_bytes)
@@ -127,14 +127,14 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& a) {
 int run_plan(PlanArgs a) {
   const auto g = model_graph(a.model);
   const auto cluster = cost::load_cluster(a.cluster);
-  auto r = runtime::plan_request(plan_config(a));
+  auto r = config::plan_request(plan_config(a));
   r.placement = a.placement;
   if (a.device_memory_gb != 0) {
     if (!(a.device_memory_gb > 0))
       throw plan::PlanError("--device-memory-gb must be > 0, got " + std::to_string(a.device_memory_gb));
     r.device_memory_bytes = a.device_memory_gb * 1024 * 1024 * 1024;
   }
-  plan::Planner planner(g, cluster, plan_cost_model({}, a.profile, cluster, g, a.model.preset, a.devices, r.precision), r);
+  planner::Planner planner(g, cluster, plan_cost_model({}, a.profile, cluster, g, a.model.preset, a.devices, r.precision), r);
   auto p = planner.make();
   if (!cluster.note.empty()) std::cout << "cluster " << cluster.name << ": " << cluster.note << "\n";
   std::cout << report::stage_table(planner, p) << "\n" << report::sync_table(planner, p, a.sync_rows);
@@ -149,12 +149,12 @@ int run_plan(PlanArgs a) {
   return 0;
 }
 
-plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::string& origin) {
+planner::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::string& origin) {
   plan::validate_plan(p, g);
   if (p.cluster.is_null())
     throw plan::PlanError("plan " + origin + ": cluster is missing; add \"cluster\": {...} (see `trident plan --out`)");
   const auto cluster = cost::parse_cluster(p.cluster.dump(), origin + " (cluster)");
-  plan::PlanRequest r;
+  planner::PlanRequest r;
   r.model = p.model, r.preset = p.preset, r.model_file = p.model_file, r.model_graph = p.model_graph;
   r.graph_chunks = p.graph_chunks;
   r.devices = p.devices, r.mini_batch = p.mini_batch;
@@ -163,7 +163,7 @@ plan::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::str
   r.ps_push_scale = p.comm_dtype == "bf16" ? 0.5 : 1;  // See Note [Push dtype]
   const auto names = schedule::all_schedule_names();
   r.schedule = std::find(names.begin(), names.end(), p.schedule) != names.end() ? p.schedule : "1f1b";
-  return plan::Planner(g, cluster, plan_cost_model(p.cost_model, "", cluster, g, p.preset, p.devices, r.precision), r);
+  return planner::Planner(g, cluster, plan_cost_model(p.cost_model, "", cluster, g, p.preset, p.devices, r.precision), r);
 }
 
 int run_simulate(const SimulateArgs& a) {

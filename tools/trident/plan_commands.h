@@ -4,7 +4,7 @@
 // line and exits with the error's code.
 #pragma once
 
-#include "trident/plan/planner.h"
+#include "trident/planner/planner.h"
 
 #include <string>
 
@@ -45,6 +45,6 @@ int run_simulate(const SimulateArgs& args);
 // A planner for a written plan (checked against `g`, its model's graph) on
 // the cluster and cost model the plan records, to simulate it again.
 // `origin` names the plan in errors.
-plan::Planner planner_for(plan::Plan& plan, const graph::OpGraph& g, const std::string& origin);
+planner::Planner planner_for(plan::Plan& plan, const graph::OpGraph& g, const std::string& origin);
 
 }  // namespace trident::cli

@@ -9,7 +9,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "trident/plan_format/plan.h"
+#include "trident/plan/plan.h"
 #include "trident/report/plan_tables.h"
 #include "trident/report/report.h"
 #include "trident/base/files.h"

@@ -10,7 +10,7 @@
 #include "trident/base/files.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 
-namespace trident::runtime {
+namespace trident::checkpoint {
 
 void save_checkpoint(const std::string& path, const Checkpoint& ck) {
   torch::serialize::OutputArchive archive;
@@ -72,4 +72,4 @@ Checkpoint load_checkpoint(const std::string& path) {
   return ck;
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::checkpoint

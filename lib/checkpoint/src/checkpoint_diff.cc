@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace trident::runtime {
+namespace trident::checkpoint {
 
 CheckpointDiff diff_checkpoints(const CheckpointReader& a, const CheckpointReader& b, const std::string& prefix,
                                 double rtol, double atol) {
@@ -28,4 +28,4 @@ CheckpointDiff diff_checkpoints(const CheckpointReader& a, const CheckpointReade
   return d;
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::checkpoint

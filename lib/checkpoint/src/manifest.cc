@@ -2,7 +2,7 @@
 
 #include "trident/base/json.h"
 
-namespace trident::runtime {
+namespace trident::checkpoint {
 namespace {
 
 int dtype_bytes(const std::string& name) {
@@ -69,4 +69,4 @@ Manifest parse_manifest(const nlohmann::json& j, const std::string& origin) {
   return m;
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::checkpoint

@@ -19,7 +19,7 @@
 #include "trident/base/files.h"
 #include "trident/checkpoint/checkpoint.h"
 
-namespace trident::runtime {
+namespace trident::checkpoint {
 namespace fs = std::filesystem;
 namespace {
 
@@ -243,4 +243,4 @@ std::size_t export_weights(const CheckpointReader& checkpoint, const std::string
   return weights.size();
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::checkpoint

@@ -9,7 +9,7 @@
 
 #include "trident/checkpoint/sharded_checkpoint.h"
 
-namespace trident::runtime {
+namespace trident::checkpoint {
 namespace {
 
 // An empty scratch directory of this process.
@@ -139,4 +139,4 @@ TEST(Manifest, EveryEntryIsCheckedWhenRead) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::checkpoint

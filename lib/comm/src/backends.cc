@@ -43,7 +43,7 @@ namespace {
 
 // Gloo's device: the address `host` (loopback runs), else the interface
 // GLOO_SOCKET_IFNAME names — PyTorch's variable, for hosts with several
-// interfaces (tools/trident/test/hosts_test.sh runs each rank in a network
+// interfaces (tools/trident/test/multi_machine_test.sh runs each rank in a network
 // namespace of its own) — else the address this host's name resolves to.
 std::shared_ptr<gloo::transport::Device> device(const std::string& host) {
   if (!host.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(host);

@@ -15,14 +15,14 @@
 
 #include "trident/base/files.h"
 #include "trident/base/text.h"
-#include "trident/cost/comm.h"
+#include "trident/cost/network.h"
 #include "trident/gnn/graph_data.h"
 #include "trident/formats/sources.h"
-#include "trident/plan/planner.h"
+#include "trident/planner/planner.h"
 #include "config_keys.h"
 #include "key_table.h"
 
-namespace trident::runtime {
+namespace trident::config {
 namespace {
 
 using namespace config_keys;
@@ -214,7 +214,7 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
   const auto kind = partitioner_kind(p);  // See Note [Config to request]
   if (!kind)
     r.fail("parallel.partitioner", root["parallel"]["partitioner"],
-           "allowed: " + join(plan::partitioner_names()) + ", or a plan .json path");
+           "allowed: " + join(planner::partitioner_names()) + ", or a plan .json path");
   if (c.parallel.micro_batch && c.train.mini_batch % c.parallel.micro_batch)
     r.fail("parallel.micro_batch", root["parallel"]["micro_batch"],
            "must divide train.mini_batch = " + std::to_string(c.train.mini_batch));
@@ -318,4 +318,4 @@ std::string TrainConfig::to_yaml() const {
   return std::string(e.c_str()) + "\n";
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::config

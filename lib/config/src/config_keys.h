@@ -17,7 +17,7 @@
 #include "trident/base/text.h"
 #include "trident/config/config.h"
 
-namespace trident::runtime::config_keys {
+namespace trident::config::config_keys {
 
 inline size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -236,4 +236,4 @@ inline std::function<Interval(const TrainConfig&)> within(Interval i) {
   return [i](const TrainConfig&) { return i; };
 }
 
-}  // namespace trident::runtime::config_keys
+}  // namespace trident::config::config_keys

@@ -12,11 +12,11 @@
 #include "trident/base/text.h"
 #include "trident/config/plan_request.h"
 #include "trident/formats/sources.h"
-#include "trident/cost/comm.h"
-#include "trident/plan/planner.h"
+#include "trident/cost/network.h"
+#include "trident/planner/planner.h"
 #include "trident/zoo/zoo.h"
 
-namespace trident::runtime::config_keys {
+namespace trident::config::config_keys {
 
 bool fashion(const TrainConfig& c) { return c.data.name == "fashion-mnist"; }
 
@@ -295,7 +295,7 @@ std::vector<Key> parallel_keys() {
                       "graphpipe: a stage's micro-batch may be up to this many times the plan's smallest, a power of "
                       "two (1: one size for every stage; 0: 2 when `parallel.micro_batch` is 0, else 1)"));
   k.push_back(text_key("parallel.recompute", [](TrainConfig& c) -> auto& { return c.parallel.recompute; },
-                       plan::recompute_names(),
+                       planner::recompute_names(),
                        "`auto` (the planner recomputes a stage's forward in its backward where the stage would not "
                        "fit otherwise), `never`, `always`; a plan file sets it per stage"));
   k.push_back(text_key("parallel.schedule", [](TrainConfig& c) -> auto& { return c.parallel.schedule; },
@@ -372,4 +372,4 @@ std::vector<std::string> allowed_in(const std::string& section) {
   return out;
 }
 
-}  // namespace trident::runtime::config_keys
+}  // namespace trident::config::config_keys

@@ -7,7 +7,7 @@
 
 #include "config_keys.h"
 
-namespace trident::runtime::config_keys {
+namespace trident::config::config_keys {
 
 // Every key, in dependency order (a key's default and range may use keys
 // above it).
@@ -19,4 +19,4 @@ std::vector<std::string> allowed_in(const std::string& section);
 // Whether the config trains on Fashion-MNIST.
 bool fashion(const TrainConfig& c);
 
-}  // namespace trident::runtime::config_keys
+}  // namespace trident::config::config_keys

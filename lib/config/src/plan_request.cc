@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace trident::runtime {
+namespace trident::config {
 namespace {
 
 // Tensors of optimizer state per parameter (PlanRequest::optimizer_states):
@@ -16,7 +16,7 @@ int optimizer_states_for(const std::string& optimizer, double momentum) {
 }  // namespace
 
 std::optional<PartitionerKind> partitioner_kind(const std::string& partitioner) {
-  const auto& names = plan::partitioner_names();  // the searches and dp
+  const auto& names = planner::partitioner_names();  // the searches and dp
   if (partitioner == "dp") return PartitionerKind::kDataParallel;
   if (std::find(names.begin(), names.end(), partitioner) != names.end()) return PartitionerKind::kSearch;
   const std::string suffix = ".json";
@@ -31,11 +31,11 @@ PartitionerKind run_kind(const ParallelConfig& parallel) {
   return partitioner_kind(parallel.partitioner).value_or(PartitionerKind::kPlanFile);
 }
 
-plan::PlanRequest plan_request(const TrainConfig& config) {
+planner::PlanRequest plan_request(const TrainConfig& config) {
   const auto& par = config.parallel;
   const auto kind = run_kind(par);
   const bool dp = kind == PartitionerKind::kDataParallel;
-  plan::PlanRequest r;
+  planner::PlanRequest r;
   r.model = config.model.name, r.preset = config.model.preset, r.model_file = config.model.file;
   r.model_graph = config.model.graph, r.graph_chunks = config.model.graph_chunks;
   r.devices = static_cast<int>(par.devices);
@@ -58,4 +58,4 @@ plan::PlanRequest plan_request(const TrainConfig& config) {
   return r;
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::config

@@ -10,7 +10,7 @@
 
 #include "trident/test_paths.h"
 
-namespace trident::runtime {
+namespace trident::config {
 namespace {
 
 const char* kGood = R"(
@@ -171,9 +171,9 @@ TEST(Config, InvalidYamlNamesTheLine) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::config
 
-namespace trident::runtime {
+namespace trident::config {
 namespace {
 
 // The key table in docs/config.md is the one the parser reads (see Note [Config keys]).
@@ -301,4 +301,4 @@ TEST(PlanRequest, PartitionerKindsAndTheRequestOfAConfig) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::config

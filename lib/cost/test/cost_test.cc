@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "trident/cost/buckets.h"
-#include "trident/cost/comm.h"
+#include "trident/cost/network.h"
 #include "trident/cost/cost_model.h"
 #include "trident/zoo/zoo.h"
 

@@ -6,7 +6,7 @@
 
 #include "stage_parts.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 
 StageExecutor::ClockBackend::ClockBackend(StageExecutor& stage, Emulation emulation)
     : Backend(stage), emulation_(std::move(emulation)) {
@@ -104,4 +104,4 @@ void StageExecutor::ClockBackend::finish(Pass& p) {
   }
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

@@ -18,7 +18,7 @@
 #include "trident/tensor/spec.h"
 #include "trident/schedule/schedule.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 
 int StageExecutor::replicas() const {
   return stage_ < 0 ? 0 : static_cast<int>(plan_.stages[stage_].devices.size());
@@ -520,11 +520,11 @@ void StageExecutor::fail(const std::string& what, int peer, const std::exception
                         ErrorKind::kFailure, context());
 }
 
-std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
+std::unique_ptr<sync::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
                                                 std::int64_t bucket_bytes, int staleness,
                                                 const std::set<std::string>& leave, torch::ScalarType ps_push_dtype) {
   if (stage.replicas() < 2) return nullptr;
-  comm::NamedParams params;
+  sync::NamedParams params;
   for (const auto& p : stage.params())
     if (!leave.count(p.first)) params.push_back(p);
   if (params.empty()) return nullptr;
@@ -544,11 +544,11 @@ std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan
     methods[name] = it == plan.grad_sync.end() ? "allreduce" : it->second;
   }
   plan::check_sfb_order(plan, stage.graph());  // checked before start too; a plan made here is checked again
-  auto sync = comm::make_hybrid_sync(group, params, stage.graph(), methods, bucket_bytes, staleness, ps_push_dtype,
+  auto sync = sync::make_hybrid_sync(group, params, stage.graph(), methods, bucket_bytes, staleness, ps_push_dtype,
                                      std::move(shares));
   stage.executor().set_observer(sync->observer());
   stage.executor().set_gate(sync->gate());
   return sync;
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

@@ -14,7 +14,7 @@
 #include "trident/executor/stage_executor.h"
 #include "trident/tensor/spec.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 
 class WeightPass;
 
@@ -185,4 +185,4 @@ class StageExecutor::ClockBackend final : public Backend {
   std::map<std::tuple<int, int, int>, std::int64_t> channel_;  // free time per stage pair and direction
 };
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

@@ -10,7 +10,7 @@
 
 #include "trident/nn/random.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 
 void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const std::string& action) {
   const auto& l = *x.layout;
@@ -22,7 +22,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   std::optional<torch::NoGradGuard> no_graph;
   if (recompute) no_graph.emplace();
   // Each received input is taken when the first op that reads it runs
-  // (see Note [Inputs on demand] in nn/executor.h); the forward's trace splits
+  // (see Note [Inputs on demand] in nn/graph_executor.h); the forward's trace splits
   // into compute segments around the waits. On the host a short wait stays
   // inside the forward; on a device each receive is marked, and a short wait
   // is dropped when the marks are timed (see Note [GPU spans] in trace.h).
@@ -182,4 +182,4 @@ void StageExecutor::TensorBackend::slow_down(Clock::time_point start, double wai
   if (compute > 0) std::this_thread::sleep_for(std::chrono::duration<double>((s_.slowdown_ - 1) * compute));
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

@@ -5,7 +5,7 @@
 
 #include "trident/sync/grad_sync.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 
 std::map<std::string, std::vector<int>> tied_parameters(const plan::Plan& plan, const graph::OpGraph& graph) {
   std::map<std::string, std::set<int>> stages, devices;
@@ -46,8 +46,8 @@ void TiedSync::all_reduce() {
 double TiedSync::grad_square_sum() const {
   double sum = 0;
   for (const auto& t : tied_)
-    if (t.group->rank() == 0) sum += comm::square_sum(t.param.grad());
+    if (t.group->rank() == 0) sum += sync::square_sum(t.param.grad());
   return sum;
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <limits>
 
-namespace trident::runtime {
+namespace trident::executor {
 
 std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -89,4 +89,4 @@ nlohmann::json merged_trace(const std::vector<std::string>& per_rank, const plan
   return chrome_trace(ranks, labels, meta);
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

@@ -13,7 +13,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-namespace trident::runtime {
+namespace trident::executor {
 
 namespace {
 
@@ -295,4 +295,4 @@ int WeightPass::deferred_params() const {
 
 int WeightPass::fallback_params() const { return static_cast<int>(s_->fallback.size()); }
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-namespace trident::runtime {
+namespace trident::executor {
 
 // Note [Split backward at the weights]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -66,4 +66,4 @@ class WeightPass {
   std::unique_ptr<State> s_;
 };
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

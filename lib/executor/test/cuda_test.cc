@@ -5,10 +5,10 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "trident/executor/placement.h"
+#include "trident/executor/tensor_placement.h"
 #include "trident/executor/trace.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 namespace {
 
 #define SKIP_WITHOUT_GPU() \
@@ -40,4 +40,4 @@ TEST(CudaClock, MarksTimeTheGpuWorkBetweenThemOnTheSystemClock) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::executor

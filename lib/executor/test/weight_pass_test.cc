@@ -9,7 +9,7 @@
 
 #include "../src/weight_pass.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 namespace {
 
 // Identity whose backward counts its runs: placed on the input side, it
@@ -170,4 +170,4 @@ TEST(WeightPass, WithoutInputsOrPastTheInputSideWIsTheSecondPass) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::executor

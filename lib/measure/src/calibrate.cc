@@ -20,15 +20,15 @@
 #include "trident/comm/world.h"
 #include "trident/cost/cost_model.h"
 #include "trident/graph/subgraph.h"
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/nn/graph_module.h"
 #include "trident/optim/optimizer.h"
-#include "trident/host/process.h"
+#include "trident/process/process.h"
 #include "trident/measure/profiler.h"
 #include "trident/base/progress.h"
 #include "trident/data/dataset.h"
 
-namespace trident::runtime {
+namespace trident::measure {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -196,9 +196,9 @@ nlohmann::json measure_sharing(const comm::Group& g, const zoo::ModelSpec& model
 
 // Adam over `tensors` tensors of `elements` floats each.
 double adam_step(int tensors, std::int64_t elements, int repeats) {
-  OptimizerConfig c;
+  config::OptimizerConfig c;
   c.name = "adam";
-  auto opt = Optimizer::make(c);
+  auto opt = optim::Optimizer::make(c);
   std::vector<torch::Tensor> params, grads;
   for (int i = 0; i < tensors; ++i) params.push_back(torch::randn({elements})), grads.push_back(torch::randn({elements}));
   return timed(repeats, [&] {
@@ -277,7 +277,7 @@ struct Calibration {
   // before and after each k and averaged, so that a slow phase of the
   // machine (minutes long on a shared host) moves both sides of the ratio.
   std::vector<double> sharing(const zoo::ModelSpec& m) {
-    configure_process(1);
+    process::configure_process(1);
     SharingWork work(m);
     work.rate(0.05);
     double alone = work.rate(sharing_window(o.repeats));
@@ -318,7 +318,7 @@ struct Calibration {
 
   void device() {
     const auto t0 = Clock::now();
-    configure_process(1);
+    process::configure_process(1);
     auto& d = c.device;
     char host[256] = {0};
     ::gethostname(host, sizeof host - 1);
@@ -340,11 +340,11 @@ struct Calibration {
     d.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
     raw["matmul_512_s"] = mm;
     raw["matmul_512_bf16_s"] = mm16;
-    raw["onednn_isa"] = onednn_isa();
+    raw["onednn_isa"] = process::onednn_isa();
     raw["adam"] = {{"tensors_8x1M_s", big}, {"tensors_256x256_s", small}};
     note("device: matrix product " + std::to_string(static_cast<int>(d.peak(graph::DType::kFloat32) / 1e9)) +
              " GFLOP/s on one core (bf16 " + std::to_string(static_cast<int>(d.peak(graph::DType::kBFloat16) / 1e9)) +
-             ", oneDNN " + onednn_isa() + "); optimizer " + std::to_string(static_cast<int>(d.memory_bandwidth / 1e9)) +
+             ", oneDNN " + process::onednn_isa() + "); optimizer " + std::to_string(static_cast<int>(d.memory_bandwidth / 1e9)) +
              " GB/s",
          since(t0));
   }
@@ -361,7 +361,7 @@ struct Calibration {
     Progress bar(out, Progress::is_terminal(out), "profile");
     // bf16 too where the CPU multiplies it (emulated, it would take 10-20x as long to measure a rate nobody should train at).
     std::vector<graph::Precision> precisions{graph::Precision::kFp32};
-    if (cpu_has_bf16()) precisions.push_back(graph::Precision::kBf16);
+    if (process::cpu_has_bf16()) precisions.push_back(graph::Precision::kBf16);
     const auto total = static_cast<std::int64_t>(models.size() * (threads.size() * precisions.size() + 1));
     std::int64_t done = 0;
     const auto t0 = Clock::now();
@@ -385,7 +385,7 @@ struct Calibration {
         }
     }
     bar.finish();
-    configure_process(1);
+    process::configure_process(1);
     machine_throughput();
   }
 };
@@ -423,7 +423,7 @@ cost::ClusterSpec calibrate(const CalibrateOptions& o, const RunWorkers& run_wor
 
 void calibration_worker(const std::string& what, const std::string& out_path, int repeats,
                         const std::vector<zoo::ModelSpec>& models) {
-  configure_process(1);
+  process::configure_process(1);
   const auto world = comm::world_from_env();
   auto group = comm::Group::connect(world, std::chrono::seconds(60));
   nlohmann::json doc;
@@ -435,4 +435,4 @@ void calibration_worker(const std::string& what, const std::string& out_path, in
   if (group.rank() == 0) write_file_atomic(out_path, doc.dump() + "\n");
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::measure

@@ -5,11 +5,11 @@
 #include <functional>
 #include <stdexcept>
 
-#include "trident/nn/executor.h"
-#include "trident/host/process.h"
+#include "trident/nn/graph_executor.h"
+#include "trident/process/process.h"
 #include "trident/data/dataset.h"
 
-namespace trident::runtime {
+namespace trident::measure {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -86,7 +86,7 @@ cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o
       throw InputError("profile: --micro-batches must be ascending and >= 1, got " +
                                   std::to_string(o.rows[i]) + " at position " + std::to_string(i + 1));
   if (o.repeats < 1) throw InputError("profile: --repeats must be >= 1, got " + std::to_string(o.repeats));
-  configure_process(o.threads);
+  process::configure_process(o.threads);
   torch::manual_seed(0);
   const auto g = zoo::build_graph(model);
   nn::GraphModule module(g);
@@ -150,4 +150,4 @@ cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o
   return p;
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::measure

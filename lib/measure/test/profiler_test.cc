@@ -1,9 +1,9 @@
 #include "trident/measure/profiler.h"
-#include "trident/host/process.h"
+#include "trident/process/process.h"
 
 #include <gtest/gtest.h>
 
-namespace trident::runtime {
+namespace trident::measure {
 namespace {
 
 TEST(Profiler, MeasuresEveryOpAndFeedsTheProfiledCostModel) {
@@ -35,14 +35,14 @@ TEST(Profiler, MeasuresEveryOpAndFeedsTheProfiledCostModel) {
 
 // See Note [Thread defaults]: the cores are divided among this host's processes.
 TEST(Process, DividesTheCoresAmongTheProcessesOnThisHost) {
-  EXPECT_EQ(choose_threads(0, 2, 1).threads, 2);
-  EXPECT_EQ(choose_threads(0, 2, 2).threads, 1);
-  EXPECT_EQ(choose_threads(0, 2, 5).threads, 1);  // never 0
-  EXPECT_EQ(choose_threads(0, 16, 3).threads, 5);
-  EXPECT_EQ(choose_threads(0, 16, 3).reason, "16 cores / 3 processes on this host");
-  EXPECT_EQ(choose_threads(3, 16, 4).threads, 3);  // asked for: kept
+  EXPECT_EQ(process::choose_threads(0, 2, 1).threads, 2);
+  EXPECT_EQ(process::choose_threads(0, 2, 2).threads, 1);
+  EXPECT_EQ(process::choose_threads(0, 2, 5).threads, 1);  // never 0
+  EXPECT_EQ(process::choose_threads(0, 16, 3).threads, 5);
+  EXPECT_EQ(process::choose_threads(0, 16, 3).reason, "16 cores / 3 processes on this host");
+  EXPECT_EQ(process::choose_threads(3, 16, 4).threads, 3);  // asked for: kept
   EXPECT_GE(usable_cores(), 1);
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::measure

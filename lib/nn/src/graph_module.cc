@@ -5,7 +5,7 @@
 #include <map>
 
 #include "aten_op.h"
-#include "graph_ops.h"
+#include "gnn_ops.h"
 #include "precision_casts.h"
 #include "trident/base/json.h"
 #include "trident/base/files.h"

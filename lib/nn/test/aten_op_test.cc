@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "trident/graph/op_graph.h"
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/nn/graph_module.h"
 #include "trident/test_paths.h"
 

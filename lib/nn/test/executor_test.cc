@@ -1,4 +1,4 @@
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 
 #include <gtest/gtest.h>
 

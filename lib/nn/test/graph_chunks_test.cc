@@ -7,7 +7,7 @@
 
 #include "trident/data/dataset.h"
 #include "trident/gnn/graph_data.h"
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/nn/node_chunks.h"
 #include "trident/nn/random.h"
 #include "trident/zoo/zoo.h"

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "trident/data/dataset.h"
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/zoo/zoo.h"
 #include "trident/test_paths.h"
 

@@ -4,7 +4,7 @@
 // tokens, with PyTorch's gradients; accuracy counts the same positions.
 #include <gtest/gtest.h>
 
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/nn/graph_module.h"
 #include "trident/zoo/builder.h"
 #include "trident/zoo/zoo.h"

@@ -2,12 +2,12 @@
 
 #include <cmath>
 
-namespace trident::runtime {
+namespace trident::optim {
 namespace {
 
 class Sgd : public Optimizer {
  public:
-  explicit Sgd(const OptimizerConfig& c) : c_(c) {}
+  explicit Sgd(const config::OptimizerConfig& c) : c_(c) {}
   void step(const std::string& name, torch::Tensor& p, const torch::Tensor& grad, double lr) override {
     torch::NoGradGuard no_grad;
     auto d = c_.weight_decay != 0 ? grad.add(p, c_.weight_decay) : grad;
@@ -24,14 +24,14 @@ class Sgd : public Optimizer {
   }
 
  private:
-  OptimizerConfig c_;
+  config::OptimizerConfig c_;
 };
 
 // Adam, and with `decoupled` AdamW: the weights decay by lr · weight_decay
 // before the update instead of the decay joining the gradient.
 class Adam : public Optimizer {
  public:
-  Adam(const OptimizerConfig& c, bool decoupled) : c_(c), decoupled_(decoupled) {}
+  Adam(const config::OptimizerConfig& c, bool decoupled) : c_(c), decoupled_(decoupled) {}
   void step(const std::string& name, torch::Tensor& p, const torch::Tensor& grad, double lr) override {
     torch::NoGradGuard no_grad;
     auto& s = state_[name];
@@ -61,7 +61,7 @@ class Adam : public Optimizer {
   }
 
  private:
-  OptimizerConfig c_;
+  config::OptimizerConfig c_;
   bool decoupled_;
 };
 
@@ -76,14 +76,14 @@ void Optimizer::apply(const std::vector<std::pair<std::string, torch::Tensor>>& 
   }
 }
 
-std::unique_ptr<Optimizer> Optimizer::make(const OptimizerConfig& config) {
+std::unique_ptr<Optimizer> Optimizer::make(const config::OptimizerConfig& config) {
   if (config.name == "sgd") return std::make_unique<Sgd>(config);
   if (config.name == "adam") return std::make_unique<Adam>(config, false);
   if (config.name == "adamw") return std::make_unique<Adam>(config, true);
-  throw ConfigError("optimizer.name = '" + config.name + "': allowed: sgd, adam, adamw");
+  throw config::ConfigError("optimizer.name = '" + config.name + "': allowed: sgd, adam, adamw");
 }
 
-double learning_rate(const OptimizerConfig& c, std::int64_t step, std::int64_t total_steps) {
+double learning_rate(const config::OptimizerConfig& c, std::int64_t step, std::int64_t total_steps) {
   if (step < c.warmup_steps) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
   const std::int64_t after = step - c.warmup_steps;
   if (c.schedule == "step") return c.lr * std::pow(c.gamma, static_cast<double>(after / c.step_size));
@@ -94,4 +94,4 @@ double learning_rate(const OptimizerConfig& c, std::int64_t step, std::int64_t t
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * progress));
 }
 
-}  // namespace trident::runtime
+}  // namespace trident::optim

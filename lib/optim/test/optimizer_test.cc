@@ -3,12 +3,12 @@
 
 #include <gtest/gtest.h>
 
-namespace trident::runtime {
+namespace trident::optim {
 namespace {
 
 TEST(Optimizer, SgdAdamAndAdamWMatchTorchOptimFor20Steps) {
   for (const std::string name : {"sgd", "adam", "adamw"}) {
-    OptimizerConfig c;
+    config::OptimizerConfig c;
     c.name = name;
     c.lr = name == "sgd" ? 0.1 : 0.01;
     c.weight_decay = name == "adamw" ? 0.1 : 0.01;  // large enough that coupled decay would differ
@@ -38,7 +38,7 @@ TEST(Optimizer, SgdAdamAndAdamWMatchTorchOptimFor20Steps) {
 }
 
 TEST(Optimizer, CosineScheduleWithWarmup) {
-  OptimizerConfig c;
+  config::OptimizerConfig c;
   c.lr = 1.0;
   c.schedule = "cosine";
   c.warmup_steps = 2;
@@ -51,7 +51,7 @@ TEST(Optimizer, CosineScheduleWithWarmup) {
 }
 
 TEST(Optimizer, LinearAndStepSchedules) {
-  OptimizerConfig c;
+  config::OptimizerConfig c;
   c.lr = 1.0;
   c.warmup_steps = 2;
   c.min_lr = 0.1;
@@ -70,4 +70,4 @@ TEST(Optimizer, LinearAndStepSchedules) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::optim

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "trident/base/text.h"
-#include "trident/cost/comm.h"
+#include "trident/cost/network.h"
 #include "trident/gnn/graph_data.h"
 
 namespace trident::report {
 
 using plan::Plan;
-using plan::Planner;
+using planner::Planner;
 using plan::PlanStage;
 
 namespace {

@@ -12,11 +12,11 @@
 namespace trident::report {
 namespace {
 
-plan::Planner planner(const graph::OpGraph& g, int devices, const std::string& partitioner) {
+planner::Planner planner(const graph::OpGraph& g, int devices, const std::string& partitioner) {
   auto c = cost::load_cluster("cpu-local");
-  plan::PlanRequest r;
+  planner::PlanRequest r;
   r.model = g.name(), r.preset = "tiny", r.devices = devices, r.mini_batch = 32, r.partitioner = partitioner;
-  return plan::Planner(g, c, cost::analytic_cost_model(c.device), r);
+  return planner::Planner(g, c, cost::analytic_cost_model(c.device), r);
 }
 
 // A plan read back, unvalidated (as `trident report` reads a run's): the

@@ -7,27 +7,27 @@
 
 #include "trident/base/files.h"
 #include "trident/report/plan_tables.h"
-#include "trident/host/process.h"
+#include "trident/process/process.h"
 #include "trident/executor/stage_executor.h"
 #include "trident/runtime/trainer.h"
 #include "trident/zoo/zoo.h"
 
 namespace trident::runtime {
 
-TrainConfig emulated_config(TrainConfig config, const std::string& cluster, double dilation) {
+config::TrainConfig emulated_config(config::TrainConfig config, const std::string& cluster, double dilation) {
   if (!(dilation >= 1 && dilation <= 1000))
-    throw ConfigError("--dilation " + std::to_string(dilation) + ": allowed 1 to 1000");
+    throw config::ConfigError("--dilation " + std::to_string(dilation) + ": allowed 1 to 1000");
   if (config.parallel.devices < 2)
-    throw ConfigError("--emulate: parallel.devices = " + std::to_string(config.parallel.devices) +
+    throw config::ConfigError("--emulate: parallel.devices = " + std::to_string(config.parallel.devices) +
                       "; emulation runs a graph pipeline on at least 2 processes");
   config.parallel.cluster = cluster;
   if (config.parallel.partitioner == "dp") config.parallel.partitioner = "graphpipe";
   return config;
 }
 
-EmulationResult run_emulation(TrainConfig config, const std::string& cluster, double dilation, std::ostream& out) {
+EmulationResult run_emulation(config::TrainConfig config, const std::string& cluster, double dilation, std::ostream& out) {
   config = emulated_config(std::move(config), cluster, dilation);
-  configure_process(1);  // emulated compute needs no threads; idle ones would only compete for the cores
+  process::configure_process(1);  // emulated compute needs no threads; idle ones would only compete for the cores
   const auto graph = zoo::build_graph(config.model);
   auto planned = plan_for(config, graph);
   const auto world = comm::world_from_env();
@@ -40,7 +40,7 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
   }
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(config.parallel.timeout_s * 1000));
   auto group = comm::Group::connect(world, timeout);
-  StageExecutor stage(graph, planned.plan, group, Emulation{planned.costs, dilation});
+  executor::StageExecutor stage(graph, planned.plan, group, executor::Emulation{planned.costs, dilation});
   const int steps = static_cast<int>(config.train.steps ? config.train.steps : 20);
   if (leader)
     out << "trident: emulating " << config.model.name << "/" << config.model.preset << " on " << world.world_size
@@ -48,7 +48,7 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
         << planned.plan.stages.size() << " stages, " << report::micro_batch_summary(planned.plan) << ", "
         << planned.plan.schedule << "; " << steps << " iterations"
         << (dilation > 1 ? ", modelled times x" + std::to_string(static_cast<int>(dilation)) : std::string()) << std::endl;
-  std::vector<TraceEvent> events;
+  std::vector<executor::TraceEvent> events;
   double measured = 0;
   auto barrier = [&] {
     auto t = torch::zeros({1});
@@ -66,11 +66,11 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
   };
   barrier();
   for (int s = 0; s < steps; ++s) {
-    TraceLog trace;
-    const auto start = now_us();
+    executor::TraceLog trace;
+    const auto start = executor::now_us();
     stage.run({}, static_cast<double>(config.train.mini_batch), {}, &trace);
     barrier();  // as the trainer's per-step all-reduce of the loss
-    const auto end = now_us();
+    const auto end = executor::now_us();
     trace.add("step " + std::to_string(s), "step", kCommLane, start, end);
     if (s > 0) measured += static_cast<double>(end - start) / 1e6 / dilation;
     if (s >= steps - kTracedSteps) events.insert(events.end(), trace.events.begin(), trace.events.end());
@@ -86,7 +86,7 @@ EmulationResult run_emulation(TrainConfig config, const std::string& cluster, do
                         {"mini_batch", config.train.mini_batch},
                         {"emulated", cluster},
                         {"dilation", dilation}};
-    write_file_atomic(run_dir + "/trace.json", merged_trace(all, &planned.plan, meta).dump() + "\n");
+    write_file_atomic(run_dir + "/trace.json", executor::merged_trace(all, &planned.plan, meta).dump() + "\n");
     const nlohmann::json line{{"emulated", cluster},
                               {"dilation", dilation},
                               {"steps", result.steps},

@@ -11,7 +11,7 @@ std::vector<std::string> Trainer::gather_strings(const std::string& mine) const 
 }
 
 void Trainer::write_trace() const {
-  std::vector<TraceEvent> mine;
+  std::vector<executor::TraceEvent> mine;
   for (const auto& step : trace_) mine.insert(mine.end(), step.events.begin(), step.events.end());
   const auto all = gather_strings(to_json(mine).dump());
   if (!leader()) return;
@@ -20,7 +20,7 @@ void Trainer::write_trace() const {
                       {"mini_batch", config_.train.mini_batch},
                       {"threads", threads_.threads}};
   write_file_atomic(run_dir_ + "/trace.json",
-                    merged_trace(all, &plan_, std::move(meta)).dump() + "\n");
+                    executor::merged_trace(all, &plan_, std::move(meta)).dump() + "\n");
 }
 
 namespace {

@@ -69,7 +69,7 @@ class ProgressReport final : public TrainingObserver {
                      "; checkpoint written; continue with --resume " + run.run_dir);
     else
       progress_.line("done: " + std::to_string(run.step) + " steps in " + Progress::duration(run.wall_s) +
-                     "; checkpoint " + checkpoint_dir(run.run_dir, run.step) + ", metrics " + run.run_dir +
+                     "; checkpoint " + checkpoint::checkpoint_dir(run.run_dir, run.step) + ", metrics " + run.run_dir +
                      "/metrics.jsonl");
   }
 
@@ -199,8 +199,8 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   bool interrupted = false;
   while (step_ < total_steps_ && !interrupted) {
     if (stop_after && step_ >= *stop_after) return result;  // as a crash would: no last checkpoint
-    const double lr = learning_rate(config_.optimizer, step_, total_steps_);
-    TraceLog trace;
+    const double lr = optim::learning_rate(config_.optimizer, step_, total_steps_);
+    executor::TraceLog trace;
     trace.device = clock_.get();
     const auto t = step(lr, trace);
     trace_.push_back(std::move(trace));

@@ -20,12 +20,12 @@
 #include "trident/base/text.h"
 #include "trident/sync/grad_sync.h"
 #include "trident/report/plan_tables.h"
-#include "trident/host/blas.h"
-#include "trident/host/process.h"
+#include "trident/process/blas.h"
+#include "trident/process/process.h"
 #include "trident/data/npy.h"
 #include "trident/data/tokens.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/nn/node_chunks.h"
 #include "trident/zoo/zoo.h"
 #include "trident/base/progress.h"
@@ -46,7 +46,7 @@ std::string fixed(double v, int digits) {
 
 // The dataset fields in `fields` (plus the labels, which give every rank the
 // dataset's size): a stage keeps only what it reads (docs/design.md, contract "The run keeps the plan").
-data::Splits load_data(const TrainConfig& c, const graph::OpGraph& g, std::set<std::string> fields) {
+data::Splits load_data(const config::TrainConfig& c, const graph::OpGraph& g, std::set<std::string> fields) {
   fields.insert("label");
   if (c.data.name == "fashion-mnist") return data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields);
   if (c.data.name == "npy") return data::load_npy(c.data.train, c.data.test, fields);
@@ -92,7 +92,7 @@ void Trainer::phase(const char* name, const std::function<void()>& run) {
   }
 }
 
-Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::optional<comm::Group> world)
+Trainer::Trainer(config::TrainConfig config, bool resume, std::ostream& out, std::optional<comm::Group> world)
     : config_(std::move(config)), out_(out) {
   rank_ = world ? world->rank() : comm::world_from_env().rank;  // until join() confirms it
   graph::OpGraph graph;
@@ -100,19 +100,19 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   classifies_ = graph::OpGraph::classifies(graph.op(graph.loss()).kind);
   if (config_.train.label_smoothing > 0) {
     if (!classifies_)
-      throw ConfigError("train.label_smoothing = " + fixed(config_.train.label_smoothing, 3) + ": the model's loss is " +
+      throw config::ConfigError("train.label_smoothing = " + fixed(config_.train.label_smoothing, 3) + ": the model's loss is " +
                         graph.op(graph.loss()).kind + "; label smoothing applies to cross_entropy");
     graph.set_attr(graph.loss(), "label_smoothing", config_.train.label_smoothing);
   }
   loss_op_ = graph.op(graph.loss());
   run_dir_ = (std::filesystem::path(config_.runs_dir) / config_.name).string();
-  placement_ = Placement::choose(config_.train.device, comm::world_from_env().local_rank);
+  placement_ = executor::Placement::choose(config_.train.device, comm::world_from_env().local_rank);
   clock_ = placement_.clock();
   phase("join", [&] { join(std::move(world)); });
-  threads_ = choose_threads(static_cast<int>(config_.train.threads), usable_cores(), local_processes_);
-  configure_process(threads_.threads);
+  threads_ = process::choose_threads(static_cast<int>(config_.train.threads), usable_cores(), local_processes_);
+  process::configure_process(threads_.threads);
   if (resume && !std::filesystem::exists(run_dir_))
-    throw ConfigError("--resume " + run_dir_ + ": no such run directory");
+    throw config::ConfigError("--resume " + run_dir_ + ": no such run directory");
   if (leader()) std::filesystem::create_directories(run_dir_);
   phase("plan agreement", [&] { agree_on_plan(graph); });
   phase("stage build", [&] { build_stage(graph); });
@@ -127,7 +127,7 @@ Trainer::Trainer(TrainConfig config, bool resume, std::ostream& out, std::option
   sampler_ = std::make_unique<data::EpochSampler>(data_.train.size(), config_.train.mini_batch, config_.train.seed,
                                                   !data_.train.in_order);
   total_steps_ = config_.train.steps ? config_.train.steps : config_.train.epochs * sampler_->steps_per_epoch();
-  optimizer_ = Optimizer::make(config_.optimizer);
+  optimizer_ = optim::Optimizer::make(config_.optimizer);
   if (resume) {
     phase("resume", [&] { load(run_dir_); });
   } else if (leader()) {
@@ -156,10 +156,10 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
   if (!config_.model.weights.empty()) nn::load_weights(*module_, config_.model.weights);  // See Note [User weights]
   module_->set_precision(graph::precision_from_string(config_.train.precision).value());  // checked by the config
   placement_.place(*module_);
-  stage_ = std::make_unique<StageExecutor>(*module_, plan_, *group_, placement_);
+  stage_ = std::make_unique<executor::StageExecutor>(*module_, plan_, *group_, placement_);
   const auto& par = config_.parallel;
-  tied_ = std::make_unique<TiedSync>(plan_, graph, *group_, stage_->params());
-  sync_ = make_stage_sync(*stage_, plan_, *group_, static_cast<std::int64_t>(par.bucket_mb * 1024 * 1024),
+  tied_ = std::make_unique<executor::TiedSync>(plan_, graph, *group_, stage_->params());
+  sync_ = executor::make_stage_sync(*stage_, plan_, *group_, static_cast<std::int64_t>(par.bucket_mb * 1024 * 1024),
                           static_cast<int>(par.staleness), tied_->names(),
                           par.comm_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat);  // checked by the config
 }
@@ -197,7 +197,7 @@ Evaluation Trainer::evaluate(const data::Dataset& split) {
 // The optimizer step for one parameter (or a PS block of it) at `lr`. By
 // value: a PS server may apply it during backward or after apply() returns
 // (see Note [Sharded parameter server], see Note [Staleness]).
-comm::GradSync::Update Trainer::update_at(double lr, double scale) const {
+sync::GradSync::Update Trainer::update_at(double lr, double scale) const {
   return [optimizer = optimizer_.get(), lr, scale](const std::string& name, torch::Tensor& p,
                                                    const torch::Tensor& grad) {
     optimizer->step(name, p, scale == 1 ? grad : grad * scale, lr);
@@ -206,7 +206,7 @@ comm::GradSync::Update Trainer::update_at(double lr, double scale) const {
 
 void Trainer::arm_sync(double lr) {
   if (!sync_) return;
-  sync_armed_us_ = now_us();
+  sync_armed_us_ = executor::now_us();
   // A PS server may update during backward, unless the update waits for the
   // global norm (see Note [Global gradient norm]).
   if (config_.optimizer.clip_norm <= 0) sync_->set_update(update_at(lr));
@@ -221,7 +221,7 @@ Trainer::Clip Trainer::clip() {
     mine += sync_->grad_square_sum();
   } else {  // one replica: this rank holds the stage's whole gradient
     for (const auto& [name, p] : stage_->params())
-      if (!tied_->names().count(name)) mine += comm::square_sum(p.grad());
+      if (!tied_->names().count(name)) mine += sync::square_sum(p.grad());
   }
   Clip c;
   c.norm = std::sqrt(sum_over_ranks({mine})[0]);
@@ -229,7 +229,7 @@ Trainer::Clip Trainer::clip() {
   return c;
 }
 
-Trainer::Stepped Trainer::sync_and_step(double lr, TraceLog& trace) {
+Trainer::Stepped Trainer::sync_and_step(double lr, executor::TraceLog& trace) {
   const auto& params = stage_->params();
   if (tied_ && !tied_->empty()) {
     const auto t0 = trace.stamp();
@@ -270,7 +270,7 @@ Trainer::Stepped Trainer::sync_and_step(double lr, TraceLog& trace) {
 // multiplies bf16 only by emulation, that it will be slower.
 std::string Trainer::precision_note() const {
   if (config_.train.precision == "fp32") return "";
-  if (placement_.device().is_cpu() && !cpu_has_bf16())
+  if (placement_.device().is_cpu() && !process::cpu_has_bf16())
     return ", " + config_.train.precision + " (this CPU has neither AVX512-BF16 nor AMX: bf16 products are emulated, "
            "several times slower than fp32)";
   return ", " + config_.train.precision;
@@ -293,14 +293,14 @@ std::string Trainer::banner() const {
          fixed(config_.optimizer.lr, 4) + precision_note() +
          ", " + std::to_string(threads_.threads) +
          (threads_.threads == 1 ? " thread (" : " threads (") + threads_.reason + ")" + layout + "; BLAS " +
-         blas_in_use().describe() + "; ATen kernels " + aten_kernels() + "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
+         process::blas_in_use().describe() + "; ATen kernels " + process::aten_kernels() + "; run dir " + run_dir_ + (step_ ? "; resumed at step " + std::to_string(step_) : "");
 }
 
 // One optimizer step of every plan: this rank's stage runs its schedule
 // over the global batch, its replicas sync, the optimizer steps; then one
 // small collective gives every rank the global loss (for the non-finite
 // check), the correct count and the same stop decision after Ctrl-C.
-Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
+Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   const auto indices = sampler_->batch_indices(step_);
   // Every rank holds the labels (data load): the global batch's count of
   // samples or counted tokens (see Note [Token losses] in graph/op_graph.h).
@@ -308,7 +308,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
     return placement_.batch(data_.train.batch(indices.slice(0, begin, end), fields));
   };
-  const auto start = now_us();
+  const auto start = executor::now_us();
   const auto sent_before = stage_->bytes_sent();
   const auto reads_before = local_chunk_reads();
   stage_->set_random_key(config_.train.seed, step_);
@@ -323,7 +323,7 @@ Trainer::StepTotals Trainer::step(double lr, TraceLog& trace) {
   const auto reads = local_chunk_reads();
   for (std::size_t i = 0; i < reads.size(); ++i) values.push_back(reads[i] - reads_before[i]);
   const auto global = sum_step(std::move(values));
-  trace.add("step " + std::to_string(step_), "step", kCommLane, start, now_us());
+  trace.add("step " + std::to_string(step_), "step", kCommLane, start, executor::now_us());
   trace.resolve();
   if (!std::isfinite(global.loss))
     throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global.loss) +

@@ -56,7 +56,7 @@ Trainer::Shard Trainer::shard_of(const std::string& name) const {
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Trainer::state_to_write() const {
-  NamedTensors mine;
+  checkpoint::NamedTensors mine;
   for (const auto& [name, slots] : optimizer_->state()) {
     const auto shard = shard_of(name);
     if (!shard.sharded && stage_->replica() != 0) continue;
@@ -73,7 +73,7 @@ std::vector<std::pair<std::string, torch::Tensor>> Trainer::state_to_write() con
   return mine;
 }
 
-ParamState Trainer::state_to_load(const CheckpointReader& ck, const std::string& name, const torch::Tensor& p) const {
+optim::ParamState Trainer::state_to_load(const checkpoint::CheckpointReader& ck, const std::string& name, const torch::Tensor& p) const {
   const auto shard = shard_of(name);
   if (shard.sharded && shard.span.size() == 0) return {};
   const auto prefix = "optim/" + name + "/";
@@ -82,7 +82,7 @@ ParamState Trainer::state_to_load(const CheckpointReader& ck, const std::string&
     const auto rest = k.substr(prefix.size());
     parts[rest.substr(0, rest.find('@'))].push_back(k);
   }
-  ParamState state;
+  optim::ParamState state;
   for (const auto& [slot, keys] : parts) {
     torch::Tensor t;
     if (ck.has(prefix + slot)) {
@@ -124,18 +124,18 @@ bool kill_requested(int rank, std::int64_t step) {
 
 void Trainer::save(double wall_s) {
   if (sync_) sync_->flush();  // pending PS pulls: every replica holds the same weights
-  const auto partial = partial_checkpoint_dir(run_dir_, step_);
+  const auto partial = checkpoint::partial_checkpoint_dir(run_dir_, step_);
   if (leader()) {
     std::error_code error;
     std::filesystem::remove_all(partial, error);  // left by a crash, if any
     if (!error) std::filesystem::create_directories(partial, error);
     if (error)
-      throw CheckpointError("cannot create checkpoint directory " + partial + ": " + error.message() +
+      throw checkpoint::CheckpointError("cannot create checkpoint directory " + partial + ": " + error.message() +
                                 " (the checkpoints before it are intact)",
                             ErrorKind::kFailure, where());
   }
   gather_strings("");  // the directory exists for every rank
-  NamedTensors mine;
+  checkpoint::NamedTensors mine;
   if (stage_->stage() >= 0) {
     if (stage_->replica() == 0)
       for (const auto& [name, p] : stage_->params()) mine.emplace_back("param/" + name, p);
@@ -143,10 +143,10 @@ void Trainer::save(double wall_s) {
   }
   const auto file = "rank-" + std::to_string(rank_) + ".bin";
   if (kill_requested(rank_, step_)) {
-    write_shard(partial, file, NamedTensors(mine.begin(), mine.begin() + std::min<std::size_t>(1, mine.size())));
+    checkpoint::write_shard(partial, file, checkpoint::NamedTensors(mine.begin(), mine.begin() + std::min<std::size_t>(1, mine.size())));
     ::kill(::getpid(), SIGKILL);
   }
-  const auto entries = write_shard(partial, file, mine);
+  const auto entries = checkpoint::write_shard(partial, file, mine);
   const auto all = gather_strings(entries.dump());  // every shard is on disk
   if (!leader()) return;
   nlohmann::json tensors = nlohmann::json::object();
@@ -157,7 +157,7 @@ void Trainer::save(double wall_s) {
                           {"config", config_.to_yaml()},
                           {"plan", plan_.to_json()},
                           {"tensors", std::move(tensors)}};
-  publish_checkpoint(run_dir_, step_, std::move(manifest), static_cast<int>(config_.checkpoint.keep));
+  checkpoint::publish_checkpoint(run_dir_, step_, std::move(manifest), static_cast<int>(config_.checkpoint.keep));
 }
 
 namespace {
@@ -177,7 +177,7 @@ bool same_layout(const plan::Plan& a, const plan::Plan& b) {
 
 // A resume under another plan than the checkpoint's (see Note [Elastic
 // re-planning]) shows both, side by side.
-void Trainer::show_plan_change(const CheckpointReader& ck) const {
+void Trainer::show_plan_change(const checkpoint::CheckpointReader& ck) const {
   if (!ck.manifest().contains("plan")) return;  // a legacy checkpoint.pt
   plan::Plan before;
   try {
@@ -193,14 +193,14 @@ void Trainer::show_plan_change(const CheckpointReader& ck) const {
 
 // Each rank reads only the tensors of its own stage, whatever plan wrote them.
 void Trainer::load(const std::string& run_dir) {
-  CheckpointReader ck;
+  checkpoint::CheckpointReader ck;
   try {
-    ck = CheckpointReader::latest(run_dir);
-  } catch (const CheckpointError& e) {
+    ck = checkpoint::CheckpointReader::latest(run_dir);
+  } catch (const checkpoint::CheckpointError& e) {
     throw TrainingError(std::string("--resume ") + run_dir + ": " + e.what());
   }
   torch::NoGradGuard no_grad;
-  std::map<std::string, ParamState> state;
+  std::map<std::string, optim::ParamState> state;
   try {
     for (auto [name, p] : stage_->params()) {
       const auto key = "param/" + name;
@@ -212,7 +212,7 @@ void Trainer::load(const std::string& run_dir) {
       p.copy_(t);
       if (auto slots = state_to_load(ck, name, p); !slots.empty()) state[name] = std::move(slots);
     }
-  } catch (const CheckpointError& e) {
+  } catch (const checkpoint::CheckpointError& e) {
     throw TrainingError(std::string("--resume: ") + e.what());
   }
   optimizer_->load_state(std::move(state));

@@ -160,8 +160,8 @@ TEST(GnnPipe, LayerSplitEqualsOneProcessChunkByChunk) {
     const auto one = hand_plan(g, request("graphpipe", "1f1b", 1, kChunks, 1, 0), {[](const std::string&) { return true; }}, {1});
     const auto split = layer_plan(g, bounds, kChunks);
     const auto a = train(g, one, 3, 20, false, comm::Matching::kByTag, false, &batch);
-    std::vector<StageResult> evaluated(split.stages.size());
-    const AfterTraining evaluate = [&](StageExecutor& ex, int rank) {
+    std::vector<executor::StageResult> evaluated(split.stages.size());
+    const AfterTraining evaluate = [&](executor::StageExecutor& ex, int rank) {
       auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
         nn::Batch out;
         for (const auto& f : fields) out[f] = data.test.fields.at(f).slice(0, begin, end);

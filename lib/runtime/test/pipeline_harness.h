@@ -18,7 +18,7 @@
 #include "trident/executor/tied_params.h"
 #include "trident/executor/trace.h"
 #include "trident/nn/random.h"
-#include "trident/plan/planner.h"
+#include "trident/planner/planner.h"
 #include "trident/report/plan_tables.h"
 #include "trident/schedule/schedule.h"
 #include "trident/schedule/simulator.h"
@@ -30,28 +30,28 @@ using Weights = std::map<std::string, torch::Tensor>;
 
 using Weights = std::map<std::string, torch::Tensor>;
 
-inline plan::PlanRequest request(const std::string& partitioner, const std::string& schedule, int devices, int mini,
+inline planner::PlanRequest request(const std::string& partitioner, const std::string& schedule, int devices, int mini,
                           int micro, int max_replicas) {
-  plan::PlanRequest r;
+  planner::PlanRequest r;
   r.devices = devices, r.mini_batch = mini, r.micro_batch = micro;
   r.partitioner = partitioner, r.schedule = schedule, r.max_replicas = max_replicas;
   return r;
 }
 
-inline plan::Plan make_plan(const graph::OpGraph& g, const plan::PlanRequest& r) {
+inline plan::Plan make_plan(const graph::OpGraph& g, const planner::PlanRequest& r) {
   const auto c = cost::load_cluster("cpu-local");
-  auto p = plan::Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
+  auto p = planner::Planner(g, c, cost::analytic_cost_model(c.device), r).plan();
   plan::validate_plan(p, g);
   return p;
 }
 
 // Stages by op-name predicate, in the order given; `replicas` each.
-inline plan::Plan hand_plan(const graph::OpGraph& g, const plan::PlanRequest& r,
+inline plan::Plan hand_plan(const graph::OpGraph& g, const planner::PlanRequest& r,
                      const std::vector<std::function<bool(const std::string&)>>& groups,
                      const std::vector<int>& replicas) {
   const auto c = cost::load_cluster("cpu-local");
-  plan::Planner planner(g, c, cost::analytic_cost_model(c.device), r);
-  std::vector<plan::Planner::StageChoice> stages(groups.size());
+  planner::Planner planner(g, c, cost::analytic_cost_model(c.device), r);
+  std::vector<planner::Planner::StageChoice> stages(groups.size());
   for (graph::OpId id = 0; id < g.size(); ++id) {
     std::size_t i = 0;
     while (i + 1 < groups.size() && !groups[i](g.op(id).name)) ++i;
@@ -103,7 +103,7 @@ inline void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std:
 // a link per direction, as on GPUs (see Note [Pipeline transfers on GPUs]).
 // `after`, when given, runs on every rank once it has trained (every rank
 // calls it: it may run the stages' collective evaluation).
-using AfterTraining = std::function<void(StageExecutor&, int rank)>;
+using AfterTraining = std::function<void(executor::StageExecutor&, int rank)>;
 
 inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s, bool over_store,
                   comm::Matching matching, bool per_direction, const nn::Batch* given = nullptr,
@@ -162,9 +162,9 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
             return comm::store_process_group(std::move(s), rank, size, timeout, matching);
           });
         keep.push_back(world);
-        StageExecutor ex(*modules[r], p, world, per_direction ? Placement().with_link_per_direction() : Placement());
-        TiedSync tied(p, g, world, ex.params());  // see Note [Tied parameters], as the trainer
-        auto sync = make_stage_sync(ex, p, world, 25 << 20, 0, tied.names());
+        executor::StageExecutor ex(*modules[r], p, world, per_direction ? executor::Placement().with_link_per_direction() : executor::Placement());
+        executor::TiedSync tied(p, g, world, ex.params());  // see Note [Tied parameters], as the trainer
+        auto sync = executor::make_stage_sync(ex, p, world, 25 << 20, 0, tied.names());
         for (int s = 0; s < steps; ++s) {
           ex.set_random_key(kRandomSeed, s);
           auto source = [&](std::int64_t b, std::int64_t e, const std::set<std::string>& fields) {
@@ -293,9 +293,9 @@ inline plan::Plan resized(const graph::OpGraph& g, plan::Plan p, const std::vect
   for (auto& st : p.stages) st.micro_batch = sizes.at(static_cast<std::size_t>(st.id)), st.actions.clear();
   plan::validate_plan(p, g);
   const auto c = cost::load_cluster("cpu-local");
-  plan::PlanRequest r;
+  planner::PlanRequest r;
   r.devices = p.devices, r.mini_batch = p.mini_batch, r.schedule = p.schedule;
-  plan::Planner(g, c, cost::analytic_cost_model(c.device), r).predict(p);
+  planner::Planner(g, c, cost::analytic_cost_model(c.device), r).predict(p);
   return p;
 }
 

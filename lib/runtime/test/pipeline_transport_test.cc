@@ -42,7 +42,7 @@ TEST(Pipeline, TransfersOverTheStoreBackendByTagInOrderOrAsOnNcclStreamsEqualSin
 // See Note [GPU spans]: with a device clock the compute lane is timed by its
 // marks, not by the host. This clock puts mark n at µs 1000·(n+1), far from
 // any system-clock time; rank 0 keeps host times, for contrast.
-class CountingClock final : public DeviceClock {
+class CountingClock final : public executor::DeviceClock {
  public:
   std::int64_t mark() override { return marks_++; }
   std::vector<std::int64_t> times() override {
@@ -63,14 +63,14 @@ TEST(Pipeline, WithADeviceClockEveryActionIsTimedByItsMarks) {
   auto gen = at::detail::createCPUGenerator(3);
   const auto batch = data::random_batch(g, p.mini_batch, gen);
   auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<TraceLog> traces(2);
+  std::vector<executor::TraceLog> traces(2);
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       try {
         nn::GraphModule module(g, 7);
-        StageExecutor ex(module, p, comm::Group::over_store(store, r, 2, std::chrono::milliseconds(20000)));
+        executor::StageExecutor ex(module, p, comm::Group::over_store(store, r, 2, std::chrono::milliseconds(20000)));
         CountingClock clock;
         if (r == 1) traces[r].device = &clock;
         auto source = [&](std::int64_t b, std::int64_t e, const std::set<std::string>& fields) {
@@ -159,13 +159,13 @@ TEST(Emulation, MeasuredIterationFollowsTheSimulator) {
       threads.emplace_back([&, r] {
         try {
           auto world = comm::Group::over_store(store, r, 2, std::chrono::milliseconds(20000));
-          StageExecutor ex(g, p, world, Emulation{costs, 1});
+          executor::StageExecutor ex(g, p, world, executor::Emulation{costs, 1});
           for (int s = 0; s < steps; ++s) {
-            const auto t0 = now_us();
+            const auto t0 = executor::now_us();
             ex.run({}, static_cast<double>(p.mini_batch), {});
             std::vector<at::Tensor> one{torch::zeros({1})};
             world.pg().allreduce(one)->wait();  // as the trainer's per-step all-reduce
-            if (s > 0) measured[r] += static_cast<double>(now_us() - t0) / 1e6 / (steps - 1);
+            if (s > 0) measured[r] += static_cast<double>(executor::now_us() - t0) / 1e6 / (steps - 1);
           }
         } catch (const std::exception& e) {
           errors[r] = e.what();

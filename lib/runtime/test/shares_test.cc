@@ -1,4 +1,4 @@
-// Uneven replica shares (see Note [Replica shares] in plan_format/plan.h)
+// Uneven replica shares (see Note [Replica shares] in plan/plan.h)
 // train to the weights of one process: data parallelism over 2 ranks at
 // 3:1 and 3 ranks at 2:1:1 under each sync method, and a pipeline whose
 // replicated stages split 3:1 and 1:3, so that every edge is cut into
@@ -65,21 +65,21 @@ TEST(Shares, PipelineWithUnequalReplicaSharesEqualsOneProcess) {
 // value is bad input naming the variable.
 TEST(Shares, SlowdownNamesRanksAndFactors) {
   ::setenv("TRIDENT_SLOWDOWN", "1:2,3:1.5", 1);
-  EXPECT_EQ(slowdown_for_rank(0), 1.0);
-  EXPECT_EQ(slowdown_for_rank(1), 2.0);
-  EXPECT_EQ(slowdown_for_rank(3), 1.5);
+  EXPECT_EQ(executor::slowdown_for_rank(0), 1.0);
+  EXPECT_EQ(executor::slowdown_for_rank(1), 2.0);
+  EXPECT_EQ(executor::slowdown_for_rank(3), 1.5);
   for (const char* bad : {"1", "x:2", "1:0.5", "1:fast"}) {
     ::setenv("TRIDENT_SLOWDOWN", bad, 1);
     try {
-      slowdown_for_rank(1);
+      executor::slowdown_for_rank(1);
       ADD_FAILURE() << "accepted " << bad;
-    } catch (const PipelineError& e) {
+    } catch (const executor::PipelineError& e) {
       EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
       EXPECT_NE(std::string(e.what()).find("TRIDENT_SLOWDOWN = '" + std::string(bad) + "'"), std::string::npos) << e.what();
     }
   }
   ::unsetenv("TRIDENT_SLOWDOWN");
-  EXPECT_EQ(slowdown_for_rank(1), 1.0);
+  EXPECT_EQ(executor::slowdown_for_rank(1), 1.0);
 }
 
 }  // namespace

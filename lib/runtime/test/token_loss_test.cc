@@ -5,7 +5,7 @@
 // micro-batch's or a replica's own.
 #include "pipeline_harness.h"
 
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/zoo/builder.h"
 
 namespace trident::runtime {

@@ -24,9 +24,9 @@ std::string temp_dir(const std::string& tag) {
   return d.string();
 }
 
-TrainConfig small_config(const std::string& runs, const std::string& optimizer,
+config::TrainConfig small_config(const std::string& runs, const std::string& optimizer,
                          const std::vector<std::string>& extra = {}) {
-  return parse_config("name: resume\nmodel: {name: mlp}\ndata: {name: synthetic, train_size: 512, test_size: 128}\n"
+  return config::parse_config("name: resume\nmodel: {name: mlp}\ndata: {name: synthetic, train_size: 512, test_size: 128}\n"
                       "train: {steps: 12, mini_batch: 32, seed: 5, threads: 1, log_every: 4}\n"
                       "optimizer: {name: " + optimizer + ", schedule: cosine}\ncheckpoint: {every: 5}\n"
                       "runs_dir: " + runs + "\n", extra);
@@ -70,7 +70,7 @@ TEST(Trainer, ResumeReachesBitwiseTheSameWeights) {
 
 TEST(Trainer, LossFallsAndMetricsAreWritten) {
   const auto runs = temp_dir("learn");
-  auto c = parse_config("name: learn\nmodel: {name: candle_uno}\ndata: {train_size: 2048, test_size: 512}\n"
+  auto c = config::parse_config("name: learn\nmodel: {name: candle_uno}\ndata: {train_size: 2048, test_size: 512}\n"
                         "train: {epochs: 10, mini_batch: 64, threads: 1, log_every: 8}\n"
                         "optimizer: {name: adam, lr: 0.003}\nruns_dir: " + runs + "\n");
   std::ostringstream log;
@@ -140,7 +140,7 @@ TEST(Trainer, ResumeWithoutCheckpointIsAClearError) {
   try {
     Trainer t(small_config(runs, "sgd"), true, log);
     FAIL();
-  } catch (const ConfigError& e) {
+  } catch (const config::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("no such run directory"), std::string::npos) << e.what();
   }
   std::filesystem::create_directories(runs + "/resume");  // a run directory without a checkpoint
@@ -174,8 +174,8 @@ std::vector<std::string> on_ranks(int n, const std::function<void(int, comm::Gro
   return errors;
 }
 
-TrainConfig chain_config(const std::string& runs, const std::string& name, int devices, const std::string& partitioner) {
-  return parse_config("name: " + name + "\nmodel: {name: candle_uno}\n"
+config::TrainConfig chain_config(const std::string& runs, const std::string& name, int devices, const std::string& partitioner) {
+  return config::parse_config("name: " + name + "\nmodel: {name: candle_uno}\n"
                       "data: {name: synthetic, train_size: 256, test_size: 40}\n"
                       "train: {steps: 12, mini_batch: 16, seed: 3, threads: 1, log_every: 4, eval: false}\n"
                       "optimizer: {name: adam, lr: 0.01}\ncheckpoint: {every: 3}\n"
@@ -185,7 +185,7 @@ TrainConfig chain_config(const std::string& runs, const std::string& name, int d
 }
 
 // Trains one segment of a run on `devices` threads: to `stop_after`, or to the end.
-void train_segment(const TrainConfig& c, bool resume, std::optional<std::int64_t> stop_after) {
+void train_segment(const config::TrainConfig& c, bool resume, std::optional<std::int64_t> stop_after) {
   const auto errors = on_ranks(static_cast<int>(c.parallel.devices), [&](int, comm::Group group) {
     std::ostringstream log;
     Trainer t(c, resume, log, group);
@@ -210,7 +210,7 @@ TEST(Resharding, GraphpipeToDataParallelToOneProcessToPipedream) {
   train_segment(chain_config(runs, "chain", 2, "dp"), true, 6);
   train_segment(chain_config(runs, "chain", 1, "dp"), true, 9);
   train_segment(chain_config(runs, "chain", 3, "pipedream"), true, std::nullopt);
-  const auto whole = CheckpointReader::latest(runs + "/whole"), chain = CheckpointReader::latest(runs + "/chain");
+  const auto whole = checkpoint::CheckpointReader::latest(runs + "/whole"), chain = checkpoint::CheckpointReader::latest(runs + "/chain");
   EXPECT_EQ(chain.step(), 12);
   ASSERT_EQ(whole.keys("param/"), chain.keys("param/"));
   ASSERT_FALSE(whole.keys("param/").empty());
@@ -225,9 +225,9 @@ TEST(Resharding, GraphpipeToDataParallelToOneProcessToPipedream) {
 // The recipe across plans (see Note [Global gradient norm] in sync/grad_sync.h):
 // SGD with momentum (which, unlike Adam, a scaled gradient moves) and
 // optimizer.clip_norm small enough that every step clips.
-TrainConfig recipe_config(const std::string& runs, const std::string& name, int devices,
+config::TrainConfig recipe_config(const std::string& runs, const std::string& name, int devices,
                           const std::string& partitioner, const std::string& extra) {
-  return parse_config("name: " + name + "\nmodel: {name: candle_uno}\n"
+  return config::parse_config("name: " + name + "\nmodel: {name: candle_uno}\n"
                       "data: {name: synthetic, train_size: 240, test_size: 24}\n"
                       "train: {steps: 8, mini_batch: 24, seed: 3, threads: 1, log_every: 8, eval: false}\n"
                       "optimizer: {name: sgd, lr: 0.2}\n"
@@ -253,7 +253,7 @@ void train_every_plan(const std::string& runs, const std::string& extra) {
 // Every parameter of the runs' final checkpoints: `b` equals `a` (or, with
 // `differ`, does not).
 void expect_same_weights(const std::string& a, const std::string& b, bool differ = false) {
-  const auto x = CheckpointReader::latest(a), y = CheckpointReader::latest(b);
+  const auto x = checkpoint::CheckpointReader::latest(a), y = checkpoint::CheckpointReader::latest(b);
   ASSERT_EQ(x.keys("param/"), y.keys("param/"));
   double most = 0;
   for (const auto& key : x.keys("param/")) {
@@ -309,7 +309,7 @@ TEST(Recipe, AccumulationOfFourEqualsOneStepOnTheWholeBatch) {
 
 // The largest difference of any parameter between the runs' final checkpoints.
 double most_difference(const std::string& a, const std::string& b) {
-  const auto x = CheckpointReader::latest(a), y = CheckpointReader::latest(b);
+  const auto x = checkpoint::CheckpointReader::latest(a), y = checkpoint::CheckpointReader::latest(b);
   double most = 0;
   for (const auto& key : x.keys("param/")) most = std::max(most, (x.read(key) - y.read(key)).abs().max().item<double>());
   return most;

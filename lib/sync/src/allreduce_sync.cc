@@ -1,13 +1,13 @@
 // Bucketed all-reduce with wait-free backpropagation (grad_sync.h).
 #include "ordered_sync.h"
-#include "trident/cost/comm.h"
+#include "trident/cost/network.h"
 
-namespace trident::comm {
+namespace trident::sync {
 namespace {
 
 class AllReduceSync final : public detail::OrderedSync {
  public:
-  AllReduceSync(Group group, NamedParams params, std::vector<std::vector<int>> buckets, bool wfbp)
+  AllReduceSync(comm::Group group, NamedParams params, std::vector<std::vector<int>> buckets, bool wfbp)
       : OrderedSync(std::move(group), std::move(params), std::move(buckets), wfbp), wfbp_(wfbp) {
     buffers_.resize(items_.size());
     works_.resize(items_.size());
@@ -66,9 +66,9 @@ class AllReduceSync final : public detail::OrderedSync {
 
 }  // namespace
 
-std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params, std::int64_t bucket_bytes, bool wfbp) {
+std::unique_ptr<GradSync> make_allreduce_sync(comm::Group group, NamedParams params, std::int64_t bucket_bytes, bool wfbp) {
   auto buckets = detail::reverse_buckets(params, bucket_bytes);
   return std::make_unique<AllReduceSync>(std::move(group), std::move(params), std::move(buckets), wfbp);
 }
 
-}  // namespace trident::comm
+}  // namespace trident::sync

@@ -1,9 +1,9 @@
 // Per-parameter methods (HybComm), each on its own subgroup (grad_sync.h).
 #include "trident/sync/grad_sync.h"
 
-#include "trident/cost/comm.h"
+#include "trident/cost/network.h"
 
-namespace trident::comm {
+namespace trident::sync {
 namespace {
 
 class HybridSync final : public GradSync {
@@ -79,7 +79,7 @@ class HybridSync final : public GradSync {
 
 }  // namespace
 
-std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
+std::unique_ptr<GradSync> make_hybrid_sync(comm::Group group, NamedParams params, const graph::OpGraph& graph,
                                            const std::map<std::string, std::string>& methods,
                                            std::int64_t bucket_bytes, int staleness, torch::ScalarType ps_push_dtype,
                                            std::vector<std::int64_t> shares) {
@@ -96,7 +96,7 @@ std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, cons
   for (const auto& m : cost::sync_method_names()) {
     auto it = split.find(m);
     if (it == split.end()) continue;
-    Group sub = group.subgroup(all, "hybrid-" + m);
+    comm::Group sub = group.subgroup(all, "hybrid-" + m);
     if (it->first == "allreduce") parts.push_back(make_allreduce_sync(sub, it->second, bucket_bytes));
     if (it->first == "ps") parts.push_back(make_ps_sync(sub, it->second, {staleness, bucket_bytes, &graph, ps_push_dtype, 4 * bucket_bytes}));
     if (it->first == "sfb") parts.push_back(make_sfb_sync(sub, it->second, graph, shares));
@@ -104,4 +104,4 @@ std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, cons
   return std::make_unique<HybridSync>(std::move(parts));
 }
 
-}  // namespace trident::comm
+}  // namespace trident::sync

@@ -3,7 +3,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-namespace trident::comm::detail {
+namespace trident::sync::detail {
 namespace {
 
 struct ReadyHook final : torch::autograd::FunctionPostHook {
@@ -23,7 +23,7 @@ torch::autograd::variable_list ReadyHook::operator()(const torch::autograd::vari
 
 }  // namespace
 
-OrderedSync::OrderedSync(Group group, NamedParams params, std::vector<std::vector<int>> items, bool wfbp)
+OrderedSync::OrderedSync(comm::Group group, NamedParams params, std::vector<std::vector<int>> items, bool wfbp)
     : group_(std::move(group)), params_(std::move(params)), items_(std::move(items)),
       state_(std::make_shared<HookState>()), wfbp_(wfbp) {
   item_of_.assign(params_.size(), -1);
@@ -42,7 +42,7 @@ void OrderedSync::install_grad_hooks() {
   for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
     if (item_of_[i] < 0) continue;
     auto acc = torch::autograd::impl::grad_accumulator(params_[i].second);
-    if (!acc) throw CommError("gradient sync: parameter '" + params_[i].first + "' does not require grad");
+    if (!acc) throw comm::CommError("gradient sync: parameter '" + params_[i].first + "' does not require grad");
     acc->add_post_hook(std::make_unique<ReadyHook>(state_, i));
     accumulators_.push_back(std::move(acc));  // keeps the node, and so the hook, alive
   }
@@ -66,7 +66,7 @@ void OrderedSync::mark_ready(int param) {
 
 void OrderedSync::finish() {
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (!armed_) throw CommError("gradient sync: finish() without arm()");
+  if (!armed_) throw comm::CommError("gradient sync: finish() without arm()");
   stats_.backward_end_s = seconds();
   while (next_ < items_.size()) launch(next_++);
   for (std::size_t i = 0; i < items_.size(); ++i) complete(i);
@@ -110,12 +110,12 @@ void OrderedSync::set_grad(int param, const torch::Tensor& value) {
 
 void OrderedSync::fail(const std::string& what, const std::exception& e) const {
   const auto lost = group_.diagnose();
-  throw CommError(group_.member(group_.rank()) + ": " + what + " failed" +
+  throw comm::CommError(group_.member(group_.rank()) + ": " + what + " failed" +
                   (lost.empty() ? "" : " (" + lost + ")") + ": " + first_line(e));
 }
 
 std::vector<std::vector<int>> reverse_buckets(const NamedParams& params, std::int64_t bucket_bytes) {
-  if (bucket_bytes < 1) throw CommError("gradient sync: bucket size must be >= 1 byte");
+  if (bucket_bytes < 1) throw comm::CommError("gradient sync: bucket size must be >= 1 byte");
   std::vector<std::vector<int>> buckets;
   cost::BucketPacker packer(bucket_bytes);  // See Note [Gradient buckets]
   for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
@@ -126,9 +126,9 @@ std::vector<std::vector<int>> reverse_buckets(const NamedParams& params, std::in
   return buckets;
 }
 
-}  // namespace trident::comm::detail
+}  // namespace trident::sync::detail
 
-namespace trident::comm {
+namespace trident::sync {
 
 double square_sum(const torch::Tensor& t) {
   if (!t.defined()) return 0;
@@ -136,4 +136,4 @@ double square_sum(const torch::Tensor& t) {
   return t.to(torch::kFloat64).pow(2).sum().item<double>();
 }
 
-}  // namespace trident::comm
+}  // namespace trident::sync

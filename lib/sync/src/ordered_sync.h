@@ -8,7 +8,7 @@
 
 #include "trident/sync/grad_sync.h"
 
-namespace trident::comm::detail {
+namespace trident::sync::detail {
 
 // What a Gloo collective is handed for `t`: Gloo in LibTorch 1.13 refuses
 // bf16 in every collective, so a bf16 tensor travels as a kHalf view of the
@@ -40,7 +40,7 @@ class OrderedSync : public GradSync {
  protected:
   // `items[i]` lists parameter indices; item i starts once all of them are
   // ready and items 0..i-1 have started (or all at finish() without WFBP).
-  OrderedSync(Group group, NamedParams params, std::vector<std::vector<int>> items, bool wfbp);
+  OrderedSync(comm::Group group, NamedParams params, std::vector<std::vector<int>> items, bool wfbp);
   // AccumulateGrad post-hooks mark a parameter ready (all but SFB use them).
   void install_grad_hooks();
   virtual void launch(std::size_t item) = 0;
@@ -57,7 +57,7 @@ class OrderedSync : public GradSync {
   }
   [[noreturn]] void fail(const std::string& what, const std::exception& e) const;
 
-  Group group_;
+  comm::Group group_;
   NamedParams params_;
   std::vector<std::vector<int>> items_;
   std::vector<int> item_of_;
@@ -80,4 +80,4 @@ class OrderedSync : public GradSync {
 // parameter larger than that gets its own. Throws CommError below 1 byte.
 std::vector<std::vector<int>> reverse_buckets(const NamedParams& params, std::int64_t bucket_bytes);
 
-}  // namespace trident::comm::detail
+}  // namespace trident::sync::detail

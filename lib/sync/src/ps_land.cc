@@ -5,7 +5,7 @@
 
 #include "ps_sync.h"
 
-namespace trident::comm::detail {
+namespace trident::sync::detail {
 
 void PsSync::take_pull(Round& round, std::size_t b) {
   auto& f = round.flights[b];
@@ -134,7 +134,7 @@ bool PsSync::pull_through(Round& round, std::size_t b, bool must) {
       return false;
     }
     if (!retire_oldest())
-      throw CommError(group_.member(me()) + ": ps: the pull of bucket " + std::to_string(b) + " has pieces that never launched");
+      throw comm::CommError(group_.member(me()) + ": ps: the pull of bucket " + std::to_string(b) + " has pieces that never launched");
     issue_pulls();
   }
 }
@@ -145,4 +145,4 @@ bool PsSync::landed(const Round& round) {
   return true;
 }
 
-}  // namespace trident::comm::detail
+}  // namespace trident::sync::detail

@@ -9,7 +9,7 @@
 
 #include <torch/torch.h>
 
-namespace trident::comm::detail {
+namespace trident::sync::detail {
 
 // Note [PS pieces]
 // ~~~~~~~~~~~~~~~~
@@ -109,4 +109,4 @@ class BufferPool {
   std::int64_t bytes_ = 0, held_ = 0, parked_ = 0;
 };
 
-}  // namespace trident::comm::detail
+}  // namespace trident::sync::detail

@@ -4,7 +4,7 @@
 
 #include "ps_sync.h"
 
-namespace trident::comm::detail {
+namespace trident::sync::detail {
 
 torch::Tensor PsSync::acquire(torch::ScalarType dtype) {
   auto t = pool_.acquire(dtype);
@@ -91,7 +91,7 @@ bool PsSync::sum_pushes(Round& round, std::size_t b, bool must) {
     } else if (!must) {
       return false;
     } else if (!retire_oldest()) {
-      throw CommError(group_.member(me()) + ": ps: a push of bucket " + std::to_string(b) + " is in flight but not among the pieces");
+      throw comm::CommError(group_.member(me()) + ": ps: a push of bucket " + std::to_string(b) + " is in flight but not among the pieces");
     }
   }
   return f.summed == layouts_[b].pieces;
@@ -213,4 +213,4 @@ void PsSync::issue_pulls() {
   }
 }
 
-}  // namespace trident::comm::detail
+}  // namespace trident::sync::detail

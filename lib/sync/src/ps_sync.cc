@@ -3,12 +3,12 @@
 // split in ps_sync.h).
 #include <algorithm>
 
-#include "trident/cost/comm.h"
+#include "trident/cost/network.h"
 #include "ps_sync.h"
 
-namespace trident::comm::detail {
+namespace trident::sync::detail {
 
-PsSync::PsSync(Group group, NamedParams params, std::vector<std::vector<int>> buckets, const PsOptions& options)
+PsSync::PsSync(comm::Group group, NamedParams params, std::vector<std::vector<int>> buckets, const PsOptions& options)
     : OrderedSync(std::move(group), std::move(params), std::move(buckets), true),
       staleness_(options.staleness),
       copy_(options.staleness > 0),
@@ -26,7 +26,7 @@ PsSync::PsSync(Group group, NamedParams params, std::vector<std::vector<int>> bu
 
 void PsSync::arm() {
   if (!rounds_.empty() && rounds_.back().clock == clock_)  // a round per clock: apply() closes it
-    throw CommError(group_.member(group_.rank()) + ": ps: arm() twice without apply() between");
+    throw comm::CommError(group_.member(group_.rank()) + ": ps: arm() twice without apply() between");
   // Spans that ended after the last report (pulls landing in this
   // forward) are kept, timed from the new arm().
   const auto before = start_;
@@ -44,7 +44,7 @@ void PsSync::arm() {
 
 void PsSync::apply(const Update& update) {
   if (rounds_.empty() || rounds_.back().clock != clock_)
-    throw CommError(group_.member(group_.rank()) + ": ps: apply() without a backward since the last one");
+    throw comm::CommError(group_.member(group_.rank()) + ": ps: apply() without a backward since the last one");
   rounds_.back().update = update;
   ++clock_;
   report_staleness();
@@ -107,14 +107,14 @@ std::optional<GradSync::Span> PsSync::shard(const std::string& name) const {
 
 double PsSync::grad_square_sum() {
   if (rounds_.empty() || rounds_.back().clock != clock_)
-    throw CommError(group_.member(group_.rank()) + ": ps: grad_square_sum() without a backward since apply()");
+    throw comm::CommError(group_.member(group_.rank()) + ": ps: grad_square_sum() without a backward since apply()");
   auto& round = rounds_.back();
   touch_ = {-1, false, std::numeric_limits<std::size_t>::max(), true};  // backward is over
   double total = 0;
   for (std::size_t b = 0; b < round.flights.size(); ++b) {
     const auto& f = round.flights[b];
     if (f.state != Flight::State::kPushing || f.pushed < layouts_[b].pieces)
-      throw CommError(group_.member(group_.rank()) + ": ps: bucket " + std::to_string(b) +
+      throw comm::CommError(group_.member(group_.rank()) + ": ps: bucket " + std::to_string(b) +
                       " was updated before the gradient norm (set_update must not be given when clipping)");
     sum_pushes(round, b, true);
     total += square_sum(f.sum);
@@ -188,16 +188,16 @@ void PsSync::report_staleness() {
   stale_sum_ = 0, stale_reads_ = 0;
 }
 
-}  // namespace trident::comm::detail
+}  // namespace trident::sync::detail
 
-namespace trident::comm {
+namespace trident::sync {
 
-std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOptions options) {
-  if (options.staleness < 0) throw CommError("ps: staleness must be >= 0, got " + std::to_string(options.staleness));
+std::unique_ptr<GradSync> make_ps_sync(comm::Group group, NamedParams params, PsOptions options) {
+  if (options.staleness < 0) throw comm::CommError("ps: staleness must be >= 0, got " + std::to_string(options.staleness));
   if (options.buffer_bytes < 1)
-    throw CommError("ps: buffer_bytes must be >= 1, got " + std::to_string(options.buffer_bytes));
+    throw comm::CommError("ps: buffer_bytes must be >= 1, got " + std::to_string(options.buffer_bytes));
   auto buckets = detail::reverse_buckets(params, options.bucket_bytes);
   return std::make_unique<detail::PsSync>(std::move(group), std::move(params), std::move(buckets), options);
 }
 
-}  // namespace trident::comm
+}  // namespace trident::sync

@@ -19,7 +19,7 @@
 #include "ordered_sync.h"
 #include "ps_pieces.h"
 
-namespace trident::comm::detail {
+namespace trident::sync::detail {
 
 // One piece on its way: what this member sends ([P × length]) and receives.
 struct Piece {
@@ -71,7 +71,7 @@ constexpr auto kNoBound = std::numeric_limits<std::int64_t>::max();
 
 class PsSync final : public OrderedSync {
  public:
-  PsSync(Group group, NamedParams params, std::vector<std::vector<int>> buckets, const PsOptions& options);
+  PsSync(comm::Group group, NamedParams params, std::vector<std::vector<int>> buckets, const PsOptions& options);
 
   void arm() override;
   void set_update(const Update& update) override { next_update_ = update; }
@@ -176,7 +176,7 @@ class PsSync final : public OrderedSync {
   bool copy_ = false;  // See Note [Server copy]
   torch::ScalarType push_dtype_;  // See Note [Push dtype]
   std::int64_t budget_;           // bytes pieces in flight may hold (see Note [PS pieces])
-  Group pull_group_;
+  comm::Group pull_group_;
   std::vector<Layout> layouts_;               // by bucket
   torch::TensorOptions options_ = torch::TensorOptions().dtype(torch::kFloat);  // the parameters'
   BufferPool pool_;                           // See Note [PS buffers]
@@ -197,4 +197,4 @@ class PsSync final : public OrderedSync {
   std::size_t reported_ = 0;                  // events the caller has seen
 };
 
-}  // namespace trident::comm::detail
+}  // namespace trident::sync::detail

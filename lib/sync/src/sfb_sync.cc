@@ -2,18 +2,18 @@
 #include <algorithm>
 
 #include "ordered_sync.h"
-#include "trident/cost/comm.h"
+#include "trident/cost/network.h"
 
-namespace trident::comm {
+namespace trident::sync {
 namespace {
 
 class SfbSync final : public detail::OrderedSync {
  public:
-  SfbSync(Group group, NamedParams params, std::vector<std::vector<int>> items, const graph::OpGraph& g,
+  SfbSync(comm::Group group, NamedParams params, std::vector<std::vector<int>> items, const graph::OpGraph& g,
           std::vector<std::int64_t> shares)
       : OrderedSync(std::move(group), std::move(params), std::move(items), true), shares_(std::move(shares)) {
     if (!shares_.empty() && static_cast<int>(shares_.size()) != group_.size())
-      throw CommError("sfb: " + std::to_string(shares_.size()) + " shares for a group of " + std::to_string(group_.size()));
+      throw comm::CommError("sfb: " + std::to_string(shares_.size()) + " shares for a group of " + std::to_string(group_.size()));
     factors_.resize(params_.size());
     for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
       const auto& name = params_[i].first;
@@ -23,7 +23,7 @@ class SfbSync final : public detail::OrderedSync {
         for (const auto& p : op.params)
           if (p.name == name) found = &op, spec = &p;
       if (!found || !cost::sfb_shape(*found, *spec))
-        throw CommError("sfb: '" + name + "' is not the weight of a Linear layer; sync it with allreduce or ps");
+        throw comm::CommError("sfb: '" + name + "' is not the weight of a Linear layer; sync it with allreduce or ps");
       const auto shape = *cost::sfb_shape(*found, *spec);
       factors_[i].m = shape.m, factors_[i].n = shape.n;
       by_op_[g.id_of(found->name)] = i;
@@ -68,7 +68,7 @@ class SfbSync final : public detail::OrderedSync {
     const int p = items_[item].front();
     auto& f = factors_[p];
     if (f.a.empty() || f.a.size() != f.d.size())
-      throw CommError("sfb: layer of '" + params_[p].first + "' captured " + std::to_string(f.a.size()) +
+      throw comm::CommError("sfb: layer of '" + params_[p].first + "' captured " + std::to_string(f.a.size()) +
                       " inputs and " + std::to_string(f.d.size()) +
                       " output gradients; attach observer() to the executor and run backward");
     f.a_all = padded(torch::cat(f.a));
@@ -88,7 +88,7 @@ class SfbSync final : public detail::OrderedSync {
     f.wd = group_.pg().allgather(d_out, d_in);
   }
 
-  // See Note [Replica shares] (plan_format/plan.h): members run unequal
+  // See Note [Replica shares] (plan/plan.h): members run unequal
   // rows, and an all-gather moves equal sizes, so every member's factors
   // are padded to the largest share's rows with zero rows, which add
   // nothing to Σ_k δ_k a_kᵀ. A member's rows are its share times a count
@@ -98,7 +98,7 @@ class SfbSync final : public detail::OrderedSync {
     const auto mine = shares_[static_cast<std::size_t>(group_.rank())];
     const auto most = *std::max_element(shares_.begin(), shares_.end());
     if (rows.size(0) % mine)
-      throw CommError("sfb: " + std::to_string(rows.size(0)) + " factor rows are not a multiple of this member's share " +
+      throw comm::CommError("sfb: " + std::to_string(rows.size(0)) + " factor rows are not a multiple of this member's share " +
                       std::to_string(mine));
     const auto want = rows.size(0) / mine * most;
     if (want == rows.size(0)) return rows;
@@ -127,11 +127,11 @@ class SfbSync final : public detail::OrderedSync {
 
 }  // namespace
 
-std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const graph::OpGraph& graph,
+std::unique_ptr<GradSync> make_sfb_sync(comm::Group group, NamedParams params, const graph::OpGraph& graph,
                                         std::vector<std::int64_t> shares) {
   std::vector<std::vector<int>> items;
   for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) items.push_back({i});
   return std::make_unique<SfbSync>(std::move(group), std::move(params), std::move(items), graph, std::move(shares));
 }
 
-}  // namespace trident::comm
+}  // namespace trident::sync

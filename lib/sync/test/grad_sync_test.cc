@@ -18,15 +18,15 @@
 #include "trident/comm/group.h"
 #include "trident/comm/store_backend.h"
 #include "trident/comm/world.h"
-#include "trident/cost/comm.h"
-#include "trident/nn/executor.h"
+#include "trident/cost/network.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/nn/graph_module.h"
 #include "trident/zoo/builder.h"
 #include "trident/zoo/zoo.h"
 #include "trident/data/dataset.h"
 #include "sync_harness.h"
 
-namespace trident::comm {
+namespace trident::sync {
 namespace {
 
 using namespace test;  // NOLINT: the harness
@@ -34,7 +34,7 @@ class AllReduce : public ::testing::TestWithParam<std::tuple<std::string, int>> 
 
 TEST_P(AllReduce, WeightsEqualSingleProcessTraining) {
   const auto& [model, ranks] = GetParam();
-  auto run = train(model, ranks, 3, 24, [](Group g, NamedParams p) { return make_allreduce_sync(g, p); });
+  auto run = train(model, ranks, 3, 24, [](comm::Group g, NamedParams p) { return make_allreduce_sync(g, p); });
   expect_equal(run);
 }
 
@@ -48,13 +48,13 @@ std::map<std::string, std::string> sfb_where_possible(const graph::OpGraph& g) {
 
 TEST_P(AllReduce, ParameterServerEqualsSingleProcessTraining) {
   const auto& [model, ranks] = GetParam();
-  expect_equal(train(model, ranks, 3, 24, [](Group g, NamedParams p) { return make_ps_sync(g, p); }));
+  expect_equal(train(model, ranks, 3, 24, [](comm::Group g, NamedParams p) { return make_ps_sync(g, p); }));
 }
 
 TEST_P(AllReduce, SfbEqualsSingleProcessTraining) {
   const auto& [model, ranks] = GetParam();
   const auto g = model_graph(model);
-  expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
+  expect_equal(train(model, ranks, 3, 24, [&](comm::Group grp, NamedParams p) {
     return make_hybrid_sync(grp, p, g, sfb_where_possible(g));
   }));
 }
@@ -67,7 +67,7 @@ TEST_P(AllReduce, SfbEqualsSingleProcessTraining) {
 TEST(Sfb, Bf16FactorsGiveOneProcesssGradientOnTheWholeBatch) {
   const auto g = model_graph("wide_fc");
   const auto methods = sfb_where_possible(g);
-  auto make = [&](Group grp, NamedParams p) { return make_hybrid_sync(grp, p, g, methods); };
+  auto make = [&](comm::Group grp, NamedParams p) { return make_hybrid_sync(grp, p, g, methods); };
   const auto bf16 = train("wide_fc", 3, 1, 24, make, {}, graph::Precision::kBf16);
   const auto fp32 = train("wide_fc", 3, 1, 24, make);
   for (const auto& [name, method] : methods) {
@@ -101,7 +101,7 @@ TEST_P(AllReduce, HybridEqualsSingleProcessTraining) {
   const auto& [model, ranks] = GetParam();
   const auto g = model_graph(model);
   const auto methods = rotating_methods(g, {"ps", "allreduce", "sfb"});
-  expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
+  expect_equal(train(model, ranks, 3, 24, [&](comm::Group grp, NamedParams p) {
     return make_hybrid_sync(grp, p, g, methods);
   }));
 }
@@ -113,8 +113,8 @@ TEST_P(AllReduce, HybridOverTheStoreBackendEqualsSingleProcessTraining) {
   const auto g = model_graph(model);
   const auto methods = rotating_methods(g, {"allreduce", "ps", "sfb"});
   auto store = c10::make_intrusive<c10d::HashStore>();
-  expect_equal(train(model, ranks, 3, 24, [&](Group grp, NamedParams p) {
-    auto pg = store_process_group(store, grp.rank(), grp.size(), grp.timeout());
+  expect_equal(train(model, ranks, 3, 24, [&](comm::Group grp, NamedParams p) {
+    auto pg = comm::store_process_group(store, grp.rank(), grp.size(), grp.timeout());
     return make_hybrid_sync(grp.with_process_group(pg), p, g, methods);
   }));
 }
@@ -128,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(Models, AllReduce,
 TEST(AllReduceSync, SmallBucketsAndNoWfbpAgreeAndCountBytes) {
   // 4 KiB buckets: many buckets, launched as gradients become ready.
   Counted wrapped;
-  auto run = train("mlp", 3, 2, 24, wrapped.wrap([](Group g, NamedParams p) { return make_allreduce_sync(g, p, 4096); }));
+  auto run = train("mlp", 3, 2, 24, wrapped.wrap([](comm::Group g, NamedParams p) { return make_allreduce_sync(g, p, 4096); }));
   const auto& counting = wrapped.groups;
   expect_equal(run);
   const auto& st = run.stats[0];
@@ -151,7 +151,7 @@ TEST(AllReduceSync, SmallBucketsAndNoWfbpAgreeAndCountBytes) {
     EXPECT_EQ(group->bytes.size(), 1u) << "rank " << rank;
   }
   EXPECT_DOUBLE_EQ(counted, counting.at(0)->bytes.at("allreduce") / 2 * 2.0 * 2 / 3);
-  auto off = train("mlp", 2, 2, 24, [](Group g, NamedParams p) { return make_allreduce_sync(g, p, 4096, false); });
+  auto off = train("mlp", 2, 2, 24, [](comm::Group g, NamedParams p) { return make_allreduce_sync(g, p, 4096, false); });
   expect_equal(off);
   EXPECT_GE(off.stats[0].events.front().start_s, off.stats[0].backward_end_s);
 }
@@ -163,7 +163,7 @@ TEST(SfbSync, TakesCapturedLinearLayers) {
   const auto methods = sfb_where_possible(g);
   EXPECT_EQ(methods.at("fc.weight"), "sfb");
   EXPECT_EQ(methods.at("fc.bias"), "allreduce");
-  auto run = train("captured_fc", 3, 3, 24, [&](Group grp, NamedParams p) { return make_hybrid_sync(grp, p, g, methods); });
+  auto run = train("captured_fc", 3, 3, 24, [&](comm::Group grp, NamedParams p) { return make_hybrid_sync(grp, p, g, methods); });
   expect_equal(run);
   EXPECT_DOUBLE_EQ(run.stats[0].sent.at("fc.weight"), 8.0 * 2 * (1024 + 1024) * 4);  // factors, not the gradient
 }
@@ -173,7 +173,7 @@ TEST(SfbSync, RebuiltGradientEqualsTheAllReducedOneAndBytesFollowTheFormula) {
   // One step, then compare the synced gradients themselves.
   auto grads = [&](bool sfb) {
     std::vector<std::map<std::string, torch::Tensor>> out(3);
-    train("wide_fc", 3, 1, 24, [&](Group grp, NamedParams p) {
+    train("wide_fc", 3, 1, 24, [&](comm::Group grp, NamedParams p) {
       auto sync = sfb ? make_hybrid_sync(grp, p, g, sfb_where_possible(g)) : make_allreduce_sync(grp, p);
       struct Spy final : GradSync {
         std::unique_ptr<GradSync> inner;
@@ -201,7 +201,7 @@ TEST(SfbSync, RebuiltGradientEqualsTheAllReducedOneAndBytesFollowTheFormula) {
     for (const auto& [name, t] : ar[r])
       EXPECT_TRUE(torch::allclose(sfb[r].at(name), t, 1e-5, 1e-6)) << "rank " << r << " " << name;
   // Bytes: each rank sends its K = 8 rows of factors (M + N floats) to P - 1 = 2 peers.
-  auto run = train("wide_fc", 3, 1, 24, [&](Group grp, NamedParams p) {
+  auto run = train("wide_fc", 3, 1, 24, [&](comm::Group grp, NamedParams p) {
     return make_hybrid_sync(grp, p, g, sfb_where_possible(g));
   });
   EXPECT_DOUBLE_EQ(run.stats[0].sent.at("fc.weight"), 8.0 * 2 * (1024 + 1024) * 4);
@@ -210,4 +210,4 @@ TEST(SfbSync, RebuiltGradientEqualsTheAllReducedOneAndBytesFollowTheFormula) {
 }
 
 }  // namespace
-}  // namespace trident::comm
+}  // namespace trident::sync

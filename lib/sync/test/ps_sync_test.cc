@@ -15,9 +15,9 @@
 #include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/comm/world.h"
-#include "trident/cost/comm.h"
+#include "trident/cost/network.h"
 
-namespace trident::comm {
+namespace trident::sync {
 namespace {
 
 using namespace test;  // NOLINT: the harness
@@ -32,7 +32,7 @@ TEST(PsSync, StaleSynchronousMembersRunAheadBySClocksAtMost) {
     std::mutex mu;
     int lead = 0;
     std::string broken;
-    auto run = train("mlp", 3, 10, 24, wrapped.wrap([s](Group g, NamedParams p) { return make_ps_sync(g, p, {s}); }),
+    auto run = train("mlp", 3, 10, 24, wrapped.wrap([s](comm::Group g, NamedParams p) { return make_ps_sync(g, p, {s}); }),
                      [&](int rank, int step) {
                        if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(40));
                        std::lock_guard<std::mutex> lock(mu);
@@ -86,12 +86,12 @@ PsRound ps_round(const std::vector<std::vector<std::int64_t>>& shapes, int ranks
   for (const auto& s : shapes) out.elements += c10::multiply_integers(s);
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::string> errors(ranks);
-  std::vector<std::optional<Group>> groups(ranks);
+  std::vector<std::optional<comm::Group>> groups(ranks);
   std::mutex mu;
   {  // connections first: their handshakes are not the PS's bytes
     std::vector<std::thread> threads;
     for (int r = 0; r < ranks; ++r)
-      threads.emplace_back([&, r] { groups[r] = Group::over_store(store, r, ranks, std::chrono::seconds(20)); });
+      threads.emplace_back([&, r] { groups[r] = comm::Group::over_store(store, r, ranks, std::chrono::seconds(20)); });
     for (auto& t : threads) t.join();
   }
   std::vector<std::unique_ptr<GradSync>> syncs(ranks);
@@ -145,7 +145,7 @@ PsRound ps_round(const std::vector<std::vector<std::int64_t>>& shapes, int ranks
 // bucket's short last block).
 TEST(PsSync, BytesOnTheWireAndServedShareAreOnePth) {
   // Gloo's sockets write the bytes; the CUDA build's store backend keeps them in a HashStore here.
-  if (backend_names() != "gloo") GTEST_SKIP() << "no sockets to count under " << backend_names();
+  if (comm::backend_names() != "gloo") GTEST_SKIP() << "no sockets to count under " << comm::backend_names();
   std::vector<std::vector<std::int64_t>> small;
   for (int i = 0; i < 40; ++i) small.push_back({17 + 31 * i});
   small.push_back({64, 9});
@@ -172,7 +172,7 @@ TEST(PsSync, BytesOnTheWireAndServedShareAreOnePth) {
 // sockets (pulls stay fp32: 3/4 of the fp32 round's bytes in all), and the
 // counters say so.
 TEST(PsSync, Bf16PushesHalveThePushBytes) {
-  if (backend_names() != "gloo") GTEST_SKIP() << "no sockets to count under " << backend_names();
+  if (comm::backend_names() != "gloo") GTEST_SKIP() << "no sockets to count under " << comm::backend_names();
   for (int ranks : {2, 3}) {
     const auto round = ps_round({{1024, 1024}}, ranks, {0, kDefaultBucketBytes, nullptr, torch::kBFloat16});
     const double S = 4.0 * static_cast<double>(round.elements);
@@ -200,7 +200,7 @@ TEST(PsSync, Bf16PushesRoundOnceAndSumInFp32) {
   for (int r = 0; r < kRanks; ++r)
     threads.emplace_back([&, r] {
       try {
-        auto group = Group::over_store(store, r, kRanks, std::chrono::seconds(20));
+        auto group = comm::Group::over_store(store, r, kRanks, std::chrono::seconds(20));
         auto w = torch::zeros({37, 5}).requires_grad_();
         w.mutable_grad() = grads[r].clone();
         auto sync = make_ps_sync(group, {{"w", w}}, {0, kDefaultBucketBytes, nullptr, torch::kBFloat16});
@@ -229,7 +229,7 @@ TEST(PsSync, Bf16PushesRoundOnceAndSumInFp32) {
 // equal blocks per bucket.
 TEST(PsSync, CountersFollowTheFormula) {
   Counted wrapped;
-  auto run = train("wide_fc", 3, 1, 24, wrapped.wrap([](Group g, NamedParams p) { return make_ps_sync(g, p); }));
+  auto run = train("wide_fc", 3, 1, 24, wrapped.wrap([](comm::Group g, NamedParams p) { return make_ps_sync(g, p); }));
   expect_equal(run);
   const auto g = wide_fc();
   double params = 0;
@@ -254,7 +254,7 @@ TEST(PsSync, CountersFollowTheFormula) {
 // is a bug of the caller's loop, named, not a read past the rounds kept.
 TEST(PsSync, ArmTwiceWithoutApplyIsRefused) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  auto group = Group::over_store(store, 0, 1, std::chrono::seconds(20));
+  auto group = comm::Group::over_store(store, 0, 1, std::chrono::seconds(20));
   auto w = torch::zeros({4, 3}).requires_grad_();
   w.mutable_grad() = torch::ones({4, 3});
   auto sync = make_ps_sync(group, {{"w", w}});
@@ -263,7 +263,7 @@ TEST(PsSync, ArmTwiceWithoutApplyIsRefused) {
   try {
     sync->arm();
     FAIL() << "a second arm() was accepted";
-  } catch (const CommError& e) {
+  } catch (const comm::CommError& e) {
     EXPECT_NE(std::string(e.what()).find("arm() twice without apply()"), std::string::npos) << e.what();
   }
 }
@@ -278,7 +278,7 @@ TEST(PsSync, PiecesKeepTheBuffersWithinTheBudgetAndTrainAsOneProcess) {
   const auto g = wide_fc();
   constexpr std::int64_t kBucket = 256 << 10, kBudget = 512 << 10;
   for (auto push : {torch::kFloat, torch::kBFloat16}) {
-    auto run = train("wide_fc", 3, 3, 24, [&](Group grp, NamedParams p) {
+    auto run = train("wide_fc", 3, 3, 24, [&](comm::Group grp, NamedParams p) {
       return make_ps_sync(grp, p, {0, kBucket, &g, push, kBudget});
     });
     if (push == torch::kFloat) expect_equal(run);  // bf16 pushes round the gradients (see Note [Push dtype])
@@ -300,7 +300,7 @@ TEST(PsSync, OnePieceInFlightNeitherDeadlocksNorChangesTheWeights) {
   const auto g = model_graph("inception");
   for (int s : {0, 2}) {
     auto run = train(
-        "inception", 4, 4, 24, [&](Group grp, NamedParams p) { return make_ps_sync(grp, p, {s, 4096, &g, torch::kFloat, 1}); },
+        "inception", 4, 4, 24, [&](comm::Group grp, NamedParams p) { return make_ps_sync(grp, p, {s, 4096, &g, torch::kFloat, 1}); },
         [](int rank, int) {
           if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
         });
@@ -313,4 +313,4 @@ TEST(PsSync, OnePieceInFlightNeitherDeadlocksNorChangesTheWeights) {
 }
 
 }  // namespace
-}  // namespace trident::comm
+}  // namespace trident::sync

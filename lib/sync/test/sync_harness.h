@@ -17,15 +17,15 @@
 #include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/data/dataset.h"
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/nn/graph_module.h"
 #include "trident/zoo/builder.h"
 #include "trident/zoo/zoo.h"
 
-namespace trident::comm::test {
+namespace trident::sync::test {
 
 using Weights = std::map<std::string, torch::Tensor>;
-using MakeSync = std::function<std::unique_ptr<GradSync>(Group, NamedParams)>;
+using MakeSync = std::function<std::unique_ptr<GradSync>(comm::Group, NamedParams)>;
 
 // Data-parallel SGD on `ranks` threads (one Gloo group over a HashStore), the
 // global batch split into contiguous row slices, against one process on the
@@ -48,7 +48,7 @@ inline graph::OpGraph wide_fc() {
 }
 
 // wide_fc with its first layer as tools/export captures an nn.Linear
-// (see Note [Captured Linear layers] in cost/comm.cc).
+// (see Note [Captured Linear layers] in cost/network.cc).
 inline graph::OpGraph captured_fc() {
   auto doc = wide_fc().to_json();
   doc["capture"] = {{"by", "test"}, {"format", "aten/1"}, {"torch", "1.13"}};
@@ -117,7 +117,7 @@ struct Counted {
   std::mutex mu;
   std::map<int, c10::intrusive_ptr<CountingGroup>> groups;
   MakeSync wrap(MakeSync make) {
-    return [this, make](Group g, NamedParams p) {
+    return [this, make](comm::Group g, NamedParams p) {
       auto c = c10::make_intrusive<CountingGroup>(g.process_group());
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -183,7 +183,7 @@ inline Run train(const std::string& model, int ranks, int steps, std::int64_t ba
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto group = Group::over_store(store, r, ranks, std::chrono::seconds(20));
+        auto group = comm::Group::over_store(store, r, ranks, std::chrono::seconds(20));
         NamedParams params;
         for (const auto& p : modules[r]->named_parameters()) params.emplace_back(p.key(), p.value());
         auto sync = make(group, params);
@@ -225,4 +225,4 @@ inline void expect_equal(const Run& run) {
   }
 }
 
-}  // namespace trident::comm::test
+}  // namespace trident::sync::test

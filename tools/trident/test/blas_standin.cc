@@ -1,6 +1,6 @@
 // A stand-in for the OpenBLAS of issue 32, preloaded (LD_PRELOAD) by
 // blas_test.sh in front of the real one, so that the kernel choice of
-// See Note [BLAS kernel] (host/blas.h) can be tested on any x86-64 machine:
+// See Note [BLAS kernel] (process/blas.h) can be tested on any x86-64 machine:
 // - openblas_get_corename() says "Prescott" while OPENBLAS_CORETYPE is unset,
 //   as Debian's OpenBLAS 0.3.21 did on a CPU it did not know; with the
 //   variable set it names the kernel that really runs.

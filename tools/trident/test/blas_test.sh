@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The BLAS kernel choice (see Note [BLAS kernel] in lib/host/include/trident/host/blas.h):
+# The BLAS kernel choice (see Note [BLAS kernel] in lib/process/include/trident/process/blas.h):
 #   blas_test.sh TRIDENT_BINARY SOURCE_DIR BLAS_STANDIN_LIBRARY
 # The stand-in (blas_standin.cc), preloaded, makes OpenBLAS report the
 # fallback kernel of issue 32 (Prescott) and, in "wrong" mode, makes any

@@ -1,7 +1,7 @@
 // A tc filter (clsact, direct action) that drops DROP_PERCENT % of the
-// packets an interface sends, at random: packet loss for hosts_test.sh
+// packets an interface sends, at random: packet loss for multi_machine_test.sh
 // where the kernel has neither sch_netem nor tc's gact action. Built by
-// hosts_test.sh with `clang -target bpf -DDROP_PERCENT=N`.
+// multi_machine_test.sh with `clang -target bpf -DDROP_PERCENT=N`.
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 

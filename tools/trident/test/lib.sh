@@ -44,7 +44,7 @@ check() {  # check NAME EXPECTED_RC NEEDLE -- ARGS...
 # same shapes in the same order. What picks a kernel differs between
 # machines, and sometimes between two runs on one machine: the BLAS kernel
 # (OpenBLAS's detection, or trident's choice; see Note [BLAS kernel] in
-# host/blas.h), ATen's CPU capability, oneDNN's ISA, bf16 native or
+# process/blas.h), ATen's CPU capability, oneDNN's ISA, bf16 native or
 # emulated, the thread count. A pair of runs that agrees on one machine
 # proves nothing: blas_test.sh once compared a run of the kernel trident
 # chose with one of the kernel OpenBLAS detects; on a Zen 4 both are

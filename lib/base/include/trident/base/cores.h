@@ -1,5 +1,5 @@
 // This process's cores, and how a host's cores are divided among processes
-// (see Note [Thread defaults] in host/process.h). Torch-free: the planner's
+// (see Note [Thread defaults] in process/process.h). Torch-free: the planner's
 // cluster model and the trainer use the same rule.
 #pragma once
 

@@ -13,17 +13,17 @@
 
 #include "trident/optim/optimizer.h"
 
-namespace trident::runtime {
+namespace trident::checkpoint {
 
 struct Checkpoint {
   std::int64_t step = 0;  // optimizer steps completed
   nlohmann::json meta = nlohmann::json::object();
   std::map<std::string, torch::Tensor> params;
-  std::map<std::string, ParamState> optimizer;
+  std::map<std::string, optim::ParamState> optimizer;
 };
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // Throws CheckpointError naming the path when missing or unreadable.
 Checkpoint load_checkpoint(const std::string& path);
 
-}  // namespace trident::runtime
+}  // namespace trident::checkpoint

@@ -8,7 +8,7 @@
 
 #include "trident/checkpoint/sharded_checkpoint.h"
 
-namespace trident::runtime {
+namespace trident::checkpoint {
 
 struct CheckpointDiff {
   std::vector<std::string> only_a, only_b;  // keys present on one side
@@ -25,4 +25,4 @@ struct CheckpointDiff {
 CheckpointDiff diff_checkpoints(const CheckpointReader& a, const CheckpointReader& b, const std::string& prefix,
                                 double rtol, double atol);
 
-}  // namespace trident::runtime
+}  // namespace trident::checkpoint

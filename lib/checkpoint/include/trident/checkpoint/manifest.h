@@ -14,7 +14,7 @@
 
 #include "trident/base/error.h"
 
-namespace trident::runtime {
+namespace trident::checkpoint {
 
 // A checkpoint that is missing, incomplete or corrupt; names the path.
 using CheckpointError = ComponentError<struct CheckpointErrorTag, ErrorKind::kBadInput>;
@@ -44,4 +44,4 @@ struct Manifest {
 // Throws CheckpointError naming `origin`, the tensor and the field.
 Manifest parse_manifest(const nlohmann::json& manifest, const std::string& origin);
 
-}  // namespace trident::runtime
+}  // namespace trident::checkpoint

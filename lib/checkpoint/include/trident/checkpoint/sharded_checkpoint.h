@@ -38,7 +38,7 @@
 #include "trident/base/error.h"
 #include "trident/checkpoint/manifest.h"  // CheckpointError, parse_manifest
 
-namespace trident::runtime {
+namespace trident::checkpoint {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
@@ -87,4 +87,4 @@ class CheckpointReader {
 // atomically; returns how many tensors it holds.
 std::size_t export_weights(const CheckpointReader& checkpoint, const std::string& path);
 
-}  // namespace trident::runtime
+}  // namespace trident::checkpoint

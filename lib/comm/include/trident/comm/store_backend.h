@@ -55,7 +55,7 @@ namespace trident::comm {
 
 // How receives find their sends (tests use the last two to hold
 // StageExecutor to what NCCL needs, see Note [Pipeline transfers on GPUs] in
-// executor/placement.h):
+// executor/tensor_placement.h):
 //   kByTag          by tag, as Gloo (the default);
 //   kInOrder        in order per ordered pair of ranks, ignoring tags;
 //   kStreamPerPair  in order, and each pair of ranks is one queue on each

@@ -16,7 +16,7 @@
 #include "trident/cost/buckets.h"
 #include "trident/zoo/zoo.h"
 
-namespace trident::runtime {
+namespace trident::config {
 
 using ConfigError = ComponentError<struct ConfigErrorTag, ErrorKind::kBadInput>;
 
@@ -35,7 +35,7 @@ struct TrainLoopConfig {
   std::int64_t mini_batch = 128;
   std::int64_t seed = 0;
   std::int64_t threads = 0;     // 0: all cores
-  std::string device = "cpu";   // cpu | cuda (see Note [Placement] in placement.h)
+  std::string device = "cpu";   // cpu | cuda (see Note [Placement] in executor/tensor_placement.h)
   std::int64_t log_every = 50;  // steps between metrics lines
   bool eval = true;             // test accuracy each epoch and at the end
   bool profile_ops = false;     // ops.json: each rank's op self times (see Note [Op self time])
@@ -99,4 +99,4 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
 // the parser reads (see Note [Config keys] in config/config_keys.h); docs/config.md holds it.
 std::string config_key_table();
 
-}  // namespace trident::runtime
+}  // namespace trident::config

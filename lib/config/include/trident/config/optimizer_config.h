@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace trident::runtime {
+namespace trident::config {
 
 struct OptimizerConfig {
   std::string name = "sgd";  // sgd | adam | adamw
@@ -24,4 +24,4 @@ struct OptimizerConfig {
   double clip_norm = 0;
 };
 
-}  // namespace trident::runtime
+}  // namespace trident::config

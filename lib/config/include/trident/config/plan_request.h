@@ -4,7 +4,7 @@
 //
 // Note [Config to request]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
-// The config only names what to plan; lib/plan makes the plan
+// The config only names what to plan; lib/planner makes the plan
 // (Planner::make; see Note [Search spaces]). parallel.partitioner is a
 // search (graphpipe, pipedream), data parallelism (dp), or a plan file (a
 // path ending in .json), and on one device every partitioner is a plan of
@@ -20,9 +20,9 @@
 #include <string>
 
 #include "trident/config/config.h"
-#include "trident/plan/planner.h"
+#include "trident/planner/planner.h"
 
-namespace trident::runtime {
+namespace trident::config {
 
 enum class PartitionerKind { kSearch, kDataParallel, kPlanFile };
 
@@ -39,6 +39,6 @@ PartitionerKind run_kind(const ParallelConfig& parallel);
 // The plan request of a checked config (the plan file, if any, is read by
 // the caller and handed to Planner::make). Throws PlanError for an optimizer
 // whose state count is unknown.
-plan::PlanRequest plan_request(const TrainConfig& config);
+planner::PlanRequest plan_request(const TrainConfig& config);
 
-}  // namespace trident::runtime
+}  // namespace trident::config

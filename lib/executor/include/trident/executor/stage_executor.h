@@ -17,14 +17,14 @@
 // (docs/design.md, contract "A stage's replicas split each micro-batch"): micro-batch m is rows
 // [m·b, (m+1)·b) of the global batch; replica j of a stage with d devices
 // holds rows Plan::replica_rows(stage, j, b) of it: an even split, or the
-// stage's shares (Note [Replica shares] in plan_format/plan.h). An edge between stages of
+// stage's shares (Note [Replica shares] in plan/plan.h). An edge between stages of
 // different d is split into pieces: one p2p message per (producer replica,
 // consumer replica) whose row ranges overlap, carrying exactly the overlap.
 // Consumers concatenate pieces in row order; gradients travel back the same
 // pieces.
 //
 // See Note [Micro-batch ratios in pieces] (see Note [Micro-batch ratios] in
-// plan_format/plan.cc): stages may have different micro-batch sizes, one
+// plan/plan.cc): stages may have different micro-batch sizes, one
 // dividing the other along each edge. Rows are matched in the global batch:
 // over a period of the larger size, each micro-batch of this stage (its
 // phase in the period) meets the other stage's micro-batches there, and
@@ -90,15 +90,15 @@
 #include "trident/base/error.h"
 #include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/nn/node_chunks.h"
 #include "trident/nn/node_parts.h"
-#include "trident/plan_format/plan.h"
-#include "trident/executor/placement.h"
+#include "trident/plan/plan.h"
+#include "trident/executor/tensor_placement.h"
 #include "trident/executor/trace.h"
 #include "trident/schedule/schedule.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 
 // A stage produced something its edge does not declare, or a plan cannot be
 // run by these processes; the message names the edge, stages and micro-batch.
@@ -174,7 +174,7 @@ class StageExecutor {
   std::int64_t bytes_sent() const { return bytes_sent_; }
   bool has_loss() const { return has_loss_; }
   // This stage's parameters by name, and the dataset fields it reads.
-  const comm::NamedParams& params() const { return params_; }
+  const sync::NamedParams& params() const { return params_; }
   const std::set<std::string>& fields() const { return fields_; }
   nn::GraphExecutor& executor() { return *executor_; }
   const graph::OpGraph& graph() const { return graph_; }
@@ -182,7 +182,7 @@ class StageExecutor {
 
   // One iteration: every action of this stage's schedule. Losses are scaled
   // by 1/divisor (nn::loss_divisor of the global batch; see Note [Loss scale]
-  // in nn/executor.h).
+  // in nn/graph_executor.h).
   // `before_last_backward` runs right before the stage's last backward (arm
   // the replicas' gradient sync there, so WFBP hooks see only that one).
   // Appends trace events (forward, backward, waits) to `trace` when given.
@@ -212,7 +212,7 @@ class StageExecutor {
 
   void build();  // rank -> stage, crossings, actions; the executor when not emulated
   // One group per direction, each pair of ranks met once (see Note [Pipeline
-  // transfers on GPUs] in placement.h); nothing when the world carries both.
+  // transfers on GPUs] in executor/tensor_placement.h); nothing when the world carries both.
   void open_links();
   // See Note [Node partitions] in nn/node_parts.h: a stage with partition
   // "nodes" owns a node range; its halo rows travel on the world group.
@@ -270,7 +270,7 @@ class StageExecutor {
   std::int64_t ignore_index_ = graph::OpGraph::kIgnoreIndex;  // a per-token loss's (Note [Token losses])
   bool classifies_ = true;  // cross_entropy: accuracy is counted; mse: it is not
   std::unique_ptr<nn::GraphExecutor> executor_;
-  comm::NamedParams params_;
+  sync::NamedParams params_;
   std::set<std::string> fields_;
   std::vector<int> stage_of_device_;
   std::vector<Crossing> crossings_;  // indexed by k (see Note [Tags])
@@ -287,9 +287,9 @@ class StageExecutor {
 // stage's executor (SFB). Null when the stage has one replica or the rank
 // is idle. Parameters in `leave` (tied ones, see Note [Tied parameters]) are not
 // synced here.
-std::unique_ptr<comm::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
+std::unique_ptr<sync::GradSync> make_stage_sync(StageExecutor& stage, const plan::Plan& plan, const comm::Group& world,
                                                 std::int64_t bucket_bytes, int staleness,
                                                 const std::set<std::string>& leave = {},
                                                 torch::ScalarType ps_push_dtype = torch::kFloat);
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

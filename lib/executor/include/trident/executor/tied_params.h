@@ -22,9 +22,9 @@
 
 #include "trident/comm/group.h"
 #include "trident/graph/op_graph.h"
-#include "trident/plan_format/plan.h"
+#include "trident/plan/plan.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 
 // Parameter name -> the devices (world ranks, ascending) of every stage
 // whose ops read it, for the parameters read by more than one stage.
@@ -57,4 +57,4 @@ class TiedSync {
   std::set<std::string> names_;
 };
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

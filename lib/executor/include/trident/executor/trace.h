@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trident/plan_format/plan.h"
+#include "trident/plan/plan.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 
 // Lanes are rows of a rank in the timeline.
 inline constexpr int kComputeLane = 0;
@@ -98,4 +98,4 @@ nlohmann::json chrome_trace(const std::vector<std::vector<TraceEvent>>& ranks, c
 // each rank labelled with its stage and replica in `plan` (when given).
 nlohmann::json merged_trace(const std::vector<std::string>& per_rank, const plan::Plan* plan, nlohmann::json meta);
 
-}  // namespace trident::runtime
+}  // namespace trident::executor

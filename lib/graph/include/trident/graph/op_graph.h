@@ -112,7 +112,7 @@ class OpGraph {
   // next token, a tagger's tag. Positions whose label is the op's
   // `ignore_index` (attr; -100 by default, as PyTorch's) count for nothing.
   // Like every loss op it returns a sum (see Note [Loss scale] in
-  // nn/executor.h), here over the counted positions of the rows it saw, and
+  // nn/graph_executor.h), here over the counted positions of the rows it saw, and
   // the caller divides by the positions counted in the *global* batch (not
   // its samples, and never a micro-batch's own count): so one process gives
   // PyTorch's mean over the batch's counted tokens, and every plan gives

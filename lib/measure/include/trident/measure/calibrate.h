@@ -14,7 +14,7 @@
 //   1 ms of computing; the mean, stalls included; smoothed to grow with
 //   size): one-way point-to-point, all-reduce, alltoall and all-gather
 //   times on 2..N processes at several message sizes, kept as tables (Note
-//   [Measured links] in cost/comm.h), with α and β fitted for the formulas;
+//   [Measured links] in cost/network.h), with α and β fitted for the formulas;
 // - the cores, and the work k single-threaded processes running a model's
 //   training passes at once get done together, per model (see Note [Core
 //   throughput] in cost/cluster.h), kept in its profiles;
@@ -37,7 +37,7 @@
 #include "trident/cost/cluster.h"
 #include "trident/zoo/zoo.h"
 
-namespace trident::runtime {
+namespace trident::measure {
 
 struct CalibrateOptions {
   std::vector<zoo::ModelSpec> models;                    // default: every zoo model, tiny preset
@@ -64,4 +64,4 @@ cost::ClusterSpec calibrate(const CalibrateOptions& options, const RunWorkers& r
 void calibration_worker(const std::string& what, const std::string& out_path, int repeats,
                         const std::vector<zoo::ModelSpec>& models);
 
-}  // namespace trident::runtime
+}  // namespace trident::measure

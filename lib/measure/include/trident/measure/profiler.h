@@ -13,7 +13,7 @@
 #include "trident/cost/cost_model.h"
 #include "trident/zoo/zoo.h"
 
-namespace trident::runtime {
+namespace trident::measure {
 
 struct ProfileOptions {
   std::vector<std::int64_t> rows{1, 2, 4, 8};  // ascending, >= 1
@@ -28,4 +28,4 @@ cost::Profile profile_model(const zoo::ModelSpec& model, const ProfileOptions& o
 // The median of timings (the upper middle of an even count; 0 when empty).
 double median(std::vector<double> values);
 
-}  // namespace trident::runtime
+}  // namespace trident::measure

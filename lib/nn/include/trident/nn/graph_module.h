@@ -21,7 +21,7 @@
 // even when several ops read it (tied weights).
 // Each op's function maps its inputs (batch dimension first) to its output;
 // the loss op returns the *sum* of per-sample losses (see Note [Loss scale]
-// in executor.h).
+// in nn/graph_executor.h).
 #pragma once
 
 #include <cstdint>
@@ -97,7 +97,7 @@ std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name);
 // `ignore_index`) whose logits' argmax is the label; for
 // masked_cross_entropy (`mask` its third input), per sample the share of the
 // masked nodes predicted right, summed over the samples. Dividing by
-// loss_divisor (nn/executor.h) gives the accuracy in each.
+// loss_divisor (nn/graph_executor.h) gives the accuracy in each.
 double correct_predictions(const std::string& loss_kind, const torch::Tensor& logits, const torch::Tensor& labels,
                            const torch::Tensor& mask = {}, std::int64_t ignore_index = graph::OpGraph::kIgnoreIndex);
 

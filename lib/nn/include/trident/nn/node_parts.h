@@ -1,6 +1,6 @@
 // Note [Node partitions]
 // ~~~~~~~~~~~~~~~~~~~~~~
-// Graph parallelism (a plan stage with partition "nodes", plan_format/plan.h):
+// Graph parallelism (a plan stage with partition "nodes", plan/plan.h):
 // P processes run one GNN on one graph, process p owning the nodes
 // [bounds[p], bounds[p+1]) — its rows of every [N, d] tensor. Row-wise ops
 // (linear, relu, mix, identity_map, concat) run on the owned rows as they

@@ -17,7 +17,7 @@
 
 #include "trident/config/optimizer_config.h"
 
-namespace trident::runtime {
+namespace trident::optim {
 
 // Slot name -> tensor, e.g. "momentum_buffer", "exp_avg", "step".
 using ParamState = std::map<std::string, torch::Tensor>;
@@ -25,7 +25,7 @@ using ParamState = std::map<std::string, torch::Tensor>;
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  static std::unique_ptr<Optimizer> make(const OptimizerConfig& config);
+  static std::unique_ptr<Optimizer> make(const config::OptimizerConfig& config);
 
   // Applies one update to `param` (in place, without autograd) from `grad`.
   virtual void step(const std::string& name, torch::Tensor& param, const torch::Tensor& grad, double lr) = 0;
@@ -45,6 +45,6 @@ class Optimizer {
 // warmup_steps, then constant; cosine or linear decay to min_lr at the last
 // step; or step decay (times gamma every step_size steps after the warm-up,
 // as torch's StepLR counted in optimizer steps).
-double learning_rate(const OptimizerConfig& config, std::int64_t step, std::int64_t total_steps);
+double learning_rate(const config::OptimizerConfig& config, std::int64_t step, std::int64_t total_steps);
 
-}  // namespace trident::runtime
+}  // namespace trident::optim

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "trident/plan/planner.h"
+#include "trident/planner/planner.h"
 
 namespace trident::report {
 
@@ -13,11 +13,11 @@ namespace trident::report {
 // devices, rows per device per micro-batch, in-flight micro-batches,
 // parameters, activations held (in-flight x one micro-batch), peak memory per
 // device against the limit, compute per micro-batch, and time per sample.
-std::string stage_table(const plan::Planner& planner, const plan::Plan& plan);
+std::string stage_table(const planner::Planner& planner, const plan::Plan& plan);
 
 // The gradient-sync choice for the largest parameters of stages with several
 // devices: shape, predicted time of each method, and the one in the plan.
-std::string sync_table(const plan::Planner& planner, const plan::Plan& plan, int max_rows = 12);
+std::string sync_table(const planner::Planner& planner, const plan::Plan& plan, int max_rows = 12);
 
 // Two plans of one model beside each other, for a run that continues under
 // another plan than its checkpoint's (elastic re-planning): a title line,

@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trident/base/error.h"
-#include "trident/plan_format/plan.h"
+#include "trident/plan/plan.h"
 #include "trident/schedule/simulator.h"
 
 namespace trident::report {

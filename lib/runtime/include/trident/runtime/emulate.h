@@ -25,10 +25,10 @@ struct EmulationResult {
 // partitioner dp becomes graphpipe. Throws ConfigError for a dilation
 // outside 1..1000 or fewer than 2 devices (`trident train` checks it before
 // starting processes).
-TrainConfig emulated_config(TrainConfig config, const std::string& cluster, double dilation);
+config::TrainConfig emulated_config(config::TrainConfig config, const std::string& cluster, double dilation);
 
 // `dilation` >= 1 stretches every modelled time (see Emulation); the
 // measured figures are divided by it.
-EmulationResult run_emulation(TrainConfig config, const std::string& cluster, double dilation, std::ostream& out);
+EmulationResult run_emulation(config::TrainConfig config, const std::string& cluster, double dilation, std::ostream& out);
 
 }  // namespace trident::runtime

@@ -40,7 +40,7 @@ struct WindowMetrics {
 
 // The run as an observer sees it.
 struct RunView {
-  const TrainConfig& config;
+  const config::TrainConfig& config;
   const std::string& run_dir;
   int rank = 0;
   bool leader = false;                 // rank 0: the one that reports and writes the run's files

@@ -51,12 +51,12 @@
 #include "trident/sync/grad_sync.h"
 #include "trident/data/dataset.h"
 #include "trident/data/sampler.h"
-#include "trident/nn/executor.h"
+#include "trident/nn/graph_executor.h"
 #include "trident/nn/op_profile.h"
 #include "trident/config/config.h"
 #include "trident/optim/optimizer.h"
-#include "trident/executor/placement.h"
-#include "trident/host/process.h"
+#include "trident/executor/tensor_placement.h"
+#include "trident/process/process.h"
 #include "trident/executor/stage_executor.h"
 #include "trident/executor/tied_params.h"
 #include "trident/executor/trace.h"
@@ -64,7 +64,7 @@
 
 namespace trident::runtime {
 
-class CheckpointReader;  // sharded_checkpoint.h
+class checkpoint::CheckpointReader;  // sharded_checkpoint.h
 
 // A failure while training (non-finite loss, unreadable checkpoint); the CLI
 // exits 1 with its message.
@@ -81,7 +81,7 @@ struct Evaluation {
   double loss = 0, accuracy = 0;
 };
 
-// The plan of a run: the config as a plan request, made by plan::Planner::
+// The plan of a run: the config as a plan request, made by planner::Planner::
 // make (graphpipe | pipedream planned for parallel.cluster; a .json path
 // read and checked against the model and the config; dp one stage of
 // parallel.devices replicas); then parallel.sync's overrides. With its
@@ -92,10 +92,10 @@ struct PipelinePlan {
   std::string table;
   schedule::StageGraph costs;  // what the simulator ran: per-stage and per-edge modelled times
 };
-PipelinePlan plan_for(const TrainConfig& config, const graph::OpGraph& graph);
+PipelinePlan plan_for(const config::TrainConfig& config, const graph::OpGraph& graph);
 // Whether plan_for reads parallel.partitioner as a plan file (several
 // devices and a partitioner that names none of dp, graphpipe, pipedream).
-bool plan_from_file(const ParallelConfig& parallel);
+bool plan_from_file(const config::ParallelConfig& parallel);
 
 // Note [Elastic re-planning]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -110,7 +110,7 @@ bool plan_from_file(const ParallelConfig& parallel);
 // checkpoint is read onto the new plan as any resume is (each rank reads
 // its stage's tensors by name); rank 0 prints both plans side by side.
 // Throws ConfigError when a plan file cannot be read.
-std::vector<std::string> replan_overrides(const TrainConfig& config, int devices);
+std::vector<std::string> replan_overrides(const config::TrainConfig& config, int devices);
 
 // This process's peak resident memory so far (getrusage), in bytes.
 std::int64_t peak_rss_bytes();
@@ -125,7 +125,7 @@ class Trainer {
   // loads the run's newest checkpoint. Throws ConfigError / data::DataError
   // for bad input, TrainingError for an unusable checkpoint or a stage that
   // cannot fit this process's memory limit.
-  Trainer(TrainConfig config, bool resume, std::ostream& out, std::optional<comm::Group> world = std::nullopt);
+  Trainer(config::TrainConfig config, bool resume, std::ostream& out, std::optional<comm::Group> world = std::nullopt);
   ~Trainer();
 
   // Trains to the configured end; `stop_after` ends early after that many
@@ -135,7 +135,7 @@ class Trainer {
   Evaluation evaluate(const data::Dataset& split);
 
   // This rank's parameters (its stage's; none when idle), by name.
-  const comm::NamedParams& params() const { return stage_->params(); }
+  const sync::NamedParams& params() const { return stage_->params(); }
   const plan::Plan& plan() const { return plan_; }
   int stage() const { return stage_->stage(); }
   const data::Splits& data() const { return data_; }
@@ -178,7 +178,7 @@ class Trainer {
   void build_stage(const graph::OpGraph& graph);
   void check_memory_limit(int stage) const;
   void load(const std::string& run_dir);
-  void show_plan_change(const CheckpointReader& ck) const;
+  void show_plan_change(const checkpoint::CheckpointReader& ck) const;
   // Sums values over the ranks (a no-op on one process).
   std::vector<double> sum_over_ranks(std::vector<double> values) const;
   // Every rank's `mine`, in rank order, on every rank (one string when alone).
@@ -188,14 +188,14 @@ class Trainer {
   std::vector<std::pair<std::string, torch::Tensor>> state_to_write() const;
   struct Shard {
     bool sharded = false;  // this rank updates only `span` of the parameter (a PS block)
-    comm::GradSync::Span span;
+    sync::GradSync::Span span;
   };
   Shard shard_of(const std::string& name) const;
-  ParamState state_to_load(const CheckpointReader& ck, const std::string& name, const torch::Tensor& param) const;
+  optim::ParamState state_to_load(const checkpoint::CheckpointReader& ck, const std::string& name, const torch::Tensor& param) const;
   // Arms the gradient sync (if any) before the backward that completes the gradients.
   void arm_sync(double lr);
   // The optimizer's update at `lr` of the gradient times `scale`.
-  comm::GradSync::Update update_at(double lr, double scale = 1) const;
+  sync::GradSync::Update update_at(double lr, double scale = 1) const;
   // With optimizer.clip_norm, after the gradients are synced: their global
   // norm (every rank calls it) and the factor that clips it; {0, 1} without.
   // See Note [Global gradient norm] in sync/grad_sync.h.
@@ -210,14 +210,14 @@ class Trainer {
   struct Stepped {
     double exposed_s = 0, grad_norm = 0;
   };
-  Stepped sync_and_step(double lr, TraceLog& trace);
+  Stepped sync_and_step(double lr, executor::TraceLog& trace);
   std::string banner() const;
   std::string precision_note() const;
   // Figures summed over the ranks, of `steps` steps: one, or under
   // staleness s those whose sums have arrived (see Note [Lagged step totals]).
   struct StepTotals {
     double loss = 0, correct = 0, exposed_s = 0;
-    double read_staleness = 0;  // this rank's (comm::SyncStats::read_staleness)
+    double read_staleness = 0;  // this rank's (sync::SyncStats::read_staleness)
     double grad_norm = 0;       // the global gradient norm before clipping (with optimizer.clip_norm)
     double p2p_bytes = 0;       // sent between stages by every rank (of the summed steps)
     bool stop = false;
@@ -230,7 +230,7 @@ class Trainer {
   std::vector<std::string> chunked_ops_;
   std::vector<double> local_chunk_reads() const;
   std::vector<double> window_chunk_reads_;
-  StepTotals step(double lr, TraceLog& trace);
+  StepTotals step(double lr, executor::TraceLog& trace);
   // See Note [Lagged step totals]
   StepTotals sum_step(std::vector<double> values);
   struct PendingSum {
@@ -250,28 +250,28 @@ class Trainer {
   std::chrono::steady_clock::time_point run_start_;
   std::vector<std::unique_ptr<TrainingObserver>> added_;  // add_observer's, after the built-in ones
 
-  TrainConfig config_;
+  config::TrainConfig config_;
   std::ostream& out_;
   std::string run_dir_;
   int rank_ = 0, size_ = 1;
   int local_processes_ = 1;  // the job's processes on this host (see Note [Thread defaults])
-  ThreadChoice threads_;
-  Placement placement_;  // where this process's tensors live (see Note [Placement])
-  std::unique_ptr<DeviceClock> clock_;  // times compute spans on a GPU (see Note [GPU spans]); null on the CPU
+  process::ThreadChoice threads_;
+  executor::Placement placement_;  // where this process's tensors live (see Note [Placement])
+  std::unique_ptr<executor::DeviceClock> clock_;  // times compute spans on a GPU (see Note [GPU spans]); null on the CPU
   std::optional<comm::Group> group_;
   plan::Plan plan_;
   std::shared_ptr<nn::GraphModule> module_;  // this stage's ops only
-  std::unique_ptr<StageExecutor> stage_;
+  std::unique_ptr<executor::StageExecutor> stage_;
   bool classifies_ = true;  // the loss is cross_entropy: accuracy is reported (mse: it is not)
   graph::Op loss_op_;       // for each batch's divisor (nn::loss_divisor)
-  std::unique_ptr<comm::GradSync> sync_;
-  std::unique_ptr<TiedSync> tied_;  // parameters read by several stages (see Note [Tied parameters])
+  std::unique_ptr<sync::GradSync> sync_;
+  std::unique_ptr<executor::TiedSync> tied_;  // parameters read by several stages (see Note [Tied parameters])
   data::Splits data_;
   std::unique_ptr<data::EpochSampler> sampler_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   std::int64_t total_steps_ = 0, step_ = 0;
   double wall_offset_s_ = 0;  // wall time of the run before a resume
-  std::deque<TraceLog> trace_;              // the last few steps' events
+  std::deque<executor::TraceLog> trace_;              // the last few steps' events
   std::int64_t sync_armed_us_ = 0;          // when the gradient sync of this step was armed
   bool comm_bytes_logged_ = false;          // the per-parameter bytes line is written once
   std::unique_ptr<nn::OpProfile> op_profile_;  // train.profile_ops, from the run's second step

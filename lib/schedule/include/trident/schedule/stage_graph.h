@@ -31,7 +31,7 @@ struct StageCost {
   double forward_s = 0, backward_s = 0;
   double static_bytes = 0;      // weights, gradients, optimizer state (per replica)
   // Per micro-batch in flight (per replica): its activations, or what a
-  // recomputing stage keeps (plan/src/estimate.h, see Note [Recomputation costs]).
+  // recomputing stage keeps (planner/src/estimate.h, see Note [Recomputation costs]).
   double activation_bytes = 0;
   std::vector<SyncTask> sync;   // gradient sync after the last backward, WFBP order
   double optimizer_s = 0;       // the optimizer step, once the sync (and every send) is done

@@ -1,7 +1,7 @@
 // GradSync: sums the gradients of a set of parameters over a process group,
 // so that every member ends with the same gradient — the one single-process
 // training on the whole global batch would compute (the loss is a sum over
-// rows divided by the global batch; see Note [Loss scale] in executor.h).
+// rows divided by the global batch; see Note [Loss scale] in nn/graph_executor.h).
 //
 // One interface for every strategy (docs/architecture.md, `comm`), on any group and any
 // subset of a model's parameters, so pipeline stages reuse it for their
@@ -34,7 +34,7 @@
 
 #include "trident/comm/group.h"
 
-namespace trident::comm {
+namespace trident::sync {
 
 using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
 
@@ -49,7 +49,7 @@ struct SyncEvent {
 
 struct SyncStats {
   // Per parameter, bytes this rank sent / received in the last iteration,
-  // by the algorithm's formula (cost/comm.h).
+  // by the algorithm's formula (cost/network.h).
   std::map<std::string, double> sent, received;
   std::vector<SyncEvent> events;
   double backward_end_s = 0;   // finish() was called (backward done)
@@ -136,7 +136,7 @@ double square_sum(const torch::Tensor& t);
 // accumulated (AccumulateGrad post-hooks) and every earlier bucket has
 // started. `wfbp = false` starts everything in finish() instead (the
 // baseline WFBP is measured against).
-std::unique_ptr<GradSync> make_allreduce_sync(Group group, NamedParams params,
+std::unique_ptr<GradSync> make_allreduce_sync(comm::Group group, NamedParams params,
                                               std::int64_t bucket_bytes = kDefaultBucketBytes, bool wfbp = true);
 
 // Note [Sharded parameter server]
@@ -193,7 +193,7 @@ struct PsOptions {
   // Note [PS pieces] in sync/ps_pieces.h.
   std::int64_t buffer_bytes = 4 * kDefaultBucketBytes;
 };
-std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOptions options = {});
+std::unique_ptr<GradSync> make_ps_sync(comm::Group group, NamedParams params, PsOptions options = {});
 
 // Sufficient-factor broadcasting for Linear weights (every parameter given
 // must be one, in `graph`): the layer's inputs a_k and output gradients
@@ -207,18 +207,18 @@ std::unique_ptr<GradSync> make_ps_sync(Group group, NamedParams params, PsOption
 // the GEMM runs in bf16 as the layer's own backward does, so ∇W equals one
 // process's on the whole batch. `shares` (by member; empty: equal): the rows
 // each member runs when they differ (Note [Replica shares] in
-// plan_format/plan.h); the factors are padded to the largest with zero rows.
-std::unique_ptr<GradSync> make_sfb_sync(Group group, NamedParams params, const graph::OpGraph& graph,
+// plan/plan.h); the factors are padded to the largest with zero rows.
+std::unique_ptr<GradSync> make_sfb_sync(comm::Group group, NamedParams params, const graph::OpGraph& graph,
                                         std::vector<std::int64_t> shares = {});
 
 // Each parameter by its own method ("allreduce", "ps" or "sfb"; missing =
 // allreduce), each method on its own subgroup of the same ranks so their
 // collectives never interleave. Every member calls it with the same methods
 // (and `shares`, for SFB: make_sfb_sync).
-std::unique_ptr<GradSync> make_hybrid_sync(Group group, NamedParams params, const graph::OpGraph& graph,
+std::unique_ptr<GradSync> make_hybrid_sync(comm::Group group, NamedParams params, const graph::OpGraph& graph,
                                            const std::map<std::string, std::string>& methods,
                                            std::int64_t bucket_bytes = kDefaultBucketBytes, int staleness = 0,
                                            torch::ScalarType ps_push_dtype = torch::kFloat,
                                            std::vector<std::int64_t> shares = {});
 
-}  // namespace trident::comm
+}  // namespace trident::sync

@@ -1,0 +1,226 @@
+// The planner: given a model's graph, a cluster and a cost model, find the
+// plan that trains fastest within device memory, and predict what it does.
+//
+//   graphpipe  GraphPipe (docs/algorithms.md §2): binary search on the bottleneck
+//              time per sample (TPS); for each target a dynamic program over
+//              the series-parallel decomposition decides feasibility with the
+//              least pipeline depth. Stages form a DAG; schedule graph-1f1b.
+//   pipedream  the sequential baseline: the same search over a linearised
+//              graph (contiguous cuts of a topological order); schedule 1f1b.
+//   dp         one stage over all devices (pure data parallelism).
+//
+// Every partitioner tries each power-of-two micro-batch that divides the
+// mini-batch (or the one requested), simulates each candidate plan, and keeps
+// the one with the most samples per second; graphpipe's stages may run up to
+// micro_batch_ratio times that micro-batch (see Note [Per-stage micro-batch
+// sizes] in src/sp_engine.h). Stage data-parallel degrees are powers of two
+// that divide the stage's micro-batch. Each parameter of a stage with
+// several replicas gets a sync method (HybComm by default). See Note [Stage
+// memory] for what must fit on a device.
+#pragma once
+
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trident/cost/buckets.h"
+#include "trident/cost/cluster.h"
+#include "trident/cost/network.h"
+#include "trident/cost/cost_model.h"
+#include "trident/graph/precision.h"
+#include "trident/graph/sp.h"
+#include "trident/plan/plan.h"
+#include "trident/schedule/simulator.h"
+#include "trident/schedule/stage_graph.h"
+
+namespace trident::planner {
+
+struct PlanRequest {
+  std::string model, preset;  // recorded in the plan
+  std::string model_file;     // recorded in the plan: a user's model file
+  std::string model_graph;    // recorded in the plan: a GNN's graph source
+  std::int64_t graph_chunks = 0;  // recorded in the plan: GNNPipe mode's chunks (Note [Node chunks])
+  int devices = 1;
+  int mini_batch = 1;
+  std::optional<int> micro_batch;  // default: searched
+  std::string partitioner = "graphpipe";
+  std::string schedule;            // default (auto): see Note [Automatic schedule] in planner.cc
+  std::string grad_sync = "hybrid";  // hybrid | allreduce | ps | sfb (sfb where it applies, else allreduce)
+  int optimizer_states = 2;
+  // train.precision: memory, edge bytes and SFB factors as the policy
+  // computes them (see Note [Precision policy]); op times are the cost
+  // model's (bf16 profiles where calibrated, cost_model_for).
+  graph::Precision precision = graph::Precision::kFp32;
+  double ps_push_scale = 1;  // parallel.comm_dtype bf16: 0.5 (see Note [Push dtype])
+  cost::SyncWire wire() const { return {ps_push_scale, precision == graph::Precision::kBf16 ? 2 : 0}; }
+  // The PS's staleness bound (parallel.staleness): under s > 0 every server
+  // keeps a copy of its 1/r of the PS-synced weights (see Note [Server copy] in
+  // sync/src/ps_serve.cc), which the memory model counts.
+  int staleness = 0;
+  std::optional<double> device_memory_bytes;  // default: the cluster's device memory
+  double tolerance = 1e-3;  // relative, of the binary search on TPS
+  int max_pieces = 64;      // coarsening: at most this many cut points per series
+  // graphpipe / pipedream: at most this many data-parallel replicas per
+  // stage (0: no limit). Like DeepSpeed's pipeline width, it makes the
+  // planner pipeline where it would otherwise replicate.
+  int max_replicas = 0;
+  // Compute threads per process where the cluster's processes share cores
+  // (0: the cores divided among the processes, see Note [Thread defaults]).
+  int threads = 0;
+  // The runtime's bucket size (see Note [Gradient buckets] in cost/buckets.h).
+  double bucket_bytes = static_cast<double>(cost::kDefaultBucketBytes);
+  // Which stages recompute their forward (see Note [Recomputation costs] in
+  // estimate.h): auto (where a stage would not fit otherwise), never, always.
+  std::string recompute = "auto";
+  // See Note [Per-stage micro-batch sizes] (sp_engine.h): a stage's micro-batch
+  // may be up to this many times the plan's smallest (a power of two; 1: one
+  // size for every stage). 0: 2 for graphpipe when the micro-batch is
+  // searched, else 1 (pipedream is the baseline as published, and a
+  // requested micro-batch is every stage's).
+  int micro_batch_ratio = 0;
+  // On a mixed cluster (Note [Class-aware placement]): which placement's best
+  // plan to return — auto (the fastest of all), class-aware, as-average or
+  // one-class (the baselines, for comparison). Only auto elsewhere.
+  std::string placement = "auto";
+  // Per-parameter sync methods over the plan's (config parallel.sync):
+  // parameter name -> allreduce | ps | sfb. make() applies and checks them.
+  std::map<std::string, std::string> sync_overrides;
+};
+
+const std::vector<std::string>& recompute_names();  // auto, never, always
+const std::vector<std::string>& placement_names();  // auto, class-aware, as-average, one-class
+
+const std::vector<std::string>& partitioner_names();
+
+class Planner {
+ public:
+  // Throws PlanError naming a bad request field.
+  Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::CostModel cost, PlanRequest request);
+
+  const graph::OpGraph& graph() const { return graph_; }
+  // gnn::partition_bytes of the graph on `parts` parts, computed once per
+  // part count (it decodes the adjacency and finds every part's halo).
+  double partition_bytes(int parts) const;
+  const cost::ClusterSpec& cluster() const { return cluster_; }
+  const cost::CostModel& cost() const { return cost_; }
+  // A device's cost model: its class's in a mixed cluster (Note [Device
+  // classes] in cost/cluster.h, cost::class_cost_model), else cost().
+  const cost::CostModel& cost_of(cost::DeviceId device) const;
+  const PlanRequest& request() const { return request_; }
+  // Each op's output dtype under the request's precision (graph::computed_dtypes).
+  const std::vector<graph::DType>& dtypes() const { return dtypes_; }
+  double memory_cap() const;
+  // What each device of `stage` may hold: the request's device memory, else
+  // the smallest of its devices' (their classes').
+  double memory_cap(const plan::PlanStage& stage) const;
+
+  // The one place a request becomes a plan (`trident plan`, `trident train`,
+  // the emulator): with `given` (a plan file's plan, hand-written or made
+  // elsewhere), that plan checked against the graph and the request (model,
+  // preset, devices, mini-batch), the sync methods it leaves out filled by
+  // the request's rule (fill_sync); without, plan(). Then the request's
+  // sync_overrides, each checked; the plan predicted and stamped for this
+  // planner's cluster once, and its SFB order checked. Throws PlanError
+  // naming the problem.
+  plan::Plan make(std::optional<plan::Plan> given = std::nullopt) const;
+
+  // Runs the requested partitioner. Throws PlanError "no feasible plan: ..."
+  // naming the stage or op that does not fit, its need and the limit (with
+  // how many other reasons rejected candidates). A candidate that breaks an
+  // invariant is a bug: its PlanError (kind kFailure) is thrown at once.
+  // dp is one stage over every device when the micro-batch splits evenly
+  // among them, else over the largest power of two of them that it does.
+  plan::Plan plan() const;
+
+  // Fills a plan's predictions (per-stage TPS, memory, in-flight, actions if
+  // empty; iteration time, samples/s, bubble, depth) by simulating it.
+  schedule::SimResult predict(plan::Plan& plan) const;
+  // Records in the plan the cluster and cost model its predictions are for
+  // (plan() does it for its result; once per plan, not per search candidate:
+  // a profiled cost model's description carries the whole profile).
+  void stamp(plan::Plan& plan) const;
+  schedule::StageGraph stage_graph(const plan::Plan& plan) const;
+  // Gives every parameter of a stage with several replicas that the plan
+  // does not name a sync method by the request's grad_sync (HybComm for
+  // hybrid) on the stage's own link; e.g. for hand-written plans.
+  void fill_sync(plan::Plan& plan) const;
+  // A plan made elsewhere (another planner's, a placement's) checked and
+  // predicted for this planner's cluster and request: actions and sync
+  // methods kept, recomputation where a stage would not fit; nullopt when
+  // one still does not.
+  std::optional<plan::Plan> repriced(plan::Plan plan) const;
+
+  // One stage candidate: ops, data-parallel degree and micro-batch size
+  // (0: the size the search ran at).
+  struct StageChoice {
+    std::vector<graph::OpId> ops;
+    int replicas = 1;
+    int micro_batch = 0;
+    std::string partition;  // "nodes": graph parallelism (PlanStage::partition)
+  };
+  // The TPS search at one micro-batch over a decomposition (graphpipe uses
+  // sp_decompose, pipedream linearize): the least bottleneck TPS found (to
+  // the tolerance), and the stages of a least-depth partition at that TPS.
+  // Stages may run up to micro_batch_ratio times that micro-batch; depth
+  // counts each stage's micro-batch in units of the searched one (Note
+  // [Per-stage micro-batch sizes]).
+  struct Search {
+    double tps = 0;
+    int depth = 0;
+    std::vector<StageChoice> stages;
+  };
+  std::optional<Search> search(const graph::SpDecomposition& sp, int micro_batch) const;
+  // The least-TPS search followed by the least TPS at each smaller depth
+  // that could still give a shorter iteration (see Note [Depth sweep]); the
+  // partitioners simulate every candidate and keep the fastest. Plans whose
+  // bottleneck alone would take longer than `bound_s` per iteration are not
+  // searched for (empty result when none is left). `ratio` overrides the
+  // request's micro_batch_ratio (0: the request's).
+  std::vector<Search> candidates(const graph::SpDecomposition& sp, int micro_batch,
+                                 double bound_s = std::numeric_limits<double>::infinity(), int ratio = 0) const;
+
+  // A plan from stage choices: orders stages, places devices, finds edges and
+  // sync methods, builds the schedule and predicts. Throws PlanError if a
+  // stage does not fit in memory.
+  plan::Plan assemble(const std::vector<StageChoice>& stages, int micro_batch, const std::string& partitioner) const;
+
+
+ private:
+  // Sets the request's sync_overrides in the plan; throws PlanError for a
+  // name that is not a parameter of the graph, or a method the plan cannot run.
+  void override_sync(plan::Plan& plan) const;
+  [[noreturn]] void no_plan(const std::vector<std::string>& reasons, int micro_batch) const;
+  // assemble's parts: the stages in topological order, each input op the
+  // search left out joined to its earliest consumer's stage; devices placed;
+  // recomputation where a stage does not fit (see Note [Recomputation costs]),
+  // then a PlanError for a stage that still does not.
+  std::vector<StageChoice> ordered_stages(const std::vector<StageChoice>& stages) const;
+  void place_devices(plan::Plan& plan, const std::vector<StageChoice>& ordered) const;
+  void fit_memory(plan::Plan& plan) const;
+  // See Note [Automatic schedule]: under `auto`, the base plan or the same
+  // stages under a zero-bubble schedule, whichever is simulated faster.
+  plan::Plan with_best_schedule(plan::Plan base) const;
+  // See Note [Class-aware placement] (placement.cc): plan() on a mixed cluster.
+  plan::Plan plan_mixed() const;
+  // A planner for the same request on a cluster of one kind of device:
+  // `device` repeated over `count` devices (links: the mixed cluster's
+  // inside-host and between-host defaults), priced by `cost`.
+  Planner homogeneous_view(const cost::DeviceSpec& device, int count, cost::CostModel cost) const;
+  // Places `structure`'s stages (ops and micro-batch) on the request's
+  // devices by class (Note [Class-aware placement]); every placement tried,
+  // predicted, fastest first. Empty when none fits.
+  std::vector<plan::Plan> place_on_classes(const plan::Plan& structure) const;
+  std::vector<cost::CostModel> class_costs_;  // by class (mixed clusters)
+  const graph::OpGraph& graph_;
+  mutable std::map<int, double> partition_bytes_;
+  cost::ClusterSpec cluster_;
+  cost::CostModel cost_;
+  PlanRequest request_;
+  std::vector<graph::DType> dtypes_;
+  bool ratio_given_ = false;  // micro_batch_ratio was set, not defaulted
+  bool schedule_auto_ = false;  // the schedule was left to the planner
+};
+
+}  // namespace trident::planner
