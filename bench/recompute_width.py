@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The widest model that trains under a per-process memory limit, with and
-without recomputation (see Note [Recomputation] in executor/tensor_backend.cc).
+without recomputation (see Note [Recomputation] in plan/plan.h).
 
 A convolutional classifier of width W (conv 5x5 1->W, ReLU, conv 5x5 W->W,
 ReLU, max-pool 2, Linear W*14*14 -> 10; activations grow with W, weights

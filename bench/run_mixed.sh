@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mixed clusters, simulated and emulated (issue 43; Note [Class-aware
-# placement] in planner/src/class_placement.cc): paper-size mmt, dlrm, candle_uno,
+# placement] in planner/planner.h): paper-size mmt, dlrm, candle_uno,
 # inception and transformer on the presets mixed-v100-a100 (8 V100 + 8 A100)
 # and mixed-h200-a100 (4 H200 + 12 A100), DEVICES devices (default 16), 16
 # samples per device, graphpipe, Adam. For each, `trident plan --placement`

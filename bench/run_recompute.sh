@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The throughput cost of recomputation (see Note [Recomputation] in
-# executor/tensor_backend.cc) on a real 2-stage pipeline: transformer/tiny on
+# plan/plan.h) on a real 2-stage pipeline: transformer/tiny on
 # Fashion-MNIST, trident's pipedream plan on 2 processes (one layer each),
 # `parallel.recompute` never against always, the same plan otherwise; one
 # thread per process, evaluation off. Prints the median samples/s of the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory of recomputation (see Note [Recomputation] in executor/tensor_backend.cc):
+# Memory of recomputation (see Note [Recomputation] in plan/plan.h):
 # cnn/paper on Fashion-MNIST (activations of ~1.2 MB per sample against
 # 13 M parameters), trident's pipedream plan on 4 processes, mini-batch
 # MINI in micro-batches of MICRO, one thread per process, Adam, a few steps;

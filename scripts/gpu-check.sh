@@ -54,7 +54,7 @@ else
     { echo "gpu-check: $py has no CUDA PyTorch that sees a GPU (use --python, or --cpu for the dry run)" >&2; exit 2; }
   say "building the CUDA variant against $torch_dir"
   [ -d build/gpu-deps ] && [ -z "${TRIDENT_DEPS:-}" ] && export TRIDENT_DEPS=build/gpu-deps  # scripts/gpu-bundle.sh
-  TRIDENT_TORCH=$torch_dir JOBS=$(nproc) TARGETS="trident comm_test runtime_test bench_step" \
+  TRIDENT_TORCH=$torch_dir JOBS=$(nproc) TARGETS="trident comm_test executor_test bench_step" \
     bash scripts/build-cuda.sh "$dir" >"$work/build.log" 2>&1 ||
     { tail -30 "$work/build.log"; echo "gpu-check: the CUDA build failed" >&2; exit 1; }
 fi
@@ -67,7 +67,7 @@ out=$("$dir/lib/comm/comm_test" --gtest_filter='Cuda*' 2>&1); rc=$?
 if [ $rc -ne 0 ]; then fail "CUDA collectives: $(printf '%s' "$out" | grep -E 'Failure|FAILED|error' | head -5)"
 elif printf '%s' "$out" | grep -q "SKIPPED"; then say "CUDA collectives: skipped, no CUDA device visible"
 else say "CUDA collectives at world size 1 (NCCL): passed"; fi
-out=$("$dir/lib/runtime/runtime_test" --gtest_filter='Cuda*' 2>&1); rc=$?
+out=$("$dir/lib/executor/executor_test" --gtest_filter='Cuda*' 2>&1); rc=$?
 if [ $rc -ne 0 ]; then fail "CUDA clock: $(printf '%s' "$out" | grep -E 'Failure|FAILED|error' | head -5)"
 elif printf '%s' "$out" | grep -q "SKIPPED"; then say "CUDA clock: skipped, no CUDA device visible"
 else say "CUDA clock (trace spans from CUDA events): passed"; fi

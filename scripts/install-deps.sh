@@ -9,7 +9,7 @@ packages=(
   cmake ninja-build ccache g++ make pkg-config
   # LibTorch itself comes from the `torch` wheel of the project environment (scripts/install-peers.sh,
   # Note [One LibTorch] in docs/design.md), which ships no Gloo headers; c10d's Gloo header needs them
-  # (Note [Backends] in lib/comm/src/backends.cc)
+  # (Note [Backends] in comm/group.h)
   libgloo-dev
   # fast BLAS, OpenMP build: it shares LibTorch's pool of workers (cmake/openblas.cmake; without it libblas is
   # the reference BLAS, ~30x slower)

@@ -28,7 +28,7 @@ How a module becomes a graph:
    A write through slice or select views becomes slice_scatter /
    select_scatter into the base, and later readers read the result.
    BatchNorm is called without running statistics (trident normalises each
-   micro-batch by its own, see Note [Batch norm] in nn/graph_module.cc),
+   micro-batch by its own, see Note [Batch norm] in nn/graph_module.h),
    _reshape_alias becomes reshape (see Note [Layout-free graphs]), and nodes
    whose result nobody reads are dropped.
 4. Group. A node whose result is one tensor with the batch on axis 0, whose

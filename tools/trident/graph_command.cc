@@ -1,11 +1,12 @@
-// See graph_command.h.
-#include "graph_command.h"
+// `trident graph`: a model's operator graph, in one summary line, one line
+// per op (--ops) or one line per submodule (--by-module DEPTH, the coarse
+// view of a captured model whose ops are ATen calls); --out writes its JSON.
+#include "commands.h"
 
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
 
-#include "plan_commands.h"
 #include "trident/base/files.h"
 #include "trident/base/text.h"
 
@@ -51,6 +52,13 @@ void show_modules(const graph::OpGraph& g, int depth) {
               << r.fwd / 1e6 << "\n";
 }
 
+struct GraphArgs {
+  zoo::ModelSpec model;
+  std::string out;
+  bool all_ops = false;
+  int by_module = 0;
+};
+
 }  // namespace
 
 int show_graph(zoo::ModelSpec model, const std::string& out, bool all_ops, int by_module) {
@@ -78,6 +86,18 @@ int show_graph(zoo::ModelSpec model, const std::string& out, bool all_ops, int b
     std::cout << "wrote " << out << "\n";
   }
   return 0;
+}
+
+Command add_graph_command(CLI::App& app) {
+  auto a = std::make_shared<GraphArgs>();
+  auto* c = app.add_subcommand("graph", "summarise a model's operator graph; --out writes it as JSON");
+  cli::add_model_options(c, a->model);
+  c->add_option("--out", a->out, "write the graph JSON here");
+  c->add_flag("--ops", a->all_ops, "print one line per op");
+  c->add_option("--by-module", a->by_module,
+                "print one line per submodule, cut to DEPTH dotted parts (a coarse view of a captured model)")
+      ->check(CLI::PositiveNumber);
+  return {c, [a] { return show_graph(a->model, a->out, a->all_ops, a->by_module); }};
 }
 
 }  // namespace trident::cli

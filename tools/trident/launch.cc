@@ -50,7 +50,7 @@ std::string fresh_job_id() {
 // the job's first failure is a worker that exited with an error of its own
 // (not 2 = bad input, not a signal) without having written it, its slot is
 // dropped. A rank that cannot reach the store fails before the others stop
-// waiting for it (see Note [Arrivals] in comm/group.cc), so a cut-off host is
+// waiting for it (see Note [Arrivals] in comm/world.h), so a cut-off host is
 // the first failure. The slot is dropped,
 // and the job starts again on K of the slots left — ranks 0..K-1 in slot
 // order, WORLD_SIZE K — where K is what LaunchOptions::devices_for allows
@@ -135,7 +135,7 @@ Worker start_worker(const LaunchOptions& o, const Start& s, int r) {
     setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
     setenv("MASTER_PORT", std::to_string(s.port).c_str(), 1);
     setenv("TRIDENT_RESTART_COUNT", std::to_string(s.restart).c_str(), 1);
-    setenv("TRIDENT_JOB_ID", s.job_id.c_str(), 1);  // See Note [Job ids] in comm/group.cc
+    setenv("TRIDENT_JOB_ID", s.job_id.c_str(), 1);  // See Note [Job ids] in comm/world.h
     // With a slot command: sh -c 'COMMAND "$0" "$@"' BINARY ARGS...
     const std::string command = replace_all(o.slot_command, "{slot}", std::to_string(s.slots[r])) + " \"$0\" \"$@\"";
     std::vector<char*> argv;
@@ -210,7 +210,7 @@ int reap(std::vector<Worker>& workers) {
     if (w.exited || waitpid(w.pid, &w.status, WNOHANG) != w.pid) continue;
     w.exited = true;
     const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
-    const bool interrupted = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 130;
+    const bool interrupted = WIFEXITED(w.status) && WEXITSTATUS(w.status) == kExitInterrupted;
     if (!ok && !interrupted && failed < 0) failed = r;
   }
   return failed;
@@ -225,7 +225,7 @@ void signal_all(std::vector<Worker>& workers, int sig) {
 struct Outcome {
   int failed = -1;          // the first failed rank, or -1
   std::string why;          // "rank R was killed by signal 9 (Killed); its last message: ..."
-  bool bad_input = false;   // that rank exited 2
+  bool bad_input = false;   // that rank exited kExitBadInput
   int lost_slot = -1;       // elastic: a slot whose worker failed before the rendezvous, or -1
 };
 
@@ -234,7 +234,7 @@ struct Outcome {
 bool failed_on_its_own(const Worker& w) {
   if (!WIFEXITED(w.status)) return false;
   const int code = WEXITSTATUS(w.status);
-  return code != 0 && code != 2 && code != 130;
+  return code != kExitOk && code != kExitBadInput && code != kExitInterrupted;
 }
 
 // See Note [Slots that fail to start]: whether the first failure, worker w,
@@ -282,7 +282,7 @@ Outcome run_workers(const LaunchOptions& o, const Start& s) {
   out.why = "rank " + std::to_string(failed) + " " + describe(w.status) +
             (lost ? " before it reached the rendezvous (slot " + std::to_string(w.slot) + ")" : "") +
             (w.last.empty() ? "" : "; its last message: " + w.last);
-  out.bad_input = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2;
+  out.bad_input = WIFEXITED(w.status) && WEXITSTATUS(w.status) == kExitBadInput;
   if (lost) out.lost_slot = w.slot;
   return out;
 }
@@ -319,7 +319,7 @@ int launch(const LaunchOptions& o) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   Start start;
-  // The job's id (see Note [Job ids] in comm/group.cc): the user's TRIDENT_JOB_ID, or a fresh one.
+  // The job's id (see Note [Job ids] in comm/world.h): the user's TRIDENT_JOB_ID, or a fresh one.
   const char* given = std::getenv("TRIDENT_JOB_ID");
   start.job_id = given && *given ? given : fresh_job_id();
   for (int s = 0; s < o.nproc; ++s) start.slots.push_back(s);
@@ -330,12 +330,12 @@ int launch(const LaunchOptions& o) {
     // A fresh port each start: the old rendezvous may still hold its own.
     start.port = o.master_port ? o.master_port : free_port();
     const auto out = run_workers(o, start);
-    if (out.failed < 0) return g_interrupted ? 130 : 0;
+    if (out.failed < 0) return g_interrupted ? kExitInterrupted : kExitOk;
     std::cerr << "trident: launch: " << out.why << "\n";
     // A worker that found bad input (exit 2) makes the job's exit 2 too.
-    if (out.bad_input) return 2;
+    if (out.bad_input) return kExitBadInput;
     failures.push_back(out.why);
-    if (g_interrupted) return 130;
+    if (g_interrupted) return kExitInterrupted;
     const std::size_t before = start.slots.size();
     if (out.lost_slot >= 0) {  // See Note [Slots that fail to start]
       live.erase(std::find(live.begin(), live.end(), out.lost_slot));
@@ -348,7 +348,7 @@ int launch(const LaunchOptions& o) {
       if (use < o.min_devices) {
         print_give_up("gave up: fewer devices than --min-devices " + std::to_string(o.min_devices) + " can run the job",
                       failures);
-        return 1;
+        return kExitFailure;
       }
       start.slots.assign(live.begin(), live.begin() + use);
     }
@@ -361,7 +361,7 @@ int launch(const LaunchOptions& o) {
   if (o.max_restarts > 0)
     print_give_up("gave up after " + std::to_string(o.max_restarts) + " restart" + (o.max_restarts == 1 ? "" : "s"),
                   failures);
-  return 1;
+  return kExitFailure;
 }
 
 }  // namespace trident::cli

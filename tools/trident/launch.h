@@ -17,7 +17,7 @@
 // WORLD_SIZE, and `trident train` re-plans for it.
 // Workers get TRIDENT_JOB_ID (the caller's, or a fresh one per launch, kept
 // across restarts); a worker of another job that reaches this job's
-// rendezvous is refused (see Note [Job ids] in comm/group.cc).
+// rendezvous is refused (see Note [Job ids] in comm/world.h).
 // Multi-machine runs use mpirun or srun directly (see README).
 #pragma once
 

@@ -1,6 +1,8 @@
-#include "report_command.h"
+// `trident report RUN_DIR`: the measured pipeline next to the simulator's
+// prediction, a timeline SVG, the loss curve and the stage graph.
+#include "commands.h"
 
-#include "plan_commands.h"
+#include "plans.h"
 #include "trident/zoo/zoo.h"
 
 #include <cstdlib>
@@ -15,7 +17,11 @@
 #include "trident/base/files.h"
 
 namespace trident::cli {
+namespace {
 
+// Writes RUN_DIR/{timeline.svg, loss.svg, stages.dot, stages.svg (when
+// Graphviz's `dot` is installed), report.html} and prints the summary.
+// Throws report::ReportError naming a missing or malformed file.
 int run_report(const std::string& run_dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(run_dir))
@@ -59,6 +65,15 @@ int run_report(const std::string& run_dir) {
   for (const auto& f : written) std::cout << " " << run_dir << "/" << f;
   std::cout << "\n";
   return 0;
+}
+
+}  // namespace
+
+Command add_report_command(CLI::App& app) {
+  auto run_dir = std::make_shared<std::string>();
+  auto* c = app.add_subcommand("report", "summarise a run: measured vs simulated iteration, bubble, timeline SVG, loss curve, stage graph");
+  c->add_option("run_dir", *run_dir, "the run directory, e.g. runs/fmnist-inception")->required();
+  return {c, [run_dir] { return run_report(*run_dir); }};
 }
 
 }  // namespace trident::cli

@@ -6,7 +6,7 @@
 
 namespace trident {
 
-int exit_code(ErrorKind kind) { return kind == ErrorKind::kBadInput ? 2 : 1; }
+int exit_code(ErrorKind kind) { return kind == ErrorKind::kBadInput ? kExitBadInput : kExitFailure; }
 
 bool ErrorContext::empty() const {
   return !rank && !stage && !replica && !micro_batch && action.empty() && edge.empty() && field.empty();

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "trident/base/error.h"
+
 namespace trident {
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
@@ -51,7 +53,7 @@ std::string base64_decode(const std::string& text) {
     if (c == '/') return 63;
     return -1;
   };
-  if (text.size() % 4) throw std::invalid_argument("base64 text of length " + std::to_string(text.size()) +
+  if (text.size() % 4) throw InputError("base64 text of length " + std::to_string(text.size()) +
                                                    " (not a multiple of 4)");
   std::string out;
   out.reserve(text.size() / 4 * 3);
@@ -62,12 +64,12 @@ std::string base64_decode(const std::string& text) {
       const char c = text[i + k];
       const bool tail = i + 4 == text.size() && k >= 2 && c == '=';
       if (tail || pad) {
-        if (c != '=') throw std::invalid_argument("base64: '" + std::string(1, c) + "' after padding");
+        if (c != '=') throw InputError("base64: '" + std::string(1, c) + "' after padding");
         v[k] = 0, ++pad;
         continue;
       }
       v[k] = value(c);
-      if (v[k] < 0) throw std::invalid_argument("base64: character '" + std::string(1, c) + "' at " + std::to_string(i + k));
+      if (v[k] < 0) throw InputError("base64: character '" + std::string(1, c) + "' at " + std::to_string(i + k));
     }
     const unsigned n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
     out.push_back(static_cast<char>(n >> 16));

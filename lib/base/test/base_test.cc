@@ -145,7 +145,7 @@ TEST(Text, Base64DecodesWhatPythonWrites) {
   EXPECT_EQ(trident::base64_decode("dHJpZGVudHM="), "tridents");
   EXPECT_EQ(trident::base64_decode(""), "");
   EXPECT_EQ(trident::base64_decode("AP8="), std::string("\x00\xff", 2));
-  EXPECT_THROW(trident::base64_decode("dHJpZGVud"), std::invalid_argument);
-  EXPECT_THROW(trident::base64_decode("dH*pZGVu"), std::invalid_argument);
-  EXPECT_THROW(trident::base64_decode("dH==ZGVu"), std::invalid_argument);
+  EXPECT_THROW(trident::base64_decode("dHJpZGVud"), trident::InputError);
+  EXPECT_THROW(trident::base64_decode("dH*pZGVu"), trident::InputError);
+  EXPECT_THROW(trident::base64_decode("dH==ZGVu"), trident::InputError);
 }

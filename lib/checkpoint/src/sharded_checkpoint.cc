@@ -205,13 +205,6 @@ torch::Tensor CheckpointReader::read(const std::string& key) const {
 
 namespace {
 
-// Note [Weights PyTorch loads]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// The file torch.save would write for a dict of
-// tensors. torch::pickle_save tags the dict with its type
-// (torch.jit._pickle.restore_type_tag), which PyTorch 2.6 and later refuse to
-// load by default (torch.load(weights_only=True)); written without the tag,
-// python3-torch 1.13, PyTorch 2.x and LibTorch all read it.
 std::vector<char> pickle_for_pytorch(const c10::IValue& value) {
   std::vector<char> pickled, out;
   torch::jit::Pickler pickler([&](const char* bytes, std::size_t n) { pickled.insert(pickled.end(), bytes, bytes + n); },

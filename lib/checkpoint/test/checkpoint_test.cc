@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "trident/checkpoint/checkpoint_diff.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 
 namespace trident::checkpoint {
@@ -80,6 +81,37 @@ TEST(ShardedCheckpoint, ShardsAManifestAndTheNewestKept) {
     EXPECT_NE(std::string(e.what()).find("'param/c'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("CRC-32"), std::string::npos) << e.what();
   }
+  std::filesystem::remove_all(run);
+}
+
+// `trident diff`: keys on one side, a shape that differs, values beyond the
+// tolerances, and the largest difference with its key; the prefix chooses
+// weights alone or the optimizer state too.
+TEST(CheckpointDiff, NamesWhatDiffersAndByHowMuch) {
+  const auto run = temp_dir("diff");
+  auto publish = [&](const std::string& name, const NamedTensors& tensors) {
+    const auto dir = run + "/" + name;
+    std::filesystem::create_directories(partial_checkpoint_dir(dir, 1));
+    publish_checkpoint(dir, 1, {{"tensors", write_shard(partial_checkpoint_dir(dir, 1), "rank-0.bin", tensors)}}, 1);
+    return CheckpointReader::latest(dir);
+  };
+  const auto w = torch::arange(6, torch::kFloat32).reshape({2, 3});
+  const auto a = publish("a", {{"param/w", w}, {"param/b", torch::zeros({3})}, {"optim/w/step", torch::ones({1})}});
+  const auto same = publish("same", {{"param/w", w.clone()}, {"param/b", torch::zeros({3})}, {"optim/w/step", torch::ones({1})}});
+  const auto b = publish("b", {{"param/w", w + 0.5}, {"param/b", torch::zeros({4})}, {"param/extra", torch::zeros({1})},
+                               {"optim/w/step", torch::full({1}, 2.0)}});
+  EXPECT_TRUE(diff_checkpoints(a, same, "", 1e-5, 1e-6).equal());
+  const auto d = diff_checkpoints(a, b, "param/", 1e-5, 1e-6);
+  EXPECT_FALSE(d.equal());
+  EXPECT_EQ(d.only_b, (std::vector<std::string>{"param/extra"}));
+  EXPECT_TRUE(d.only_a.empty());
+  EXPECT_EQ(d.shape_differs, (std::vector<std::string>{"param/b"}));
+  EXPECT_EQ(d.value_differs, (std::vector<std::string>{"param/w"}));
+  EXPECT_EQ(d.compared, 2u);
+  EXPECT_DOUBLE_EQ(d.max_abs, 0.5);
+  EXPECT_EQ(d.max_abs_key, "param/w");
+  EXPECT_TRUE(diff_checkpoints(a, b, "param/", 0, 0.6).value_differs.empty());  // within atol
+  EXPECT_EQ(diff_checkpoints(a, b, "optim/", 1e-5, 1e-6).value_differs, (std::vector<std::string>{"optim/w/step"}));
   std::filesystem::remove_all(run);
 }
 

@@ -23,13 +23,6 @@ namespace {
 // Heartbeats: a beat every kBeatPeriod; diagnose() samples the beats twice,
 // kDiagnoseGap apart (three periods: a live rank beats at least twice in
 // between), each store read waiting at most kStoreReadTimeout.
-// Note [Rank 0 stays for the diagnosis]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Rank 0 hosts the store, so when it
-// has diagnosed a failure it does not leave until every rank it found alive
-// has written that it diagnosed too (at most kStoreLinger): a survivor that
-// starts its diagnosis late, e.g. on a loaded machine, still reads the beats
-// and names the rank that stopped, instead of finding the store gone.
 constexpr auto kBeatPeriod = std::chrono::milliseconds(500);
 constexpr auto kDiagnoseGap = 3 * kBeatPeriod;
 constexpr auto kStoreReadTimeout = std::chrono::seconds(2);
@@ -234,15 +227,6 @@ std::string Group::member(int r) const {
 
 namespace {
 
-// Note [Job ids]
-// ~~~~~~~~~~~~~~
-// Two jobs on one host that were given the same
-// MASTER_PORT would meet at one rendezvous store, and a worker of the second
-// would take a rank of the first. Before any rank joins the process group,
-// rank 0 publishes its job id in the store and every other rank compares its
-// own: a worker of another job is refused, naming both ids, before it has
-// written anything the job reads. Ranks with no id (a launcher that sets
-// none) are not checked.
 void check_job(c10d::Store& store, const WorldInfo& world, std::chrono::milliseconds timeout) {
   const std::string key = "trident/job";
   if (world.rank == 0) {
@@ -259,16 +243,6 @@ void check_job(c10d::Store& store, const WorldInfo& world, std::chrono::millisec
                   ErrorKind::kBadInput);
 }
 
-// Note [Arrivals]
-// ~~~~~~~~~~~~~~~
-// Before Gloo connects, every rank counts itself in at the
-// store and waits until all have — for the connect timeout, half of it
-// again and 2 s more. That is longer than a rank's own attempt to reach the
-// store (the connect timeout), so a rank that cannot reach it (a cut link,
-// a host that is down) fails first, on its own and before it reported its
-// start, and an elastic launcher drops its slot (see Note [Slots that fail to
-// start] in tools/trident/launch.cc); the others then fail naming the ranks
-// that never came, instead of in Gloo's connect.
 void wait_for_arrivals(c10d::Store& store, const WorldInfo& world, std::chrono::milliseconds timeout) {
   store.set("trident/arrived/" + std::to_string(world.rank), std::vector<std::uint8_t>{1});
   store.add("trident/arrivals", 1);

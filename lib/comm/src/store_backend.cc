@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include "trident/comm/world.h"  // CommError
+
 namespace trident::comm {
 
 namespace {
@@ -128,7 +130,7 @@ void StoreBackend::wait_for(const std::string& key, int writer, std::chrono::mil
       beat_moved = Clock::now();
     } else if (Clock::now() - beat_moved >= kSilence) {
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-      throw std::runtime_error("trident-store: rank " + std::to_string(who(rank_)) + " stopped waiting for '" +
+      throw CommError("trident-store: rank " + std::to_string(who(rank_)) + " stopped waiting for '" +
                                key + "' after " + std::to_string(waited) + " ms: rank " + std::to_string(who(writer)) +
                                " stopped beating (its heartbeat stood still for " +
                                std::to_string(kSilence.count()) + " ms)");

@@ -111,13 +111,6 @@ double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_p
 
 namespace {
 
-// Note [Captured Linear layers]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// An ATen capture of nn.Linear on a batch of
-// rows is the program t(W); addmm(b, x, that) (or mm(x, that) without a
-// bias) over the op's one input — exactly the zoo's linear op, so SFB's
-// factors (the input rows and the output gradient) are the op's input and
-// output as they are for it.
 bool is_captured_linear(const graph::Op& op, const graph::ParamSpec& weight) {
   if (op.kind != "aten" || op.inputs.size() != 1) return false;
   const auto calls = op.attrs.find("calls");

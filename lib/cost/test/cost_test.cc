@@ -377,7 +377,7 @@ TEST(Buckets, PackedAsTheRuntimeSendsThem) {
   EXPECT_TRUE(p.add(10));   // bucket 4
   EXPECT_FALSE(p.add(0));
   EXPECT_EQ(p.buckets(), 4);
-  EXPECT_THROW(BucketPacker(0), std::invalid_argument);
+  EXPECT_THROW(BucketPacker(0), InputError);
 }
 
 }  // namespace

@@ -283,9 +283,6 @@ const StageExecutor::Layout& StageExecutor::layout(std::int64_t uniform) {
   if (!uniform)
     for (int s = 0; s < static_cast<int>(plan_.stages.size()); ++s)
       l.tag_micro_batches = std::max(l.tag_micro_batches, plan_.micro_batches(s));
-  // Note [Micro-batch ratios in pieces]
-  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-  // Over a period of the larger size.
   for (int k = 0; k < static_cast<int>(crossings_.size()); ++k) {
     const auto& c = crossings_[k];
     auto overlaps = [&](int other, bool receiving) {

@@ -140,7 +140,7 @@ class StageExecutor::TensorBackend final : public Backend {
     nn::TensorMap inputs, outputs;
     nn::Batch fields;  // kept for recomputation only
     std::vector<torch::Tensor> roots, grads;  // a split backward's, for its W
-    std::shared_ptr<WeightPass> weight_pass;  // See Note [Split backward at the weights]
+    std::shared_ptr<WeightPass> weight_pass;  // See Note [Weight pass]
   };
   void recompute(Pass& p, int m, const Layout& l, Saved& saved, const std::string& action);
   // See Note [Slowed processes]: waits (slowdown - 1) x the compute since

@@ -73,20 +73,6 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   if (p.trace) p.trace->add_stamped(action, "forward", segment_start, p.stamp());
 }
 
-// Note [Two-pass split backward]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A split micro-batch (Note [Split backward] in schedule.h) runs autograd
-// over the graph its forward recorded: B asks only for the gradients of the
-// stage's inputs (autograd::grad with the inputs as targets, so no weight
-// gradient is computed and no AccumulateGrad runs) and keeps the graph; W
-// computes the weight gradients from what B's hooks recorded at the nodes
-// where the input side meets the weights (Note [Split backward at the
-// weights] in weight_pass.h). Where that cannot give one backward's sums, W
-// is a second pass: backward from the same roots and output gradients with
-// those parameters as targets, recomputing the gradients along the paths
-// to them. Either way every gradient is computed from the same tensors in
-// the same order as a single backward, so the weights equal one process's;
-// the graph lives from F to W.
 void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part part, const std::string& action) {
   const auto& l = *x.layout;
   auto& saved = saved_.at(m);
@@ -159,11 +145,6 @@ void StageExecutor::TensorBackend::weight(Pass& p, int m, bool last, const std::
   if (p.trace) p.trace->add_stamped(action, "weight", t0, p.stamp());
 }
 
-// Note [Recomputation]
-// ~~~~~~~~~~~~~~~~~~~~
-// The forward again, now recording autograd, on the
-// inputs and fields kept, under the same random key, so it computes exactly
-// what the first forward sent on.
 void StageExecutor::TensorBackend::recompute(Pass& p, int m, const Layout& l, Saved& saved,
                                              const std::string& action) {
   const auto t0 = p.stamp();

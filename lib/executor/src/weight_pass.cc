@@ -1,4 +1,4 @@
-// See Note [Split backward at the weights] in weight_pass.h.
+// See Note [Weight pass] in executor/stage_executor.h.
 #include "weight_pass.h"
 
 #include <algorithm>

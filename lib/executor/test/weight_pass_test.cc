@@ -1,4 +1,4 @@
-// WeightPass (Note [Split backward at the weights]): B, then W from what B's
+// WeightPass (Note [Weight pass]): B, then W from what B's
 // hooks recorded, gives each parameter the gradient of one backward, bit for
 // bit, and W runs no input-side node again unless it must.
 #include <gtest/gtest.h>

@@ -2,6 +2,7 @@
 // with its inputs by producer name, so a file can be read and edited by hand.
 #include "trident/graph/op_graph.h"
 #include "trident/base/json.h"
+#include "trident/graph/constants.h"
 
 namespace trident::graph {
 namespace {
@@ -71,6 +72,8 @@ OpGraph OpGraph::from_json(const json& doc) {
     } else if (doc.contains("constants")) {  // a zoo GNN's adjacency (Note [Graph ops] in zoo/builder.h)
       g.set_capture(nullptr, doc.at("constants"));
     }
+    if (g.constants().is_object())
+      for (const auto& [name, j] : g.constants().items()) decode_constant(name, j);  // checked where it enters
     for (const auto& jo : field<json>(doc, "ops", "graph JSON")) {
       Op o;
       o.name = field<std::string>(jo, "name", "graph JSON op");

@@ -12,6 +12,7 @@
 
 #include "trident/base/json.h"
 #include "trident/base/text.h"
+#include "trident/graph/constants.h"
 #include "trident/nn/random.h"
 
 namespace trident::nn {
@@ -328,22 +329,9 @@ std::map<std::string, torch::Tensor> decode_constants(const graph::OpGraph& grap
   std::map<std::string, torch::Tensor> out;
   if (!graph.constants().is_object()) return out;
   for (const auto& [name, j] : graph.constants().items()) {
-    const std::string where = "graph constant '" + name + "'";
-    if (!j.is_object() || !j.contains("dtype") || !j.contains("shape") || !j.contains("base64"))
-      throw GraphError(where + " must be {\"dtype\", \"shape\", \"base64\"}");
-    const auto type = scalar_type_of(get_checked<std::string>(j.at("dtype")), where);
-    const auto shape = get_checked<std::vector<std::int64_t>>(j.at("shape"));
-    std::string bytes;
-    try {
-      bytes = base64_decode(get_checked<std::string>(j.at("base64")));
-    } catch (const std::invalid_argument& e) {
-      throw GraphError(where + ": " + e.what());
-    }
-    auto t = torch::empty(shape, torch::TensorOptions().dtype(type));
-    if (static_cast<std::int64_t>(bytes.size()) != t.numel() * static_cast<std::int64_t>(t.element_size()))
-      throw GraphError(where + " holds " + std::to_string(bytes.size()) + " bytes; its shape and dtype need " +
-                       std::to_string(t.numel() * t.element_size()));
-    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    const auto c = graph::decode_constant(name, j);
+    auto t = torch::empty(c.shape, torch::TensorOptions().dtype(scalar_type_of(c.dtype, "graph constant '" + name + "'")));
+    std::memcpy(t.data_ptr(), c.bytes.data(), c.bytes.size());
     out.emplace(name, t);
   }
   return out;

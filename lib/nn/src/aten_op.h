@@ -19,8 +19,8 @@
 
 namespace trident::nn {
 
-// Decodes OpGraph::constants() into tensors; throws graph::GraphError naming
-// a constant that is not {"dtype", "shape", "base64"} of matching size.
+// OpGraph::constants() as tensors, each decoded and checked by
+// graph::decode_constant (graph/constants.h; throws graph::GraphError naming it).
 std::map<std::string, torch::Tensor> decode_constants(const graph::OpGraph& graph);
 
 // A generator on `device` seeded with `seed` (see Note [Random ops] in random.h).

@@ -76,11 +76,6 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear in_proj_, out_proj_;
 };
 
-// Note [Batch norm]
-// ~~~~~~~~~~~~~~~~~
-// Normalises each micro-batch by its own statistics, as
-// PyTorch's BatchNorm does on every forward call in training mode; running
-// statistics are not kept, so evaluation normalises by the evaluated batch.
 class BatchNormImpl : public torch::nn::Module {
  public:
   BatchNormImpl(std::int64_t features, double eps)

@@ -1,5 +1,7 @@
 #include "trident/optim/optimizer.h"
 
+#include "trident/config/config.h"  // ConfigError
+
 #include <cmath>
 
 namespace trident::optim {

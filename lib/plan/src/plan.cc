@@ -380,11 +380,6 @@ void check_grad_sync(const Plan& plan, const graph::OpGraph& g) {
   }
 }
 
-// Note [Micro-batch ratios]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~
-// Along every edge one stage's micro-batch
-// divides the other's, so a micro-batch of one is whole micro-batches of
-// the other.
 void check_ratios(const Plan& plan) {
   for (const auto& e : plan.edges) {
     const int a = plan.stages[e.from].micro_batch, b = plan.stages[e.to].micro_batch;

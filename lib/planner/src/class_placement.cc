@@ -1,42 +1,4 @@
 // Planning on a mixed cluster (Note [Device classes] in cost/cluster.h).
-//
-// Note [Class-aware placement]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// GraphPipe's search assumes one kind of device: a stage's replicas run
-// equal slices at the same speed. On a mixed cluster the planner keeps that
-// search for what it is good at — which ops form stages, their micro-batch
-// sizes and the schedule — and decides placement per class afterwards, as
-// HetPipe, Metis and Cephalo balance load over unequal devices:
-//
-//   1. Stage structures come from homogeneous views of the cluster: the
-//      search as if every device were the average one (the "as-average"
-//      baseline: what a class-unaware planner does), and the search on the
-//      devices of each class alone (the "one-class" baseline: the fast
-//      devices by themselves, the best homogeneous sub-cluster).
-//   2. Each structure is placed on classes. A stage's time per row on a
-//      device of class k, tau[s][k], comes from that class's cost model
-//      (cost::class_cost_model). Every stage first takes one device, the
-//      heaviest stage first, each the fastest device left for it — so a
-//      heavy branch gets a fast device and a light one a slow device, and
-//      the join stops waiting. Then the remaining devices go one at a time,
-//      fastest first, to the stage whose time b_s / sum(1/tau) is the
-//      bottleneck, on a host it already uses where one is free. Within a
-//      stage, replica j runs a share of each micro-batch in proportion to
-//      its speed (Note [Replica shares] in plan/plan.h), so replicas
-//      finish together; a stage's replicas may straddle classes and hosts
-//      (the slowest link prices their sync). Every placement along the way
-//      is simulated (sync, links and bubbles included), since adding a
-//      replica also adds communication.
-//   3. The fastest of all plans simulated — the baselines included — is the
-//      plan; plan.placement_best keeps each kind's best, which `trident
-//      plan` prints. `trident plan --placement KIND` returns a kind's best
-//      instead (to run a baseline).
-//
-// Pricing a placed stage (detail::estimate_placed): each replica's rows on
-// its class; the stage takes the slowest replica's time. Memory: the
-// largest share's activations against the smallest device of the stage
-// (conservative where a stage mixes classes). The search is not re-run per
-// class assignment: stage boundaries are those the homogeneous views chose.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

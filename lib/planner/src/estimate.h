@@ -10,18 +10,6 @@
 // (activation bytes per sample × micro_batch / replicas). PS-synced
 // parameters' optimizer state counts 1/replicas (see Note [Sharded parameter
 // server] in sync/grad_sync.h).
-//
-// Note [Recomputation costs]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A stage that recomputes (see Note [Recomputation] in executor/tensor_backend.cc)
-// keeps per in-flight micro-batch only its inputs — the tensors other stages
-// send it and the dataset fields it reads — and holds one micro-batch's
-// activations while it runs a forward; each backward first runs the forward
-// again. So its memory is static + activations + in-flight × inputs, and its
-// backward takes backward + forward. PlanRequest::recompute says when a
-// stage recomputes: `never`; `always`; `auto`, only where the stage would
-// not fit otherwise (recomputing never makes a stage faster; it lets the
-// search pick fewer stages or larger micro-batches).
 #pragma once
 
 #include <algorithm>
@@ -51,7 +39,7 @@ struct StageEstimate {
     return (forward_s + backward_s) / micro_batch + sync_s / mini_batch;
   }
   double memory(int in_flight) const { return static_bytes + in_flight * activation_bytes; }
-  // The same stage recomputing (see Note [Recomputation costs]): activation_bytes
+  // The same stage recomputing (see Note [Pricing recomputation]): activation_bytes
   // becomes what is kept per in-flight micro-batch, static_bytes holds the
   // one forward's activations, backward_s the forward run again.
   StageEstimate recomputing() const {
@@ -92,7 +80,7 @@ std::vector<StageConfig> stage_configs(const PlanRequest& request, int b, int ra
 
 // The micro-batches a stage of `units` keeps in flight at a height of
 // `height` units (graph-1F1B counts rows: see Note [Micro-batch ratios] in
-// plan/plan.cc), with m micro-batches of the searched size in the mini-batch.
+// schedule/schedule.h), with m micro-batches of the searched size in the mini-batch.
 inline int in_flight_at(int height, int units, int m) {
   return std::min((height + units - 1) / units, m / units);
 }

@@ -129,13 +129,13 @@ schedule::StageGraph Planner::stage_graph(const plan::Plan& plan) const {
                  ? detail::estimate_placed(*this, ops[st.id], plan, st.id, cluster_.group_link(st.devices), &plan.grad_sync)
                  : detail::estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
                                           cluster_.group_link(st.devices), &plan.grad_sync);
-    if (st.recompute) e = e.recomputing();  // See Note [Recomputation costs]
+    if (st.recompute) e = e.recomputing();  // See Note [Pricing recomputation]
     schedule::StageCost c;
     c.name = "s" + std::to_string(st.id);
     c.replicas = static_cast<int>(st.devices.size());
     c.forward_s = e.forward_s, c.backward_s = e.backward_s;
     // W's time: the weight gradients' own products, as the runtime runs it
-    // (Note [Split backward at the weights] in executor/weight_pass.h); B is
+    // (Note [Weight pass] in executor/stage_executor.h); B is
     // the rest of the backward. A stage that receives nothing has no input
     // gradients to compute: its B is empty and W is its whole backward.
     c.weight_s = std::min(e.weight_grad_s, e.backward_s);
@@ -270,7 +270,7 @@ void Planner::place_devices(plan::Plan& plan, const std::vector<StageChoice>& or
 }
 
 void Planner::fit_memory(plan::Plan& plan) const {
-  // See Note [Recomputation costs]: under auto, the stages that do not fit
+  // See Note [Pricing recomputation]: under auto, the stages that do not fit
   // recompute; the schedule, and so the in-flight counts, stay the same.
   if (request_.recompute == "auto") {
     bool any = false;
@@ -406,28 +406,6 @@ plan::Plan Planner::make(std::optional<plan::Plan> given) const {
 
 namespace {
 
-// Note [Search spaces]
-// ~~~~~~~~~~~~~~~~~~~~
-// Graphpipe searches the SP decomposition and also the
-// sequential space (contiguous cuts of a topological order), and keeps the
-// faster plan: the SP space cannot put a fan-in stage together with the tail
-// of one branch, nor cross an SP-ization cut, and on such graphs a
-// sequential cut can win. So graphpipe considers every plan pipedream does
-// (and runs it with graph-1F1B on its real stage DAG). dp searches none.
-//
-// Per-stage micro-batch sizes (see Note [Per-stage micro-batch sizes] in
-// sp_engine.h) are searched in the series-parallel space only: the
-// sequential one is pipedream's, whose stages share one micro-batch as
-// published, and it would double the search's time for plans that the
-// series-parallel space mostly has already. The series-parallel space is
-// also searched with one size: the TPS search ranks by bottleneck time per
-// sample, and its mixed-size candidates can simulate slower than the
-// one-size ones they displace (candle_uno, 16 devices, 4 samples each:
-// 7052 against 7329 samples/s), so the planner is never worse for them.
-// Where the series-parallel space is the chain itself (a sequential
-// model), per-stage sizes are searched only when the request names a
-// ratio: GraphPipe claims nothing for chains, and the chain's deeper plans
-// make the search 4-9x slower (transformer, 256 devices: 0.7 -> 6.8 s).
 struct Space {
   graph::SpDecomposition sp;
   std::string name;
@@ -532,20 +510,6 @@ plan::Plan Planner::plan() const {
   return *best;
 }
 
-// Note [Automatic schedule]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~
-// With `parallel.schedule: auto` the partition is searched under the base
-// schedule (graph-1f1b for graphpipe, 1f1b otherwise: they rank candidates
-// the way GraphPipe and PipeDream do), then the zero-bubble schedules that
-// apply to it — graph-zb on graphpipe's stage DAG, zb-h1 and zb-h2 on a
-// chain — are simulated on the same stages, each with the sync methods it
-// allows (hybrid leaves SFB out of a split backward) and recomputation
-// where it would not fit otherwise. The base is replaced only by a plan
-// more than 1% faster: a schedule that splits runs more, smaller actions
-// than the simulator prices. One stage (dp) has nothing to fill; grad_sync
-// sfb takes no split. Every schedule simulated is kept in
-// plan.schedule_best, which `trident plan` prints. The partition is not
-// searched again under each schedule.
 plan::Plan Planner::with_best_schedule(plan::Plan base) const {
   constexpr double kMargin = 0.01;
   if (!schedule_auto_ || base.stages.size() < 2 || request_.grad_sync == "sfb") return base;

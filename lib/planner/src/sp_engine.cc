@@ -265,7 +265,7 @@ int Engine::suffix(int si, int i, int h, int delta) {
       if (r < 0) break;  // a longer group fits even less
       auto keeps = [&](int x) { return fits(pre, i, x + 1, k, delta + r + units(k)); };
       const int end = keeps(fast) ? fast : last_true(j, fast, keeps);
-      // See Note [Recomputation costs]: a recomputing stage keeps its inputs, so
+      // See Note [Pricing recomputation]: a recomputing stage keeps its inputs, so
       // the rest may need more devices when it starts later (its first
       // stage then keeps a wider tensor) and Note [Longest groups] no longer
       // holds. Under always every shorter end is tried too; under auto, only

@@ -46,7 +46,7 @@
 // stage run b x u for u = 1, 2, ... up to the request's micro_batch_ratio
 // (a "config" is replicas and units u; powers of two always nest, so
 // neighbours' sizes divide one another). graph-1F1B with ratios keeps rows
-// in flight (see Note [Micro-batch ratios] in plan/plan.cc): a stage forwards
+// in flight (see Note [Micro-batch ratios] in schedule/schedule.h): a stage forwards
 // what its successors hold plus one of its own micro-batches, so its
 // in-flight rows are the sum of b x u along its longest path to a sink.
 // Depth and heights are therefore counted in units of b — a stage adds u,
@@ -224,7 +224,7 @@ class Engine {
 
   double tps(const Agg& a, int k) const { return a.comp[k] / size(k) + a.sync[k] / mini_; }
   // A stage's totals over its runs (several: a branch group and a fork or
-  // join), with its input bytes per row (see Note [Recomputation costs]).
+  // join), with its input bytes per row (see Note [Pricing recomputation]).
   struct Totals {
     double comp = 0, fwd = 0, sync = 0, stat = 0, act = 0;
   };

@@ -1,4 +1,4 @@
-// Planning on mixed clusters (Note [Class-aware placement] in planner/class_placement.cc):
+// Planning on mixed clusters (Note [Class-aware placement] in planner/planner.h):
 // the plan is never slower than the two baselines, each rebuilt here
 // independently of the planner's own search (hosts of equal and of unequal
 // sizes); heavy branches go to fast devices; shares follow speed.

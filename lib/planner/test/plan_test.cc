@@ -1,10 +1,11 @@
-// Plans as data: JSON round trips, the side-by-side report, hand-written
-// plans and their validation.
+// The planner and plans: a plan's JSON read back predicts as it did; a
+// hand-written plan is predicted; the sync methods a plan may ask for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <sstream>
 
+#include "../../plan/test/hand_plans.h"
 #include "test_graphs.h"
 #include "trident/planner/planner.h"
 
@@ -13,6 +14,7 @@ namespace {
 
 using testing::model;
 using testing::planner;
+using plan::testing::HandPlan;
 
 TEST(Plan, JsonRoundTripAndResimulationAgree) {
   const auto& g = model("mmt", "tiny");
@@ -31,44 +33,6 @@ TEST(Plan, JsonRoundTripAndResimulationAgree) {
   ASSERT_FALSE(read.edges.empty());
   EXPECT_EQ(read.edges[0].tensors.size(), plan.edges[0].tensors.size());
 }
-
-// Hand-written plans on mmt/tiny: 2 branches feeding a head.
-class HandPlan : public ::testing::Test {
- protected:
-  const graph::OpGraph& g = model("mmt", "tiny");
-  std::vector<std::string> branch(int b, bool early, bool late) {
-    std::vector<std::string> out;
-    const std::string p = "branch" + std::to_string(b) + ".";
-    bool after = false;
-    for (const auto& op : g.ops()) {
-      const bool mine = op.name.rfind(p, 0) == 0 || op.name == "modality" + std::to_string(b);
-      if (!mine) continue;
-      if (op.name.find("layer1") != std::string::npos) after = true;
-      if ((after && late) || (!after && early)) out.push_back(op.name);
-    }
-    return out;
-  }
-  std::vector<std::string> head() {
-    std::vector<std::string> out;
-    for (const auto& op : g.ops())
-      if (op.name.rfind("branch", 0) != 0 && op.name.rfind("modality", 0) != 0) out.push_back(op.name);
-    return out;
-  }
-  plan::Plan make(std::vector<std::vector<std::string>> stages, std::vector<std::vector<int>> devices) {
-    plan::Plan p;
-    p.model = "mmt", p.preset = "tiny", p.devices = 4, p.mini_batch = 8;
-    for (std::size_t i = 0; i < stages.size(); ++i) p.stages.push_back({static_cast<int>(i), stages[i], devices[i], 4});
-    return p;
-  }
-  void expect_error(plan::Plan p, const std::string& needle) {
-    try {
-      plan::validate_plan(p, g);
-      FAIL() << "expected PlanError with " << needle;
-    } catch (const plan::PlanError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  }
-};
 
 TEST_F(HandPlan, FanOutAndFanInPlanIsValid) {
   auto p = make({branch(0, true, true), branch(1, true, true), head()}, {{0}, {1, 2}, {3}});

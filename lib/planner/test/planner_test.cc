@@ -287,7 +287,7 @@ TEST(Planner, PlansTwoHundredFiftySixDevicesInSeconds) {
   EXPECT_GT(used, 128);
 }
 
-// Note [Split backward at the weights]: a zero-bubble schedule changes when
+// Note [Weight pass]: a zero-bubble schedule changes when
 // the weight gradients are computed, not their price. Each stage costs what
 // it costs under graph-1f1b, W is its weight products (all of a source
 // stage's backward, which has no input gradients), and B the rest.

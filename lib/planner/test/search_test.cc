@@ -127,7 +127,7 @@ TEST(Planner, MixedSizePlansKeepTheInFlightCountsTheSearchPriced) {
   EXPECT_GT(checked, 10);
 }
 
-// See Note [Recomputation costs]: with activations that bind, the DP decides
+// See Note [Pricing recomputation]: with activations that bind, the DP decides
 // per stage whether to recompute, and finds the least TPS of its space: the
 // exhaustive search prices each stage the same way (plain where it fits at
 // its height, else recomputing) under never, auto and always. At these

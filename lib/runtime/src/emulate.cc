@@ -71,9 +71,9 @@ EmulationResult run_emulation(config::TrainConfig config, const std::string& clu
     stage.run({}, static_cast<double>(config.train.mini_batch), {}, &trace);
     barrier();  // as the trainer's per-step all-reduce of the loss
     const auto end = executor::now_us();
-    trace.add("step " + std::to_string(s), "step", kCommLane, start, end);
+    trace.add("step " + std::to_string(s), "step", executor::kCommLane, start, end);
     if (s > 0) measured += static_cast<double>(end - start) / 1e6 / dilation;
-    if (s >= steps - kTracedSteps) events.insert(events.end(), trace.events.begin(), trace.events.end());
+    if (s >= steps - executor::kTracedSteps) events.insert(events.end(), trace.events.begin(), trace.events.end());
   }
   EmulationResult result;
   result.steps = std::max(1, steps - 1);
@@ -82,7 +82,7 @@ EmulationResult run_emulation(config::TrainConfig config, const std::string& clu
   const auto all = comm::allgather_strings(group, to_json(events).dump(), "gathering the emulated trace");
   if (leader) {
     nlohmann::json meta{{"model", config.model.name + "/" + config.model.preset},
-                        {"steps", std::min(steps, kTracedSteps)},
+                        {"steps", std::min(steps, executor::kTracedSteps)},
                         {"mini_batch", config.train.mini_batch},
                         {"emulated", cluster},
                         {"dilation", dilation}};

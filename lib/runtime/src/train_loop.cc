@@ -204,7 +204,7 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
     trace.device = clock_.get();
     const auto t = step(lr, trace);
     trace_.push_back(std::move(trace));
-    if (trace_.size() > static_cast<std::size_t>(kTracedSteps)) trace_.pop_front();
+    if (trace_.size() > static_cast<std::size_t>(executor::kTracedSteps)) trace_.pop_front();
     ++step_;
     if (config_.train.profile_ops && !op_profile_ && step_ < total_steps_) {  // the first step warms up
       op_profile_ = std::make_unique<nn::OpProfile>();

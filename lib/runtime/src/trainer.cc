@@ -253,7 +253,7 @@ Trainer::Stepped Trainer::sync_and_step(double lr, executor::TraceLog& trace) {
   const auto c = clip();
   sync_->apply(update_at(lr, c.scale));
   for (const auto& e : sync_->stats().events)
-    trace.add(e.name, "sync", kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
+    trace.add(e.name, "sync", executor::kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
               sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
   for (const auto& [name, p] : params)  // the replica sync left them (see Note [Tied parameters])
     if (tied_->names().count(name)) {
@@ -323,7 +323,7 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   const auto reads = local_chunk_reads();
   for (std::size_t i = 0; i < reads.size(); ++i) values.push_back(reads[i] - reads_before[i]);
   const auto global = sum_step(std::move(values));
-  trace.add("step " + std::to_string(step_), "step", kCommLane, start, executor::now_us());
+  trace.add("step " + std::to_string(step_), "step", executor::kCommLane, start, executor::now_us());
   trace.resolve();
   if (!std::isfinite(global.loss))
     throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global.loss) +

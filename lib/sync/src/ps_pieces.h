@@ -11,32 +11,6 @@
 
 namespace trident::sync::detail {
 
-// Note [PS pieces]
-// ~~~~~~~~~~~~~~~~
-// A bucket moves in pieces of at most a bucket's bytes: piece k carries
-// the k-th `chunk` elements of every server's block, so a push or pull of
-// piece k is one alltoall of P rows of `chunk` elements, and which member
-// serves which elements (shard()) does not depend on the cut. A bucket of
-// small tensors is one piece; a tensor larger than a bucket is several.
-// The pieces' buffers come from one pool and the bytes held by pieces in
-// flight stay within PsOptions::buffer_bytes (one piece always may go), so
-// the PS's transient memory is bounded whatever the model's size: what it
-// saves against all-reduce is the optimizer state it shards (and
-// all-reduce's own bucket buffers). A server sums its block piece by piece
-// and updates it once every piece has arrived (one optimizer step per
-// tensor and iteration, as before); the pull's pieces are cut from the
-// updated block as they are launched.
-// Waiting for room must not deadlock members that launch and wait in
-// different orders. Every piece has a place in one order — (iteration,
-// bucket, push before pull, piece) — and every member launches pushes and
-// pulls each in that order (backward's bucket order; serving in order). A
-// member blocks only on the first piece in that order it has in flight,
-// and only after launching any pull piece before it that it may launch and
-// serving every bucket it may serve: then the smallest piece any member
-// waits for has been launched by every member, and completes.
-// Under staleness s > 0 a pull that arrives while its parameters are held
-// for backward (or were read in this forward) cannot land yet; its pieces
-// wait outside the bound (parked), as much as s iterations of pulls.
 
 // Where a bucket's parameters sit in its flat elements, which block this
 // member serves, and how the blocks are cut into pieces.

@@ -123,22 +123,6 @@ void PsSync::wait(c10d::Work& work, const char* what, const Round& round, std::s
   }
 }
 
-// Note [Server copy]
-// ~~~~~~~~~~~~~~~~~~
-// Under staleness s > 0 a server keeps its block in a
-// tensor of its own — the optimizer updates that, and the worker's
-// parameters change only when the pull lands (its own block too). So a
-// server updates a block at the first call-in after its last push
-// arrived (an op's gate, a bucket's launch in backward, apply()), even
-// while this worker's forward holds the parameters for backward; without
-// the copy it had to wait for apply(). Measured (docs/benchmarks.md,
-// "Bounded staleness and accuracy"): read staleness 1.46-1.49 → 1.33 at
-// s = 2. A server thread serving each push the moment it arrives was
-// tried on top and measured no fresher on 2 cores; not kept. Under BSP the
-// server updates the parameters in place (no copy): every pull lands
-// before the next forward reads it anyway. The copy costs 1/P of the
-// bucket's elements per member; update() takes it from the parameters at
-// the first update after construction or flush().
 void PsSync::update(Round& round, std::size_t b) {
   const auto& l = layouts_[b];
   auto& f = round.flights[b];

@@ -1,7 +1,7 @@
 // Internal: Poseidon's parameter server as one GradSync — a block-sharded KV
 // store with colocated servers and stale-synchronous pulls (Note [Sharded
 // parameter server] and Note [Staleness] in grad_sync.h), moving bounded
-// pieces (Note [PS pieces] in ps_pieces.h). Its definitions are split by
+// pieces (Note [PS pieces] in sync/grad_sync.h). Its definitions are split by
 // concept:
 //   ps_sync.cc   the GradSync interface (arm, gate, apply, flush), the
 //                layout of blocks and pieces, read staleness;

@@ -48,7 +48,7 @@ inline graph::OpGraph wide_fc() {
 }
 
 // wide_fc with its first layer as tools/export captures an nn.Linear
-// (see Note [Captured Linear layers] in cost/network.cc).
+// (see Note [Captured Linear layers] in cost/network.h).
 inline graph::OpGraph captured_fc() {
   auto doc = wide_fc().to_json();
   doc["capture"] = {{"by", "test"}, {"format", "aten/1"}, {"torch", "1.13"}};

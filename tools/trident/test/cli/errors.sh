@@ -26,4 +26,20 @@ elif [ "$("$bin" version | sed -n 's/.*CUDA devices visible: \([0-9]*\).*/\1/p')
   check cuda-without-gpu 2 "train.device: 'cuda', but this process sees no CUDA device" -- train --config "$cfg" --set train.device=cuda
 fi
 check bad-device 2 "allowed: cpu, cuda" -- train --config "$cfg" --set train.device=tpu
+# A captured model's constants are checked when the file is read, by graph, plan and train alike
+# (graph/constants.h): each bad one exits 2 naming the file and the constant.
+model=$src/fuzz/corpus/model/constant-aten.json
+constant() {  # constant NAME JQ-LIKE-PYTHON: a copy of the model whose constant 'offset' is changed
+  "${TRIDENT_PYTHON:-python3}" -c "import json,sys; d=json.load(open('$model')); c=d['constants']['offset']; $2; json.dump(d, open('$work/$1.json', 'w'))"
+  echo "$work/$1.json"
+}
+bad_base64=$(constant bad-base64 "c['base64'] = '!AAAAAAAAAA='")
+no_dtype=$(constant no-dtype "del c['dtype']")
+bad_shape=$(constant bad-shape "c['shape'] = [3]")
+check const-base64-graph 2 "model file $bad_base64: graph constant 'offset': 'base64' is not base64 text" -- graph --model-file "$bad_base64"
+check const-base64-plan 2 "model file $bad_base64: graph constant 'offset': 'base64' is not base64 text" -- plan --model-file "$bad_base64" --devices 1 --mini-batch 8
+check const-base64-train 2 "model file $bad_base64: graph constant 'offset'" -- train --config "$cfg" --set model.file="$bad_base64"
+check const-no-dtype 2 "graph constant 'offset' has no 'dtype'" -- graph --model-file "$no_dtype"
+check const-bad-shape-graph 2 "graph constant 'offset' holds 8 bytes; its shape [3] and dtype float32 need 12" -- graph --model-file "$bad_shape"
+check const-bad-shape-plan 2 "graph constant 'offset' holds 8 bytes" -- plan --model-file "$bad_shape" --devices 1 --mini-batch 8
 finish

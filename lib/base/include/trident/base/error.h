@@ -35,7 +35,12 @@ namespace trident {
 
 enum class ErrorKind { kBadInput, kFailure };
 
-// 2 for bad input, 1 for a failure while running.
+// The exit codes of every trident command, here and nowhere else: success,
+// a failure while running, bad input, stopped by SIGINT or SIGTERM (after a
+// checkpoint; 128 + SIGINT, as a shell reports it).
+inline constexpr int kExitOk = 0, kExitFailure = 1, kExitBadInput = 2, kExitInterrupted = 130;
+
+// kExitBadInput for bad input, kExitFailure for a failure while running.
 int exit_code(ErrorKind kind);
 
 struct ErrorContext {

@@ -25,7 +25,7 @@ std::string format_number(const char* printf_format, double value);
 namespace trident {
 
 // The bytes of standard base64 text (RFC 4648, '=' padding, no line breaks),
-// as Python's base64.b64encode writes them; throws std::invalid_argument
+// as Python's base64.b64encode writes them; throws InputError
 // for any other character or a length that is not a multiple of four.
 std::string base64_decode(const std::string& text);
 // Its inverse: `bytes` as standard base64 text with '=' padding.

@@ -22,6 +22,14 @@
 // leaves the previous checkpoint usable; the partial directory is removed
 // by the next save. Every tensor carries a CRC-32 checked on reading.
 // The ranks share one file system (one machine, or a shared mount).
+//
+// Note [Weights PyTorch loads]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The file torch.save would write for a dict of
+// tensors. torch::pickle_save tags the dict with its type
+// (torch.jit._pickle.restore_type_tag), which PyTorch 2.6 and later refuse to
+// load by default (torch.load(weights_only=True)); written without the tag,
+// python3-torch 1.13, PyTorch 2.x and LibTorch all read it.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,33 @@
 // Group: a process group (Gloo in the CPU build; in the CUDA build NCCL for
 // CUDA tensors and the store for CPU ones, see Note [Backends] in
-// src/backends.cc) over all ranks of the world or over a
+// comm/group.h) over all ranks of the world or over a
 // subset, e.g. the replicas of one pipeline stage. A value type: copies share
 // the same underlying c10d group. Every rank of the parent must create the
 // same subgroups in the same order (c10d's rule).
+//
+// Note [Backends]
+// ~~~~~~~~~~~~~~~
+// Which c10d backend carries which tensors.
+//
+//   Gloo carries CPU tensors in every build. The LibTorch wheel has Gloo
+//   linked into libtorch_cpu but ships no Gloo headers, and ProcessGroupGloo.hpp includes them; headers from another
+//   Gloo revision (Debian's, the only ones at hand) describe other class
+//   layouts. That is safe here, and only here, because this file uses
+//   nothing whose layout Gloo defines: every Gloo-typed member of
+//   ProcessGroupGloo and its Options is a pointer, the constructor and the
+//   device factories are compiled in the wheel, and the process group is
+//   used only through c10d::Backend's virtual functions (whose vtable the
+//   wheel emits). No inline function that touches a Gloo object may be
+//   called from trident: `nm -C` of any trident binary must define no
+//   gloo:: symbol, which ctest gloo_symbols checks.
+//
+//   CUDA build (TRIDENT_CUDA): one c10d ProcessGroup with a backend per
+//   device type, as PyTorch's "cpu:gloo,cuda:nccl" — NCCL for CUDA tensors
+//   (gradient sync and stage-to-stage transfers of a GPU run), Gloo for CPU
+//   tensors. NCCL is created only where a GPU is visible; it connects
+//   lazily, at its first collective.
+//
+// No other file includes a backend's header.
 #pragma once
 
 #include <chrono>

@@ -9,6 +9,35 @@
 // (e.g. "2(x3),1", indexed by SLURM_NODEID); a launcher that gives none is
 // taken to have started every process here (local_size = world_size), the
 // safe guess when cores are divided among them.
+//
+// Note [Arrivals]
+// ~~~~~~~~~~~~~~~
+// Before Gloo connects, every rank counts itself in at the
+// store and waits until all have — for the connect timeout, half of it
+// again and 2 s more. That is longer than a rank's own attempt to reach the
+// store (the connect timeout), so a rank that cannot reach it (a cut link,
+// a host that is down) fails first, on its own and before it reported its
+// start, and an elastic launcher drops its slot (see Note [Slots that fail to
+// start] in tools/trident/launch.cc); the others then fail naming the ranks
+// that never came, instead of in Gloo's connect.
+//
+// Note [Job ids]
+// ~~~~~~~~~~~~~~
+// Two jobs on one host that were given the same
+// MASTER_PORT would meet at one rendezvous store, and a worker of the second
+// would take a rank of the first. Before any rank joins the process group,
+// rank 0 publishes its job id in the store and every other rank compares its
+// own: a worker of another job is refused, naming both ids, before it has
+// written anything the job reads. Ranks with no id (a launcher that sets
+// none) are not checked.
+//
+// Note [Rank 0 stays for the diagnosis]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Rank 0 hosts the store, so when it
+// has diagnosed a failure it does not leave until every rank it found alive
+// has written that it diagnosed too (at most kStoreLinger): a survivor that
+// starts its diagnosis late, e.g. on a loaded machine, still reads the beats
+// and names the rank that stopped, instead of finding the store gone.
 #pragma once
 
 #include <map>

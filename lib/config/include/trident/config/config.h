@@ -58,7 +58,7 @@ struct ParallelConfig {
   std::string partitioner = "dp";  // graphpipe | pipedream | dp | a plan .json path
   std::int64_t micro_batch = 0;    // 0: the mini-batch
   std::string schedule = "auto";   // auto | gpipe | 1f1b | graph-1f1b (auto: graph-1f1b for graphpipe, else 1f1b)
-  std::string recompute = "auto";  // auto | never | always (see Note [Recomputation] in executor/tensor_backend.cc)
+  std::string recompute = "auto";  // auto | never | always (see Note [Recomputation] in plan/plan.h)
   std::string cluster = "auto";  // what the planner plans for: "auto" (this machine), a preset or a cluster file
   std::int64_t max_replicas = 0;   // planner: most replicas per stage (0: no limit)
   std::int64_t micro_batch_ratio = 0;  // planner: PlanRequest::micro_batch_ratio (0: its default)

@@ -26,7 +26,7 @@ inline constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 // Packs tensors offered one at a time, in backward order.
 class BucketPacker {
  public:
-  // Throws std::invalid_argument for a size below 1 byte (callers check
+  // Throws InputError for a size below 1 byte (callers check
   // their input first and name it).
   explicit BucketPacker(std::int64_t bucket_bytes);
   // Adds a tensor of `bytes`; true when it opens a new bucket (the one

@@ -71,7 +71,7 @@ struct Profile;  // cost_model.h
 // group of devices communicates at its slowest link (a ring's speed is its
 // slowest hop's). `device` is device 0's class, for what asks for one
 // device (the homogeneous search's view, see Note [Class-aware placement] in
-// planner/class_placement.cc).
+// planner/planner.h).
 struct ClusterSpec {
   std::string name;
   DeviceSpec device;

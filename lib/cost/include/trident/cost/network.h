@@ -17,6 +17,14 @@
 // all-reduce has 2(P−1) steps of S/P bytes; the PS's push and pull (an
 // alltoall each) are P−1 such messages each, so it is priced as the
 // all-reduce; SFB is two all-gathers of P−1 messages each.
+//
+// Note [Captured Linear layers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An ATen capture of nn.Linear on a batch of
+// rows is the program t(W); addmm(b, x, that) (or mm(x, that) without a
+// bias) over the op's one input — exactly the zoo's linear op, so SFB's
+// factors (the input rows and the output gradient) are the op's input and
+// output as they are for it.
 #pragma once
 
 #include <cstdint>
@@ -67,7 +75,7 @@ double sfb_s(const LinkSpec& link, const DeviceSpec& device, std::int64_t rows_p
 // The sufficient-factor shape of a parameter: a Linear weight [N, M] whose op
 // sees `factor_rows_per_sample` rows per sample (e.g. sequence length) — the
 // zoo's linear op, or an ATen-captured nn.Linear (see Note [Captured Linear
-// layers] in cost/network.cc).
+// layers] in cost/network.h).
 struct SfbShape {
   std::int64_t m = 0, n = 0, factor_rows_per_sample = 1;
 };

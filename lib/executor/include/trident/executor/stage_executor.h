@@ -23,8 +23,8 @@
 // Consumers concatenate pieces in row order; gradients travel back the same
 // pieces.
 //
-// See Note [Micro-batch ratios in pieces] (see Note [Micro-batch ratios] in
-// plan/plan.cc): stages may have different micro-batch sizes, one
+// See Note [Unequal micro-batches in pieces] (see Note [Micro-batch ratios] in
+// schedule/schedule.h): stages may have different micro-batch sizes, one
 // dividing the other along each edge. Rows are matched in the global batch:
 // over a period of the larger size, each micro-batch of this stage (its
 // phase in the period) meets the other stage's micro-batches there, and
@@ -75,6 +75,55 @@
 // micro-batch. A receive that waits longer than the group's timeout throws
 // comm::CommError naming the peer rank, its stage, this stage, the
 // micro-batch and the action that was waiting.
+//
+// Note [Unequal micro-batches in pieces]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Over a period of the larger size.
+//
+// Note [Weight pass]
+// ~~~~~~~~~~~~~~~~~~
+// B runs autograd from the stage's roots (its loss, its outputs' gradients)
+// asking only for the gradients of its inputs, so it executes exactly the
+// nodes on paths to the inputs (the input side) and each of them leaves out
+// its outputs towards the weights. W must compute those outputs and carry
+// them to the weights — nothing else. A node of the input side with an
+// edge into the weights-only part of the graph (an addmm's mat2, a
+// convolution's weight and bias, a cat fed by an embedding) is an
+// *intermediate*: before B a hook on it records the gradients it receives
+// there, the same ones a single backward would give it. W then runs autograd
+// once, from the intermediates, with those gradients, to their parameters,
+// each intermediate's edges into the input side cut for the call: so an
+// intermediate computes its weight-side outputs alone (dW and db, not dX
+// again), the engine walks only the weights-only part (W stays linear in
+// the stage's depth), and the weights-only nodes below it (a transpose, a
+// cast) run as in one backward. Every weight gradient comes from the same
+// tensors by the same formulas as one process's, accumulated into .grad as
+// one backward does.
+//
+// Parameters that share an intermediate, or a node below one, form a group.
+// A group falls back to a second pass over the whole graph (autograd from the
+// roots, with the group's parameters as targets; see Note [Two-pass split
+// backward]) when that would double a gradient or miss one: when an
+// intermediate reaches a parameter of its group through the input side too
+// (x @ w @ w: the later product's input gradient feeds the earlier one,
+// whose hook already holds it), when a root reaches a parameter without
+// passing the input side (a stage with no differentiable input: B computes
+// nothing and W is its whole backward), or when a hook did not fire.
+//
+// Note [Two-pass split backward]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A split micro-batch (Note [Split backward] in schedule.h) runs autograd
+// over the graph its forward recorded: B asks only for the gradients of the
+// stage's inputs (autograd::grad with the inputs as targets, so no weight
+// gradient is computed and no AccumulateGrad runs) and keeps the graph; W
+// computes the weight gradients from what B's hooks recorded at the nodes
+// where the input side meets the weights (Note [Split backward at the
+// weights] in weight_pass.h). Where that cannot give one backward's sums, W
+// is a second pass: backward from the same roots and output gradients with
+// those parameters as targets, recomputing the gradients along the paths
+// to them. Either way every gradient is computed from the same tensors in
+// the same order as a single backward, so the weights equal one process's;
+// the graph lives from F to W.
 #pragma once
 
 #include <cstdint>

@@ -9,7 +9,7 @@
 // StageExecutor's receive buffers are made there; batches are copied there
 // through pinned host memory without blocking the host; checkpoints are
 // written from host copies and read back onto the device. Communication
-// follows the tensors (see Note [Backends] in lib/comm/src/backends.cc): NCCL
+// follows the tensors (see Note [Backends] in comm/group.h): NCCL
 // carries CUDA tensors on its own streams, each collective ordered after
 // the stream that produced its input by a CUDA event, so the wait-free
 // backpropagation all-reduces overlap backward as they do on CPU; the small

@@ -22,6 +22,12 @@
 // Each op's function maps its inputs (batch dimension first) to its output;
 // the loss op returns the *sum* of per-sample losses (see Note [Loss scale]
 // in nn/graph_executor.h).
+//
+// Note [Batch norm]
+// ~~~~~~~~~~~~~~~~~
+// Normalises each micro-batch by its own statistics, as
+// PyTorch's BatchNorm does on every forward call in training mode; running
+// statistics are not kept, so evaluation normalises by the evaluated batch.
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 // distribution). Without a scope (tests, the profiler), the process's
 // generator draws.
 //
-// Recomputation (see Note [Recomputation] in executor/tensor_backend.cc) runs a
+// Recomputation (see Note [Recomputation] in plan/plan.h) runs a
 // micro-batch's forward twice under the same key — once without autograd,
 // once right before its backward — so both draw the same masks, and built-in
 // dropout is active under a scope whether or not gradients are recorded.

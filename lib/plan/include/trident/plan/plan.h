@@ -4,6 +4,12 @@
 // predictions. Plans are data ("trident-plan/1" JSON): the planner writes
 // them, people may edit or write them, and the runtime executes any plan that
 // `validate_plan` accepts. Torch-free.
+//
+// Note [Recomputation]
+// ~~~~~~~~~~~~~~~~~~~~
+// The forward again, now recording autograd, on the
+// inputs and fields kept, under the same random key, so it computes exactly
+// what the first forward sent on.
 #pragma once
 
 #include <map>
@@ -83,19 +89,19 @@ struct Plan {
   double search_seconds = 0;
   // Which search space the plan came from ("series-parallel", "sequential";
   // empty when not searched), and the best plan's predictions in each space
-  // searched (see Note [Search spaces] in planner.cc).
+  // searched (see Note [Search spaces] in planner/planner.h).
   std::string space;
   std::map<std::string, Prediction> space_best;
   // Under `parallel.schedule: auto`, each schedule simulated on the plan's
-  // stages (see Note [Automatic schedule] in planner.cc); else empty.
+  // stages (see Note [Automatic schedule] in planner/planner.h); else empty.
   std::map<std::string, Prediction> schedule_best;
-  // On a mixed cluster (Note [Class-aware placement] in planner/class_placement.cc): the
+  // On a mixed cluster (Note [Class-aware placement] in planner/planner.h): the
   // best plan of each placement tried — "class-aware", "as-average" (planned
   // as if every device were the average one) and "one-class" (the fastest
   // cluster of one class alone); else empty.
   std::map<std::string, Prediction> placement_best;
 
-  // See Note [Micro-batch ratios] in plan/plan.cc: each stage has its
+  // See Note [Micro-batch ratios] in schedule/schedule.h: each stage has its
   // own micro-batch; these are mini_batch / micro_batch per stage.
   int micro_batches(int stage) const;
   std::vector<int> micro_batch_counts() const;

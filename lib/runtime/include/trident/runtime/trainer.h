@@ -48,23 +48,25 @@
 #include <vector>
 
 #include "trident/base/error.h"
-#include "trident/sync/grad_sync.h"
+#include "trident/config/config.h"
 #include "trident/data/dataset.h"
 #include "trident/data/sampler.h"
-#include "trident/nn/graph_executor.h"
-#include "trident/nn/op_profile.h"
-#include "trident/config/config.h"
-#include "trident/optim/optimizer.h"
-#include "trident/executor/tensor_placement.h"
-#include "trident/process/process.h"
 #include "trident/executor/stage_executor.h"
+#include "trident/executor/tensor_placement.h"
 #include "trident/executor/tied_params.h"
 #include "trident/executor/trace.h"
+#include "trident/nn/graph_executor.h"
+#include "trident/nn/op_profile.h"
+#include "trident/optim/optimizer.h"
+#include "trident/process/process.h"
 #include "trident/runtime/observer.h"
+#include "trident/sync/grad_sync.h"
+
+namespace trident::checkpoint {
+class CheckpointReader;  // sharded_checkpoint.h
+}  // namespace trident::checkpoint
 
 namespace trident::runtime {
-
-class checkpoint::CheckpointReader;  // sharded_checkpoint.h
 
 // A failure while training (non-finite loss, unreadable checkpoint); the CLI
 // exits 1 with its message.

@@ -15,6 +15,12 @@
 // into k on the way back. F(s, m) needs F(p, m') for every micro-batch m'
 // of a predecessor whose rows overlap m's; B(s, m) needs B(t, m') likewise
 // for every successor. With one count everywhere this is the rule above.
+//
+// Note [Micro-batch ratios]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Along every edge one stage's micro-batch
+// divides the other's, so a micro-batch of one is whole micro-batches of
+// the other.
 #pragma once
 
 #include <utility>

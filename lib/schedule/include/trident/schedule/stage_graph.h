@@ -2,6 +2,18 @@
 // per-micro-batch compute time and memory, edges with transfer times, and no
 // ops or tensors. The plan component builds it from a plan and a cost model;
 // tests build it by hand. Torch-free.
+//
+// Note [Pricing recomputation]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A stage that recomputes (see Note [Recomputation] in plan/plan.h)
+// keeps per in-flight micro-batch only its inputs — the tensors other stages
+// send it and the dataset fields it reads — and holds one micro-batch's
+// activations while it runs a forward; each backward first runs the forward
+// again. So its memory is static + activations + in-flight × inputs, and its
+// backward takes backward + forward. PlanRequest::recompute says when a
+// stage recomputes: `never`; `always`; `auto`, only where the stage would
+// not fit otherwise (recomputing never makes a stage faster; it lets the
+// search pick fewer stages or larger micro-batches).
 #pragma once
 
 #include <stdexcept>
@@ -31,7 +43,7 @@ struct StageCost {
   double forward_s = 0, backward_s = 0;
   double static_bytes = 0;      // weights, gradients, optimizer state (per replica)
   // Per micro-batch in flight (per replica): its activations, or what a
-  // recomputing stage keeps (planner/src/estimate.h, see Note [Recomputation costs]).
+  // recomputing stage keeps (planner/src/estimate.h, see Note [Pricing recomputation]).
   double activation_bytes = 0;
   std::vector<SyncTask> sync;   // gradient sync after the last backward, WFBP order
   double optimizer_s = 0;       // the optimizer step, once the sync (and every send) is done

@@ -15,6 +15,50 @@
 // Every rank launches its
 // collectives in the same order (bucket index order), never in the order its
 // gradients happen to become ready, which could differ between ranks and hang.
+//
+// Note [PS pieces]
+// ~~~~~~~~~~~~~~~~
+// A bucket moves in pieces of at most a bucket's bytes: piece k carries
+// the k-th `chunk` elements of every server's block, so a push or pull of
+// piece k is one alltoall of P rows of `chunk` elements, and which member
+// serves which elements (shard()) does not depend on the cut. A bucket of
+// small tensors is one piece; a tensor larger than a bucket is several.
+// The pieces' buffers come from one pool and the bytes held by pieces in
+// flight stay within PsOptions::buffer_bytes (one piece always may go), so
+// the PS's transient memory is bounded whatever the model's size: what it
+// saves against all-reduce is the optimizer state it shards (and
+// all-reduce's own bucket buffers). A server sums its block piece by piece
+// and updates it once every piece has arrived (one optimizer step per
+// tensor and iteration, as before); the pull's pieces are cut from the
+// updated block as they are launched.
+// Waiting for room must not deadlock members that launch and wait in
+// different orders. Every piece has a place in one order — (iteration,
+// bucket, push before pull, piece) — and every member launches pushes and
+// pulls each in that order (backward's bucket order; serving in order). A
+// member blocks only on the first piece in that order it has in flight,
+// and only after launching any pull piece before it that it may launch and
+// serving every bucket it may serve: then the smallest piece any member
+// waits for has been launched by every member, and completes.
+// Under staleness s > 0 a pull that arrives while its parameters are held
+// for backward (or were read in this forward) cannot land yet; its pieces
+// wait outside the bound (parked), as much as s iterations of pulls.
+//
+// Note [Server copy]
+// ~~~~~~~~~~~~~~~~~~
+// Under staleness s > 0 a server keeps its block in a
+// tensor of its own — the optimizer updates that, and the worker's
+// parameters change only when the pull lands (its own block too). So a
+// server updates a block at the first call-in after its last push
+// arrived (an op's gate, a bucket's launch in backward, apply()), even
+// while this worker's forward holds the parameters for backward; without
+// the copy it had to wait for apply(). Measured (docs/benchmarks.md,
+// "Bounded staleness and accuracy"): read staleness 1.46-1.49 → 1.33 at
+// s = 2. A server thread serving each push the moment it arrives was
+// tried on top and measured no fresher on 2 cores; not kept. Under BSP the
+// server updates the parameters in place (no copy): every pull lands
+// before the next forward reads it anyway. The copy costs 1/P of the
+// bucket's elements per member; update() takes it from the parameters at
+// the first update after construction or flush().
 #pragma once
 
 #include <chrono>
@@ -171,7 +215,7 @@ std::unique_ptr<GradSync> make_allreduce_sync(comm::Group group, NamedParams par
 // reproducible. flush() waits for everything, so every member holds the
 // same weights (before checkpoints and evaluation, and at the end).
 // Under s > 0 each server updates a copy of its block (see Note [Server copy]
-// in sync/ps_serve.cc), so it can serve a push the moment it arrives, and
+// in sync/grad_sync.h), so it can serve a push the moment it arrives, and
 // SyncStats::read_staleness says how many updates the reads missed.
 //
 // Note [Push dtype]
@@ -190,7 +234,7 @@ struct PsOptions {
   const graph::OpGraph* graph = nullptr;  // for gate(): which ops read which parameters; must outlive the sync
   torch::ScalarType push_dtype = torch::kFloat;  // kFloat or kBFloat16 (see Note [Push dtype])
   // Bytes the pieces in flight may hold (one piece always may go): see
-  // Note [PS pieces] in sync/ps_pieces.h.
+  // Note [PS pieces] in sync/grad_sync.h.
   std::int64_t buffer_bytes = 4 * kDefaultBucketBytes;
 };
 std::unique_ptr<GradSync> make_ps_sync(comm::Group group, NamedParams params, PsOptions options = {});

@@ -3,7 +3,7 @@
 // shape named at the sender, and the emulated clock following the simulator.
 #include "pipeline_harness.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 namespace {
 
 using namespace test;  // NOLINT: the harness
@@ -182,4 +182,4 @@ TEST(Emulation, MeasuredIterationFollowsTheSimulator) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::executor

@@ -5,7 +5,7 @@
 // pieces of unequal rows. Each rank must also have run exactly its share.
 #include "pipeline_harness.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 namespace {
 
 using namespace test;  // NOLINT: the harness
@@ -83,4 +83,4 @@ TEST(Shares, SlowdownNamesRanksAndFactors) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::executor

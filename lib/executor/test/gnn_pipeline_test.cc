@@ -13,7 +13,7 @@
 #include "trident/gnn/graph_data.h"
 #include "trident/nn/node_parts.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 namespace {
 
 using namespace test;  // NOLINT: the harness
@@ -231,4 +231,4 @@ TEST(GnnLayerSplit, ReplicasOfAnAggregatingStageAreRefused) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::executor

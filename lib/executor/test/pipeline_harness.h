@@ -24,7 +24,7 @@
 #include "trident/schedule/simulator.h"
 #include "trident/zoo/zoo.h"
 
-namespace trident::runtime::test {
+namespace trident::executor::test {
 
 using Weights = std::map<std::string, torch::Tensor>;
 
@@ -287,7 +287,7 @@ inline plan::Plan widths_plan(const graph::OpGraph& g) {
                    {3, 2});
 }
 
-// See Note [Micro-batch ratios in pieces]: the same plan with each stage's own
+// See Note [Unequal micro-batches in pieces]: the same plan with each stage's own
 // micro-batch size (a schedule made for the sizes).
 inline plan::Plan resized(const graph::OpGraph& g, plan::Plan p, const std::vector<int>& sizes) {
   for (auto& st : p.stages) st.micro_batch = sizes.at(static_cast<std::size_t>(st.id)), st.actions.clear();
@@ -299,4 +299,4 @@ inline plan::Plan resized(const graph::OpGraph& g, plan::Plan p, const std::vect
   return p;
 }
 
-}  // namespace trident::runtime::test
+}  // namespace trident::executor::test

@@ -8,7 +8,7 @@
 #include "trident/nn/graph_executor.h"
 #include "trident/zoo/builder.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 namespace {
 
 using namespace test;  // NOLINT: the harness
@@ -84,4 +84,4 @@ TEST(TokenLossPlans, GptWithItsHeadTiedAcrossTwoStagesEqualsOneProcess) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::executor

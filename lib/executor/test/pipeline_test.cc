@@ -4,7 +4,7 @@
 // under every schedule, zero-bubble ones included.
 #include "pipeline_harness.h"
 
-namespace trident::runtime {
+namespace trident::executor {
 namespace {
 
 using namespace test;  // NOLINT: the harness
@@ -103,7 +103,7 @@ TEST(Pipeline, RecomputingStagesEqualSingleProcess) {
 }
 
 // GraphPipe's per-stage micro-batch sizes (see Note [Micro-batch ratios] in
-// plan/plan.cc) train to the weights and per-step losses of one
+// schedule/schedule.h) train to the weights and per-step losses of one
 // process: candle_uno's three branch stages of 32, 16 and 8 rows joined by a
 // stage of 32 (the plan a new user wrote by hand); inception with its fork
 // (the stem) at 4, branch stages at 8 and 2 and the join at 16; a stage of
@@ -163,4 +163,4 @@ TEST(Pipeline, StagesWithTheirOwnMicroBatchSizesEqualSingleProcess) {
 }
 
 }  // namespace
-}  // namespace trident::runtime
+}  // namespace trident::executor
