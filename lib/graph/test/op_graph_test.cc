@@ -1,4 +1,5 @@
 #include "trident/graph/op_graph.h"
+#include "trident/graph/constants.h"
 
 #include <gtest/gtest.h>
 
@@ -142,6 +143,41 @@ TEST(OpGraph, JsonKeepsTheCaptureAndItsConstants) {
   bad = doc;
   bad["constants"] = nlohmann::json::array();
   EXPECT_THROW(OpGraph::from_json(bad), GraphError);
+}
+
+// Every constant is decoded and checked as the graph enters (graph/constants.h):
+// the error names the constant and what is wrong with it.
+TEST(OpGraph, EveryConstantIsCheckedWhereTheGraphEnters) {
+  Diamond m;
+  auto doc = m.g.to_json();
+  doc["capture"] = {{"by", "make_fx"}, {"format", "aten/1"}, {"torch", "2.15.0"}};
+  const nlohmann::json good = {{"dtype", "int64"}, {"shape", {2}}, {"base64", "AQAAAAAAAAACAAAAAAAAAA=="}};
+  const auto c = decode_constant("index", good);
+  EXPECT_EQ(c.shape, (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(c.bytes.size(), 16u);
+  EXPECT_EQ(c.bytes[8], 2);
+  auto refused = [&](nlohmann::json constant, const std::string& needle) {
+    doc["constants"] = {{"index", constant}};
+    try {
+      OpGraph::from_json(doc);
+      ADD_FAILURE() << "accepted " << constant.dump();
+    } catch (const GraphError& e) {
+      EXPECT_NE(std::string(e.what()).find("graph constant 'index'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto with = [&](const char* key, nlohmann::json value) {
+    auto j = good;
+    if (value.is_null()) j.erase(key); else j[key] = value;
+    return j;
+  };
+  refused(with("base64", "!AAAAAAAAAAACAAAAAAAAAA="), "'base64' is not base64 text");
+  refused(with("dtype", nullptr), "has no 'dtype'");
+  refused(with("dtype", "complex64"), "dtype 'complex64' is not one trident reads");
+  refused(with("shape", {3}), "holds 16 bytes; its shape [3] and dtype int64 need 24");
+  refused(with("shape", {-2}), "must hold sizes >= 0");
+  refused(with("shape", "2"), "'shape' must be a list");
+  refused(nlohmann::json::array(), "must be an object");
 }
 
 TEST(OpGraph, JsonErrorsNameTheField) {

@@ -38,7 +38,8 @@ no_dtype=$(constant no-dtype "del c['dtype']")
 bad_shape=$(constant bad-shape "c['shape'] = [3]")
 check const-base64-graph 2 "model file $bad_base64: graph constant 'offset': 'base64' is not base64 text" -- graph --model-file "$bad_base64"
 check const-base64-plan 2 "model file $bad_base64: graph constant 'offset': 'base64' is not base64 text" -- plan --model-file "$bad_base64" --devices 1 --mini-batch 8
-check const-base64-train 2 "model file $bad_base64: graph constant 'offset'" -- train --config "$cfg" --set model.file="$bad_base64"
+printf 'model: {file: %s}\ntrain: {epochs: 1}\n' "$bad_base64" > "$work/own.yaml"
+check const-base64-train 2 "model file $bad_base64: graph constant 'offset'" -- train --config "$work/own.yaml"
 check const-no-dtype 2 "graph constant 'offset' has no 'dtype'" -- graph --model-file "$no_dtype"
 check const-bad-shape-graph 2 "graph constant 'offset' holds 8 bytes; its shape [3] and dtype float32 need 12" -- graph --model-file "$bad_shape"
 check const-bad-shape-plan 2 "graph constant 'offset' holds 8 bytes" -- plan --model-file "$bad_shape" --devices 1 --mini-batch 8
