@@ -1,7 +1,7 @@
 // How far graphpipe's search falls short of the true optimum (issue 3): on
 // random small models (<= 10 ops) and 2-4 devices, compare the least
 // bottleneck TPS that graphpipe (and pipedream) find with the least over
-// every convex partition and device assignment (planner::exhaustive_convex).
+// every convex partition and device assignment (exhaustive::best_convex).
 //   build/bench/plan_optimality [TRIALS] [SEED]   (make bench-plan)
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include <random>
 
 #include "../lib/planner/test/test_graphs.h"
-#include "trident/planner/exhaustive.h"
+#include "trident/exhaustive/exhaustive.h"
 #include "trident/planner/planner.h"
 
 using namespace trident;
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     const int micro = 4 << (rng() % 3);
     r.device_memory_bytes = static_cast<double>(g.param_bytes()) * 4 * (0.3 + 0.2 * (rng() % 6)) + (1 << 20);
     planner::Planner p(g, cluster, cost, r);
-    const auto truth = planner::exhaustive_convex(p, micro);
+    const auto truth = exhaustive::best_convex(p, micro);
     if (!std::isfinite(truth.tps)) continue;
     ++compared;
     std::optional<planner::Planner::Search> results[3];

@@ -8,11 +8,13 @@ Facts, read from the tree:
   names (DEPS, CORE_DEPS); its test's are those plus trident_add_test's DEPS;
   a CORE library (trident_manifest) counts as its component;
 - its used dependencies are the components whose headers its files include
-  ("trident/X/...": include/ and src/ for the library, test/ for the test);
+  ("trident/X/...": include/ and src/ for the library, test/ for the test),
+  directly or through a local header included by path (a test's helpers);
 - the layer order is the order of the table in docs/architecture.md.
 
-Fails (exit 1, a line per problem) when an include has no declared
-dependency, a declared dependency is never included, an edge points up the
+Fails (exit 1, a line per problem) when a file of lib/C declares a namespace
+other than trident::C (or nested in it; base's is trident itself), an
+include has no declared dependency, a declared dependency is never included, an edge points up the
 layer order, a torch-free component depends on a torch one, the top
 CMakeLists.txt adds components in another order than the table, or a row of
 the table has another torch flag, other uses or a line count off by more than
@@ -24,6 +26,8 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]trident/([a-z_]+)/', re.M)
+NAMESPACE = re.compile(r"^\s*namespace trident::([a-z_]+)", re.M)
+LOCAL = re.compile(r'^\s*#\s*include\s*"([^"]+\.h)"', re.M)
 CALL = re.compile(r"trident_add_(library|test)\(([^)]*)\)", re.S)
 TARGET = re.compile(r"\btrident_([a-z_]+)\b")
 ROW = re.compile(r"^\| `([a-z_]+)` \| (yes|no) \| ([^|]*) \|(.*)\| ~?([0-9,]+) \|$")
@@ -61,11 +65,23 @@ class Component:
                         yield os.path.join(d, n)
 
     def includes(self, *subs):
+        """Components whose headers these files include, directly or through a
+        local header they include by a relative path ("../../planner/test/x.h")."""
         found = {}
-        for path in self.files(*subs):
-            for dep in INCLUDE.findall(open(path, errors="replace").read()):
+        todo, seen = list(self.files(*subs)), set()
+        while todo:
+            path = todo.pop()
+            if path in seen:
+                continue
+            seen.add(path)
+            text = open(path, errors="replace").read()
+            for dep in INCLUDE.findall(text):
                 if dep != self.name:
                     found.setdefault(dep, path)
+            for local in LOCAL.findall(text):
+                near = os.path.normpath(os.path.join(os.path.dirname(path), local))
+                if os.path.exists(near):
+                    todo.append(near)
         return found
 
     def count(self, sub):
@@ -132,6 +148,12 @@ def check(root, fix):
                                 f"({TABLE_DOC}): an edge that points up")
             if dep in comps and comps[dep].torch and not c.torch and dep in c.lib_uses:
                 problems.append(f"lib/{c.name} is torch-free but uses {dep}, which needs LibTorch")
+    for c in comps.values():  # one folder, one namespace (base's is trident itself)
+        for path in c.files("include", "src", "test"):
+            for ns in NAMESPACE.findall(open(path, errors="replace").read()):
+                if ns != c.name and c.name != "base":
+                    problems.append(f"{os.path.relpath(path, root)} declares namespace trident::{ns}; "
+                                    f"lib/{c.name}'s namespace is trident::{c.name}")
     lines = open(os.path.join(root, TABLE_DOC)).read().split("\n")
     for i, m in rows:
         c = comps.get(m.group(1))

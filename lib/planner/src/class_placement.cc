@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "estimate.h"
+#include "trident/planner/estimate.h"
 #include "trident/planner/planner.h"
 
 namespace trident::planner {

@@ -1,4 +1,4 @@
-#include "estimate.h"
+#include "trident/planner/estimate.h"
 
 
 #include "trident/schedule/schedule.h"
@@ -7,7 +7,7 @@
 #include <functional>
 #include <set>
 
-namespace trident::planner::detail {
+namespace trident::planner {
 
 cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const graph::ParamSpec& param, int replicas,
                           const cost::LinkSpec& link) {
@@ -257,4 +257,4 @@ StageEstimate estimate_partitioned(const Planner& planner, const std::vector<gra
   return e;
 }
 
-}  // namespace trident::planner::detail
+}  // namespace trident::planner

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "estimate.h"
+#include "trident/planner/estimate.h"
 #include "trident/base/text.h"
 #include "trident/cost/network.h"
 #include "trident/graph/sp.h"
@@ -124,10 +124,10 @@ schedule::StageGraph Planner::stage_graph(const plan::Plan& plan) const {
   for (const auto& st : plan.stages) {
     for (const auto& name : st.ops) ops[st.id].push_back(graph_.id_of(name));
     auto e = st.partition == "nodes"  // See Note [Node partitions]
-                 ? detail::estimate_partitioned(*this, ops[st.id], st, cluster_.group_link(st.devices), &plan.grad_sync)
+                 ? estimate_partitioned(*this, ops[st.id], st, cluster_.group_link(st.devices), &plan.grad_sync)
              : cluster_.mixed()  // See Note [Class-aware placement]
-                 ? detail::estimate_placed(*this, ops[st.id], plan, st.id, cluster_.group_link(st.devices), &plan.grad_sync)
-                 : detail::estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
+                 ? estimate_placed(*this, ops[st.id], plan, st.id, cluster_.group_link(st.devices), &plan.grad_sync)
+                 : estimate_stage(*this, ops[st.id], static_cast<int>(st.devices.size()), st.micro_batch,
                                           cluster_.group_link(st.devices), &plan.grad_sync);
     if (st.recompute) e = e.recomputing();  // See Note [Pricing recomputation]
     schedule::StageCost c;
@@ -327,7 +327,7 @@ void Planner::fill_sync(plan::Plan& plan) const {
       for (const auto& p : op.params) {
         if (plan.grad_sync.count(p.name)) continue;
         auto method = cost::to_string(
-            detail::sync_for(*this, op, p, static_cast<int>(st.devices.size()), cluster_.group_link(st.devices)).method);
+            sync_for(*this, op, p, static_cast<int>(st.devices.size()), cluster_.group_link(st.devices)).method);
         if (st.partition == "nodes" && method == "sfb") method = "allreduce";  // node rows are not a batch's factors
         plan.grad_sync[p.name] = method;
       }
@@ -345,7 +345,7 @@ void Planner::no_plan(const std::vector<std::string>& reasons, int b) const {
                                               : std::string()));
   }
   for (graph::OpId id = 0; id < graph_.size(); ++id) {
-    auto e = detail::estimate_stage(*this, {id}, 1, b, cluster_.intra_node);
+    auto e = estimate_stage(*this, {id}, 1, b, cluster_.intra_node);
     if (e.memory(1) > memory_cap())
       throw plan::PlanError("no feasible plan: op '" + graph_.op(id).name + "' alone needs " + gib(e.memory(1)) +
                       " on one device at micro-batch " + std::to_string(b) + ", over the " + gib(memory_cap()) +
@@ -353,7 +353,7 @@ void Planner::no_plan(const std::vector<std::string>& reasons, int b) const {
   }
   std::vector<graph::OpId> all(graph_.size());
   for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
-  const double total = detail::estimate_stage(*this, all, 1, b, cluster_.intra_node).static_bytes;
+  const double total = estimate_stage(*this, all, 1, b, cluster_.intra_node).static_bytes;
   throw plan::PlanError("no feasible plan: " + graph_.name() + " needs " + gib(total) +
                   " for weights, gradients and optimizer state plus activations, and no split into stages fits on " +
                   std::to_string(request_.devices) + " devices of " + gib(memory_cap()) +

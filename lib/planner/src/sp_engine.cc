@@ -25,7 +25,7 @@ Engine::Engine(const Planner& p, const graph::SpDecomposition& sp, int b, int ra
     Agg& a = op_agg_[id];
     for (const auto& c : configs_) {
       const int size = b * c.units;
-      auto e = detail::estimate_stage(p, {id}, c.replicas, size, p.cluster().packed_link(c.replicas));
+      auto e = estimate_stage(p, {id}, c.replicas, size, p.cluster().packed_link(c.replicas));
       a.comp.push_back(e.forward_s + e.backward_s);
       a.fwd.push_back(e.forward_s);
       a.sync.push_back(e.sync_s);

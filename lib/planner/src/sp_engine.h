@@ -72,7 +72,7 @@
 #include <map>
 #include <vector>
 
-#include "estimate.h"
+#include "trident/planner/estimate.h"
 #include "trident/graph/sp.h"
 
 namespace trident::planner::detail {

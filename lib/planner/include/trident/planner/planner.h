@@ -88,7 +88,7 @@
 //      plan` prints. `trident plan --placement KIND` returns a kind's best
 //      instead (to run a baseline).
 //
-// Pricing a placed stage (detail::estimate_placed): each replica's rows on
+// Pricing a placed stage (estimate_placed): each replica's rows on
 // its class; the stage takes the slowest replica's time. Memory: the
 // largest share's activations against the smallest device of the stage
 // (conservative where a stage mixes classes). The search is not re-run per

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "trident/base/error.h"
+#include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/config/config.h"
 #include "trident/data/dataset.h"
 #include "trident/data/sampler.h"
@@ -61,10 +62,6 @@
 #include "trident/process/process.h"
 #include "trident/runtime/observer.h"
 #include "trident/sync/grad_sync.h"
-
-namespace trident::checkpoint {
-class CheckpointReader;  // sharded_checkpoint.h
-}  // namespace trident::checkpoint
 
 namespace trident::runtime {
 

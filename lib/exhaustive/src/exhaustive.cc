@@ -1,13 +1,13 @@
-#include "trident/planner/exhaustive.h"
+#include "trident/exhaustive/exhaustive.h"
 
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
 
-#include "estimate.h"
+#include "trident/planner/estimate.h"
 
-namespace trident::planner {
+namespace trident::exhaustive {
 namespace {
 
 using graph::OpId;
@@ -130,23 +130,23 @@ class SpSpace {
 };
 
 // Tries every assignment of stage configs (replicas and micro-batch units,
-// detail::stage_configs) to the stages of one partition; heights count each
+// planner::stage_configs) to the stages of one partition; heights count each
 // stage's units (see Note [Per-stage micro-batch sizes] in sp_engine.h).
-void assign(const Planner& planner, const Partition& stages, const std::vector<std::pair<OpId, OpId>>& extra,
-            int micro_batch, Exhaustive& best) {
+void assign(const planner::Planner& planner, const Partition& stages, const std::vector<std::pair<OpId, OpId>>& extra,
+            int micro_batch, Best& best) {
   const auto& req = planner.request();
   const int m = req.mini_batch / micro_batch;
-  const auto configs = detail::stage_configs(req, micro_batch, req.micro_batch_ratio);
+  const auto configs = planner::stage_configs(req, micro_batch, req.micro_batch_ratio);
   std::vector<int> sizes;  // the units any config has
   for (const auto& c : configs)
     if (std::find(sizes.begin(), sizes.end(), c.units) == sizes.end()) sizes.push_back(c.units);
   // Per stage and config: its estimate (the same whatever the other stages'
   // units), and its TPS at the current heights, or infinity when it does not
   // fit (or has other units).
-  std::vector<std::vector<detail::StageEstimate>> estimate(stages.size());
+  std::vector<std::vector<planner::StageEstimate>> estimate(stages.size());
   for (std::size_t i = 0; i < stages.size(); ++i)
     for (const auto& c : configs)
-      estimate[i].push_back(detail::estimate_stage(planner, stages[i], c.replicas, micro_batch * c.units,
+      estimate[i].push_back(planner::estimate_stage(planner, stages[i], c.replicas, micro_batch * c.units,
                                                    planner.cluster().packed_link(c.replicas)));
   std::vector<std::vector<double>> tps(stages.size(), std::vector<double>(configs.size()));
   std::vector<int> units(stages.size(), 1), pick(stages.size());
@@ -171,7 +171,7 @@ void assign(const Planner& planner, const Partition& stages, const std::vector<s
       for (int u : sizes) units[s] = u, each_units(s + 1);
       return;
     }
-    const auto h = detail::stage_heights(planner.graph(), stages, extra, units);
+    const auto h = planner::stage_heights(planner.graph(), stages, extra, units);
     if (h.empty()) return;
     for (std::size_t i = 0; i < stages.size(); ++i)
       for (std::size_t k = 0; k < configs.size(); ++k) {
@@ -180,7 +180,7 @@ void assign(const Planner& planner, const Partition& stages, const std::vector<s
         if (c.units != units[i]) continue;
         const int size = micro_batch * c.units;
         const auto& e = estimate[i][k];
-        const auto recompute = e.recompute_at(req.recompute, detail::in_flight_at(h[i], c.units, m), planner.memory_cap());
+        const auto recompute = e.recompute_at(req.recompute, planner::in_flight_at(h[i], c.units, m), planner.memory_cap());
         if (recompute) tps[i][k] = *recompute ? e.recomputing().tps(size, req.mini_batch) : e.tps(size, req.mini_batch);
       }
     go(0, req.devices, 0);
@@ -190,8 +190,8 @@ void assign(const Planner& planner, const Partition& stages, const std::vector<s
 
 }  // namespace
 
-Exhaustive exhaustive_sp(const Planner& planner, const graph::SpDecomposition& sp, int micro_batch) {
-  Exhaustive best;
+Best best_in_sp_space(const planner::Planner& planner, const graph::SpDecomposition& sp, int micro_batch) {
+  Best best;
   SpSpace space;
   for (const auto& p : space.series(SpSpace::pieces_of(sp.root), 0)) {
     if (static_cast<int>(p.size()) > planner.request().devices) continue;
@@ -200,12 +200,12 @@ Exhaustive exhaustive_sp(const Planner& planner, const graph::SpDecomposition& s
   return best;
 }
 
-Exhaustive exhaustive_convex(const Planner& planner, int micro_batch) {
+Best best_convex(const planner::Planner& planner, int micro_batch) {
   const auto& g = planner.graph();
   std::vector<OpId> ops;
   for (OpId id = 0; id < g.size(); ++id)
     if (!g.op(id).is_input()) ops.push_back(id);
-  Exhaustive best;
+  Best best;
   const int max_blocks = planner.request().devices;
   // Set partitions as restricted growth strings.
   std::vector<int> block(ops.size(), 0);
@@ -215,7 +215,7 @@ Exhaustive exhaustive_convex(const Planner& planner, int micro_batch) {
       for (std::size_t k = 0; k < ops.size(); ++k) p[block[k]].push_back(ops[k]);
       for (const auto& s : p)
         if (!g.is_convex({s.begin(), s.end()})) return;
-      if (!detail::stage_heights(g, p, {}).empty()) assign(planner, p, {}, micro_batch, best);
+      if (!planner::stage_heights(g, p, {}).empty()) assign(planner, p, {}, micro_batch, best);
       return;
     }
     for (int b = 0; b <= used && b < max_blocks; ++b) {
@@ -227,4 +227,4 @@ Exhaustive exhaustive_convex(const Planner& planner, int micro_batch) {
   return best;
 }
 
-}  // namespace trident::planner
+}  // namespace trident::exhaustive

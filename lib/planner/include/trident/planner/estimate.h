@@ -1,7 +1,7 @@
-// Internal: the cost of one stage (a set of ops with a data-parallel degree)
-// under a planner's cost model. Every path that needs a stage's time or
-// memory — the search, the exhaustive checks, assembly and simulation — goes
-// through here (or sums its per-op parts), so they agree.
+// The cost of one stage (a set of ops with a data-parallel degree) under a
+// planner's cost model. Every path that needs a stage's time or memory — the
+// search, assembly and simulation, and the exhaustive references of
+// lib/exhaustive — goes through here (or sums its per-op parts), so they agree.
 //
 // Note [Stage memory]
 // ~~~~~~~~~~~~~~~~~~~
@@ -22,7 +22,7 @@
 #include "trident/cost/network.h"
 #include "trident/planner/planner.h"
 
-namespace trident::planner::detail {
+namespace trident::planner {
 
 struct StageEstimate {
   double forward_s = 0, backward_s = 0;  // one micro-batch slice on one replica
@@ -120,4 +120,4 @@ StageEstimate estimate_partitioned(const Planner& planner, const std::vector<gra
 cost::SyncChoice sync_for(const Planner& planner, const graph::Op& op, const graph::ParamSpec& param, int replicas,
                           const cost::LinkSpec& link);
 
-}  // namespace trident::planner::detail
+}  // namespace trident::planner

@@ -10,7 +10,8 @@
 // the stage's micro-batches covering its height (graph-1F1B), where a
 // stage's height is its longest path to a sink counting each stage's
 // micro-batch in units of the search's (see Note [Per-stage micro-batch sizes]
-// in sp_engine.h).
+// in planner/sp_engine.h). The planner's search is tested against them
+// (test/search_test.cc); bench/plan_optimality measures how far it falls short.
 #pragma once
 
 #include <limits>
@@ -19,12 +20,12 @@
 #include "trident/graph/sp.h"
 #include "trident/planner/planner.h"
 
-namespace trident::planner {
+namespace trident::exhaustive {
 
-struct Exhaustive {
+struct Best {
   double tps = std::numeric_limits<double>::infinity();  // infinity: nothing fits
   long plans = 0;                                          // plans evaluated
-  std::vector<Planner::StageChoice> stages;                // a best plan
+  std::vector<planner::Planner::StageChoice> stages;                // a best plan
 };
 
 // GraphPipe's search space over `sp` (built without input ops): stages are
@@ -32,10 +33,10 @@ struct Exhaustive {
 // consecutive groups of branches, recursively, where a group at either end
 // may also take the fork or the join pieces next to its parallel node — the
 // partitions the dynamic program can form. Heights come from the SP-ized graph, as in the search.
-Exhaustive exhaustive_sp(const Planner& planner, const graph::SpDecomposition& sp, int micro_batch);
+Best best_in_sp_space(const planner::Planner& planner, const graph::SpDecomposition& sp, int micro_batch);
 
 // Every partition of the non-input ops into convex stages whose dependencies
 // form a DAG, with heights from the real stage graph: the true optimum.
-Exhaustive exhaustive_convex(const Planner& planner, int micro_batch);
+Best best_convex(const planner::Planner& planner, int micro_batch);
 
-}  // namespace trident::planner
+}  // namespace trident::exhaustive
