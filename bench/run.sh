@@ -16,12 +16,13 @@
 # kernel] in lib/process/include/trident/process/blas.h).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh  # field, median
 threads=${1:-1}; rounds=${2:-3}
 bin=${BUILD:-build}/bench/bench_step
 peer=$(bash scripts/install-peers.sh | tail -1)
 peer_version=$("$peer" -c 'import torch; print(torch.__version__)')
 same_malloc="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
-rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["steps_per_s"])'; }
+rate() { field steps_per_s; }
 blas=$("${BUILD:-build}/tools/trident/trident" version | sed -n 's/^BLAS: //p')
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); trident's BLAS: $blas"
 echo

@@ -15,6 +15,7 @@
 #   bash bench/run_blas.sh [THREADS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh  # field, median
 threads=${1:-1}; rounds=${2:-3}
 build=${BUILD:-build}
 cmake --build "$build" --target bench_step blas_prefix_shim >/dev/null  # the shim is left out of the default build
@@ -38,7 +39,7 @@ current_version=$(basename "$alt"/wheels/scipy_openblas32-*.whl | cut -d- -f2 | 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 detected=$("$build/tools/trident/trident" version | sed -n 's/^BLAS: //p')
 peer_version=$("$peer" -c 'import torch; print(torch.__version__)')
-rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["steps_per_s"])'; }
+rate() { field steps_per_s; }
 # column name | environment
 columns=(
   "OpenBLAS 0.3.21 as detected|"

@@ -9,12 +9,12 @@
 #   bash bench/run_gpt.sh [THREADS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh  # field, median
 threads=${1:-2}; rounds=${2:-3}
 bin=${BUILD:-build}/bench/bench_step
 peer=$(bash scripts/install-peers.sh | tail -1)
 version=$("$peer" -c 'import torch; print(torch.__version__)')
-rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])'; }
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+rate() { field samples_per_s; }
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $("${BUILD:-build}/tools/trident/trident" version | sed -n 's/^BLAS: /trident BLAS: /p'); $threads threads"
 echo
 echo "| preset | precision | batch × tokens | trident tokens/s | PyTorch $version tokens/s | trident / PyTorch | runs (trident; PyTorch) |"

@@ -9,12 +9,13 @@
 # The first line names the CPU and its AVX-512 and bf16 flags: compare only within one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh  # field, median
 threads=${1:-1}; rounds=${2:-3}; preset=${3:-tiny}; shift $(( $# < 3 ? $# : 3 ))
 specs=${*:-mlp:128:40 cnn:64:6 inception:64:4 transformer:64:4}
 build=${BUILD:-build}
 cmake --build "$build" --target bench_step >/dev/null
 bin=$build/bench/bench_step
-rate() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["steps_per_s"])'; }
+rate() { field steps_per_s; }
 flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512(f|bw|vl|dq)|avx512_bf16|amx_bf16)$' | tr '\n' ' ')
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); flags: ${flags:-no AVX-512}; threads $threads"
 echo

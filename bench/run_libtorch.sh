@@ -14,12 +14,13 @@
 #   bash bench/run_libtorch.sh [THREADS] [ROUNDS] [BATCH]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh  # field, median
 threads=${1:-2}; rounds=${2:-3}; batch=${3:-64}; steps=${STEPS:-100}
 old=${OLD:-build-old}; new=${NEW:-build}
 for b in "$old" "$new"; do
   [ -x "$b/bench/bench_step" ] || { echo "run_libtorch: no $b/bench/bench_step (cmake --build $b --target bench_step)" >&2; exit 2; }
 done
-rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])'; }
+rate() { field samples_per_s; }
 v() { "$1/tools/trident/trident" version | head -2 | tr '\n' ' '; }
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $threads threads; batch $batch"
 echo "OLD: $(v "$old")"

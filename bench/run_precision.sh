@@ -11,12 +11,13 @@
 # (AVX512-BF16 / AMX-BF16) and the BLAS kernel: compare only within one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh  # field, median
 threads=${1:-1}; rounds=${2:-3}; preset=${3:-tiny}; shift $(( $# < 3 ? $# : 3 ))
 specs=${*:-mlp:128:40 cnn:64:6 inception:64:4 transformer:64:4}
 bin=${BUILD:-build}/bench/bench_step
 peer=$(bash scripts/install-peers.sh | tail -1)
 peer_version=$("$peer" -c 'import torch; print(torch.__version__)')
-rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["steps_per_s"])'; }
+rate() { field steps_per_s; }
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $(${BUILD:-build}/tools/trident/trident version | tail -3 | tr '\n' ';')"
 echo
 echo "| model ($preset, batch) | trident fp32 | trident bf16 | trident bf16/fp32 | PyTorch $peer_version fp32 | $peer_version autocast bf16 | $peer_version bf16/fp32 | trident fp32 / $peer_version fp32 | trident bf16 / $peer_version bf16 |"

@@ -10,12 +10,12 @@
 #   bash bench/run_threads.sh [THREADS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh  # field, median
 threads=${1:-2}; rounds=${2:-3}
 bin=${BUILD:-build}/bench/bench_step
 pthreads=/usr/lib/$(gcc -print-multiarch)/openblas-pthread
 [ -e "$pthreads/libblas.so.3" ] || { echo "run_threads: no $pthreads/libblas.so.3 (apt-get install libopenblas0-pthread)" >&2; exit 2; }
-rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])'; }
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+rate() { field samples_per_s; }
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $threads threads"
 echo "one pool: $("${BUILD:-build}/tools/trident/trident" version | sed -n 's/^BLAS: //p')"
 echo "two pools: $(LD_LIBRARY_PATH=$pthreads OMP_WAIT_POLICY=PASSIVE "${BUILD:-build}/tools/trident/trident" version | sed -n 's/^BLAS: //p'), OMP_WAIT_POLICY=PASSIVE"

@@ -9,11 +9,12 @@
 #   bash bench/run_train.sh [THREADS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh  # field, median
 threads=${1:-1}; rounds=${2:-3}
 bin=${BUILD:-build}/tools/trident/trident
 peer=$(bash scripts/install-peers.sh | tail -1)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["steps_per_s"])'; }
+rate() { field steps_per_s; }
 trident_rate() {  # MODEL STEPS
   "$bin" train --config "examples/fmnist-$1.yaml" --set name=r --set runs_dir="$work" --set train.steps="$2" \
     --set train.epochs=null --set train.eval=false --set train.log_every=$(( $2 / 6 )) --set train.threads="$threads" \

@@ -6,8 +6,7 @@
 #include <set>
 
 #include "trident/gnn/graph_data.h"
-
-#include "trident/base/text.h"
+#include "trident/graph/constants.h"
 
 namespace trident::gnn {
 
@@ -78,7 +77,7 @@ Adjacency constant_adjacency(const graph::OpGraph& g, std::string name) {
   const auto& c = g.constants();
   if (!c.is_object() || !c.contains(name + ".index") || !c.contains(name + ".weight"))
     throw GraphDataError("model '" + g.name() + "' holds no graph constant '" + name + "'");
-  auto bytes = [&](const std::string& key) { return base64_decode(c.at(key).at("base64").get<std::string>()); };
+  auto bytes = [&](const std::string& key) { return graph::decode_constant(key, c.at(key)).bytes; };
   const auto index = bytes(name + ".index"), weight = bytes(name + ".weight");
   Adjacency a;
   const std::size_t nnz = weight.size() / sizeof(float);

@@ -5,6 +5,9 @@
 
 #include <fstream>
 
+#include "../src/aten_op.h"
+#include "trident/base/text.h"
+#include "trident/graph/constants.h"
 #include "trident/graph/op_graph.h"
 #include "trident/nn/graph_executor.h"
 #include "trident/nn/graph_module.h"
@@ -30,6 +33,23 @@ std::string refused(const std::function<void(json& attrs)>& edit) {
     return "";
   } catch (const graph::GraphError& e) {
     return e.what();
+  }
+}
+
+// The dtypes a graph constant may have (graph/constants.h, torch-free) are
+// the ones nn turns into tensors, at the same sizes: one table in each layer,
+// held together here.
+TEST(AtenOp, EveryConstantDtypeBecomesATensorOfItsSize) {
+  nlohmann::json constants = nlohmann::json::object();
+  for (const auto& [dtype, size] : graph::constant_dtypes())
+    constants[dtype] = {{"dtype", dtype}, {"shape", {3}}, {"base64", base64_encode(std::string(3 * size, '\0'))}};
+  graph::OpGraph g("constants");
+  g.set_capture(nullptr, constants);
+  const auto tensors = decode_constants(g);
+  ASSERT_EQ(tensors.size(), graph::constant_dtypes().size());
+  for (const auto& [dtype, size] : graph::constant_dtypes()) {
+    EXPECT_EQ(tensors.at(dtype).element_size(), static_cast<std::size_t>(size)) << dtype;
+    EXPECT_EQ(tensors.at(dtype).numel(), 3) << dtype;
   }
 }
 
