@@ -33,13 +33,13 @@ Placement Placement::choose(const std::string& device, int local_rank) {
   if (device != "cuda") throw config::ConfigError("train.device: '" + device + "' is not a device; allowed: cpu, cuda");
   if (!cuda_build())
     throw config::ConfigError("train.device: 'cuda' needs trident's CUDA build, and this one is CPU-only (LibTorch " +
-                      std::string(TORCH_VERSION) + "); build it with `make build-cuda` (docs/gpu.md)");
+                              std::string(TORCH_VERSION) + "); build it with `make build-cuda` (docs/gpu.md)");
   const auto visible = static_cast<int>(torch::cuda::device_count());
   if (visible == 0) {
     const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
     throw config::ConfigError("train.device: 'cuda', but this process sees no CUDA device" +
-                      std::string(env ? " (CUDA_VISIBLE_DEVICES='" + std::string(env) + "')" : "") +
-                      "; run on a machine with an NVIDIA GPU and its driver, or set train.device=cpu");
+                              std::string(env ? " (CUDA_VISIBLE_DEVICES='" + std::string(env) + "')" : "") +
+                              "; run on a machine with an NVIDIA GPU and its driver, or set train.device=cpu");
   }
 #ifdef TRIDENT_CUDA
   // The same weights as one CPU process within float32 rounding (docs/gpu.md): no TF32.

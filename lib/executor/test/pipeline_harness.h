@@ -31,7 +31,7 @@ using Weights = std::map<std::string, torch::Tensor>;
 using Weights = std::map<std::string, torch::Tensor>;
 
 inline planner::PlanRequest request(const std::string& partitioner, const std::string& schedule, int devices, int mini,
-                          int micro, int max_replicas) {
+                                    int micro, int max_replicas) {
   planner::PlanRequest r;
   r.devices = devices, r.mini_batch = mini, r.micro_batch = micro;
   r.partitioner = partitioner, r.schedule = schedule, r.max_replicas = max_replicas;
@@ -47,8 +47,8 @@ inline plan::Plan make_plan(const graph::OpGraph& g, const planner::PlanRequest&
 
 // Stages by op-name predicate, in the order given; `replicas` each.
 inline plan::Plan hand_plan(const graph::OpGraph& g, const planner::PlanRequest& r,
-                     const std::vector<std::function<bool(const std::string&)>>& groups,
-                     const std::vector<int>& replicas) {
+                            const std::vector<std::function<bool(const std::string&)>>& groups,
+                            const std::vector<int>& replicas) {
   const auto c = cost::load_cluster("cpu-local");
   planner::Planner planner(g, c, cost::analytic_cost_model(c.device), r);
   std::vector<planner::Planner::StageChoice> stages(groups.size());
@@ -106,8 +106,8 @@ inline void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std:
 using AfterTraining = std::function<void(executor::StageExecutor&, int rank)>;
 
 inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s, bool over_store,
-                  comm::Matching matching, bool per_direction, const nn::Batch* given = nullptr,
-                  const AfterTraining* after = nullptr) {
+                         comm::Matching matching, bool per_direction, const nn::Batch* given = nullptr,
+                         const AfterTraining* after = nullptr) {
   const int n = p.devices;
   const std::int64_t batch = p.mini_batch;
   // Stage-local state (docs/design.md, contract "The run keeps the plan"): rank r builds only its stage's
@@ -226,8 +226,8 @@ inline bool only_transport_errors(const Result& res) {
 // train_once, run again once when only_transport_errors (said on stderr);
 // a second failure of any kind stands.
 inline Result train(const graph::OpGraph& g, const plan::Plan& p, int steps, double timeout_s = 20, bool over_store = false,
-             comm::Matching matching = comm::Matching::kByTag, bool per_direction = false,
-             const nn::Batch* given = nullptr, const AfterTraining* after = nullptr) {
+                    comm::Matching matching = comm::Matching::kByTag, bool per_direction = false,
+                    const nn::Batch* given = nullptr, const AfterTraining* after = nullptr) {
   auto res = train_once(g, p, steps, timeout_s, over_store, matching, per_direction, given, after);
   if (!only_transport_errors(res)) return res;
   std::cerr << "pipeline_test: Gloo transport error on loopback, running again once:";

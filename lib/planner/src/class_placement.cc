@@ -116,7 +116,7 @@ class Placer {
     }
     // Every stage on at least one device and at most one per row.
     if (std::any_of(p.stages.begin(), p.stages.end(), [](const plan::PlanStage& st) {
-          return st.devices.empty() || static_cast<int>(st.devices.size()) > st.micro_batch;
+                    return st.devices.empty() || static_cast<int>(st.devices.size()) > st.micro_batch;
         }))
       return std::nullopt;
     try {

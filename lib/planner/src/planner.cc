@@ -48,11 +48,11 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
   if (r.devices < 1) throw plan::PlanError("devices must be >= 1, got " + std::to_string(r.devices));
   if (r.devices > cluster_.capacity())
     throw plan::PlanError("devices " + std::to_string(r.devices) + " is more than cluster " + cluster_.name + " has (" +
-                    std::to_string(cluster_.capacity()) + ")");
+                          std::to_string(cluster_.capacity()) + ")");
   if (r.mini_batch < 1) throw plan::PlanError("mini-batch must be >= 1, got " + std::to_string(r.mini_batch));
   if (r.micro_batch && (*r.micro_batch < 1 || r.mini_batch % *r.micro_batch))
     throw plan::PlanError("micro-batch " + std::to_string(*r.micro_batch) + " must divide the mini-batch " +
-                    std::to_string(r.mini_batch));
+                          std::to_string(r.mini_batch));
   if (std::find(partitioner_names().begin(), partitioner_names().end(), r.partitioner) == partitioner_names().end())
     throw plan::PlanError("partitioner '" + r.partitioner + "' is unknown; use " + join(partitioner_names()));
   schedule_auto_ = r.schedule.empty();
@@ -62,7 +62,7 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
     throw plan::PlanError("schedule '" + r.schedule + "' is unknown; use " + join(sn));
   if (r.grad_sync == "sfb" && schedule::is_zero_bubble(r.schedule))
     throw plan::PlanError("grad_sync 'sfb' does not take schedule '" + r.schedule +
-                    "': SFB captures its factors in backward, which a split backward runs twice; use allreduce, ps "
+                          "': SFB captures its factors in backward, which a split backward runs twice; use allreduce, ps "
                     "or hybrid (which then leaves SFB out), or gpipe, 1f1b or graph-1f1b");
   const auto& gs = cost::grad_sync_names();
   if (std::find(gs.begin(), gs.end(), r.grad_sync) == gs.end())
@@ -72,7 +72,7 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
     throw plan::PlanError("recompute '" + r.recompute + "' is unknown; use " + join(rn));
   if (r.micro_batch_ratio < 0 || (r.micro_batch_ratio & (r.micro_batch_ratio - 1)))
     throw plan::PlanError("micro-batch ratio " + std::to_string(r.micro_batch_ratio) +
-                    " must be a power of two (1: one micro-batch size for every stage; 0: the default)");
+                          " must be a power of two (1: one micro-batch size for every stage; 0: the default)");
   ratio_given_ = r.micro_batch_ratio > 0;
   if (r.micro_batch_ratio == 0) r.micro_batch_ratio = r.partitioner == "graphpipe" && !r.micro_batch ? 2 : 1;
   if (r.partitioner == "dp") r.micro_batch_ratio = 1;
@@ -86,12 +86,12 @@ Planner::Planner(const graph::OpGraph& graph, cost::ClusterSpec cluster, cost::C
     throw plan::PlanError("placement '" + r.placement + "' is unknown; use " + join(pn));
   if (r.placement != "auto" && !cluster_.mixed())
     throw plan::PlanError("placement '" + r.placement + "' applies to a mixed cluster (device classes); cluster " +
-                    cluster_.name + " has one kind of device: use auto");
+                          cluster_.name + " has one kind of device: use auto");
   if (cluster_.mixed())
     for (const auto& c : cluster_.classes) class_costs_.push_back(cost::class_cost_model(cost_, cluster_.device, c));
   if (r.max_replicas > 0 && r.partitioner == "dp" && r.max_replicas < r.devices)
     throw plan::PlanError("max replicas " + std::to_string(r.max_replicas) + " contradicts partitioner dp, which replicates one stage on all " +
-                    std::to_string(r.devices) + " devices");
+                          std::to_string(r.devices) + " devices");
 }
 
 double Planner::partition_bytes(int parts) const {
@@ -235,7 +235,7 @@ std::vector<Planner::StageChoice> Planner::ordered_stages(const std::vector<Stag
   const auto order = dag.topo_order();
   if (static_cast<int>(order.size()) != n)
     throw plan::PlanError("the stages' dependencies form a cycle (a stage is not convex); split or merge stages so that "
-                    "they form a DAG");
+                          "they form a DAG");
   // Input ops the search left out join their earliest consumer's stage, which
   // keeps every stage convex and the stage graph acyclic.
   std::vector<int> position(n);
@@ -266,7 +266,7 @@ void Planner::place_devices(plan::Plan& plan, const std::vector<StageChoice>& or
     for (int r = 0; r < ordered[i].replicas; ++r) plan.stages[i].devices.push_back(next++);
   if (next > request_.devices)
     throw plan::PlanError("internal: plan uses " + std::to_string(next) + " devices of " + std::to_string(request_.devices),
-                    ErrorKind::kFailure);
+                          ErrorKind::kFailure);
 }
 
 void Planner::fit_memory(plan::Plan& plan) const {
@@ -281,9 +281,9 @@ void Planner::fit_memory(plan::Plan& plan) const {
   for (const auto& st : plan.stages) {
     if (st.memory_bytes > memory_cap(st))
       throw plan::PlanError("no feasible plan: stage " + std::to_string(st.id) + " (" + std::to_string(st.ops.size()) +
-                      " ops, " + st.ops.front() + " .. " + st.ops.back() + ") needs " + gib(st.memory_bytes) +
-                      " per device (" + gib(st.memory_bytes - st.in_flight * st.activation_bytes) +
-                      (st.recompute ? " weights, gradients, optimizer state and one forward's activations, "
+                            " ops, " + st.ops.front() + " .. " + st.ops.back() + ") needs " + gib(st.memory_bytes) +
+                            " per device (" + gib(st.memory_bytes - st.in_flight * st.activation_bytes) +
+                            (st.recompute ? " weights, gradients, optimizer state and one forward's activations, "
                                     : " weights, gradients and optimizer state, ") +
                       std::to_string(st.in_flight) + " x " + gib(st.activation_bytes) +
                       (st.recompute ? " kept inputs (recomputing)" : " activations") + "), over the " +
@@ -348,16 +348,16 @@ void Planner::no_plan(const std::vector<std::string>& reasons, int b) const {
     auto e = estimate_stage(*this, {id}, 1, b, cluster_.intra_node);
     if (e.memory(1) > memory_cap())
       throw plan::PlanError("no feasible plan: op '" + graph_.op(id).name + "' alone needs " + gib(e.memory(1)) +
-                      " on one device at micro-batch " + std::to_string(b) + ", over the " + gib(memory_cap()) +
-                      " of a " + cluster_.device.name + "; raise --device-memory-gb or use a smaller preset");
+                            " on one device at micro-batch " + std::to_string(b) + ", over the " + gib(memory_cap()) +
+                            " of a " + cluster_.device.name + "; raise --device-memory-gb or use a smaller preset");
   }
   std::vector<graph::OpId> all(graph_.size());
   for (graph::OpId id = 0; id < graph_.size(); ++id) all[id] = id;
   const double total = estimate_stage(*this, all, 1, b, cluster_.intra_node).static_bytes;
   throw plan::PlanError("no feasible plan: " + graph_.name() + " needs " + gib(total) +
-                  " for weights, gradients and optimizer state plus activations, and no split into stages fits on " +
-                  std::to_string(request_.devices) + " devices of " + gib(memory_cap()) +
-                  "; add devices or raise --device-memory-gb");
+                        " for weights, gradients and optimizer state plus activations, and no split into stages fits on " +
+                        std::to_string(request_.devices) + " devices of " + gib(memory_cap()) +
+                        "; add devices or raise --device-memory-gb");
 }
 
 void Planner::override_sync(plan::Plan& plan) const {
@@ -368,7 +368,7 @@ void Planner::override_sync(plan::Plan& plan) const {
   for (const auto& [name, method] : request_.sync_overrides) {
     if (!known.count(name))
       throw plan::PlanError("parallel.sync names '" + name + "', which is not a parameter of " + graph_.name() +
-                      " (see `trident graph --model " + graph_.name() + " --ops`)");
+                            " (see `trident graph --model " + graph_.name() + " --ops`)");
     plan.grad_sync[name] = method;
   }
   try {
@@ -386,11 +386,11 @@ plan::Plan Planner::make(std::optional<plan::Plan> given) const {
       throw plan::PlanError("the plan is for " + p.model + "/" + p.preset + ", not " + request_.model + "/" + request_.preset);
     if (p.devices != request_.devices)
       throw plan::PlanError("the plan is for " + std::to_string(p.devices) + " devices, not " +
-                      std::to_string(request_.devices) + "; run it on " + std::to_string(p.devices) +
-                      " processes or plan again");
+                            std::to_string(request_.devices) + "; run it on " + std::to_string(p.devices) +
+                            " processes or plan again");
     if (p.mini_batch != request_.mini_batch)
       throw plan::PlanError("the plan is for mini-batch " + std::to_string(p.mini_batch) + ", not " +
-                      std::to_string(request_.mini_batch));
+                            std::to_string(request_.mini_batch));
     p.model_file = request_.model_file;
     p.model_graph = request_.model_graph, p.graph_chunks = request_.graph_chunks;
     fill_sync(p);  // methods the plan leaves out: the request's rule

@@ -40,9 +40,9 @@ void Trainer::join(std::optional<comm::Group> world) {
     const auto info = comm::world_from_env();
     if (info.world_size != par.devices) {
       throw config::ConfigError("parallel.devices = " + std::to_string(par.devices) + " but the launcher started " +
-                        std::to_string(info.world_size) + " process(es) (" + info.launcher +
-                        "); start it with `trident train --nproc " + std::to_string(par.devices) +
-                        " ...` or `trident launch --nproc " + std::to_string(par.devices) + " -- train ...`");
+                                std::to_string(info.world_size) + " process(es) (" + info.launcher +
+                                "); start it with `trident train --nproc " + std::to_string(par.devices) +
+                                " ...` or `trident launch --nproc " + std::to_string(par.devices) + " -- train ...`");
     }
     group_ = comm::Group::connect(info, timeout);
     local_processes_ = info.local_size;
@@ -54,7 +54,7 @@ void Trainer::join(std::optional<comm::Group> world) {
   rank_ = group_->rank(), size_ = group_->size();
   if (size_ != par.devices)
     throw config::ConfigError("parallel.devices = " + std::to_string(par.devices) + " but the group has " +
-                      std::to_string(size_) + " ranks");
+                              std::to_string(size_) + " ranks");
   if (size_ == 1) return;
   // Preflight: a tiny all-reduce proves every rank is connected.
   auto probe = torch::ones({1});
@@ -87,20 +87,20 @@ void Trainer::agree_on_plan(const graph::OpGraph& graph) {
     const auto config_diff = first_line_difference(root.at("config"), theirs.at("config"));
     if (!config_diff.empty())
       throw config::ConfigError("rank " + std::to_string(r) + " was started with another config than rank 0 (" +
-                        config_diff + "); start every rank with the same --config and --set");
+                                config_diff + "); start every rank with the same --config and --set");
     if (!theirs.at("plan").is_null()) {
       const auto plan_diff = first_difference(root.at("plan"), theirs.at("plan"));
       if (!plan_diff.empty())
         throw config::ConfigError("rank " + std::to_string(r) + " holds another plan than rank 0: " + plan_diff +
-                          "; give every rank the same plan file");
+                                  "; give every rank the same plan file");
     }
   }
   plan_ = plan::Plan::from_json(root.at("plan"), "the plan from rank 0");
   plan::validate_plan(plan_, graph);  // from_json leaves the edges out; this rebuilds them
   if (config_.parallel.staleness > 0 && plan_.stages.size() > 1)  // See Note [Staleness] in sync/grad_sync.h
     throw config::ConfigError("parallel.staleness = " + std::to_string(config_.parallel.staleness) +
-                      ": applies to data-parallel replicas, but the plan " + config_.parallel.partitioner + " has " +
-                      std::to_string(plan_.stages.size()) + " stages; use a one-stage plan, or staleness 0");
+                              ": applies to data-parallel replicas, but the plan " + config_.parallel.partitioner + " has " +
+                              std::to_string(plan_.stages.size()) + " stages; use a one-stage plan, or staleness 0");
   if (leader() && size_ > 1) out_ << mine->table;
   if (leader()) write_file_atomic(run_dir_ + "/plan.json", plan_.to_json().dump(1) + "\n");
 }

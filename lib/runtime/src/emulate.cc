@@ -19,7 +19,7 @@ config::TrainConfig emulated_config(config::TrainConfig config, const std::strin
     throw config::ConfigError("--dilation " + std::to_string(dilation) + ": allowed 1 to 1000");
   if (config.parallel.devices < 2)
     throw config::ConfigError("--emulate: parallel.devices = " + std::to_string(config.parallel.devices) +
-                      "; emulation runs a graph pipeline on at least 2 processes");
+                              "; emulation runs a graph pipeline on at least 2 processes");
   config.parallel.cluster = cluster;
   if (config.parallel.partitioner == "dp") config.parallel.partitioner = "graphpipe";
   return config;

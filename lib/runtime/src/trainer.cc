@@ -101,7 +101,7 @@ Trainer::Trainer(config::TrainConfig config, bool resume, std::ostream& out, std
   if (config_.train.label_smoothing > 0) {
     if (!classifies_)
       throw config::ConfigError("train.label_smoothing = " + fixed(config_.train.label_smoothing, 3) + ": the model's loss is " +
-                        graph.op(graph.loss()).kind + "; label smoothing applies to cross_entropy");
+                                graph.op(graph.loss()).kind + "; label smoothing applies to cross_entropy");
     graph.set_attr(graph.loss(), "label_smoothing", config_.train.label_smoothing);
   }
   loss_op_ = graph.op(graph.loss());
@@ -160,8 +160,8 @@ void Trainer::build_stage(const graph::OpGraph& graph) {
   const auto& par = config_.parallel;
   tied_ = std::make_unique<executor::TiedSync>(plan_, graph, *group_, stage_->params());
   sync_ = executor::make_stage_sync(*stage_, plan_, *group_, static_cast<std::int64_t>(par.bucket_mb * 1024 * 1024),
-                          static_cast<int>(par.staleness), tied_->names(),
-                          par.comm_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat);  // checked by the config
+                                    static_cast<int>(par.staleness), tied_->names(),
+                                    par.comm_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat);  // checked by the config
 }
 
 // Before allocating: a stage whose planned memory exceeds what this process

@@ -131,7 +131,7 @@ void Trainer::save(double wall_s) {
     if (!error) std::filesystem::create_directories(partial, error);
     if (error)
       throw checkpoint::CheckpointError("cannot create checkpoint directory " + partial + ": " + error.message() +
-                                " (the checkpoints before it are intact)",
+                                        " (the checkpoints before it are intact)",
                             ErrorKind::kFailure, where());
   }
   gather_strings("");  // the directory exists for every rank

@@ -25,9 +25,9 @@ std::string temp_dir(const std::string& tag) {
 }
 
 config::TrainConfig small_config(const std::string& runs, const std::string& optimizer,
-                         const std::vector<std::string>& extra = {}) {
+                                 const std::vector<std::string>& extra = {}) {
   return config::parse_config("name: resume\nmodel: {name: mlp}\ndata: {name: synthetic, train_size: 512, test_size: 128}\n"
-                      "train: {steps: 12, mini_batch: 32, seed: 5, threads: 1, log_every: 4}\n"
+                              "train: {steps: 12, mini_batch: 32, seed: 5, threads: 1, log_every: 4}\n"
                       "optimizer: {name: " + optimizer + ", schedule: cosine}\ncheckpoint: {every: 5}\n"
                       "runs_dir: " + runs + "\n", extra);
 }
@@ -71,7 +71,7 @@ TEST(Trainer, ResumeReachesBitwiseTheSameWeights) {
 TEST(Trainer, LossFallsAndMetricsAreWritten) {
   const auto runs = temp_dir("learn");
   auto c = config::parse_config("name: learn\nmodel: {name: candle_uno}\ndata: {train_size: 2048, test_size: 512}\n"
-                        "train: {epochs: 10, mini_batch: 64, threads: 1, log_every: 8}\n"
+                                "train: {epochs: 10, mini_batch: 64, threads: 1, log_every: 8}\n"
                         "optimizer: {name: adam, lr: 0.003}\nruns_dir: " + runs + "\n");
   std::ostringstream log;
   Trainer t(c, false, log);
@@ -176,7 +176,7 @@ std::vector<std::string> on_ranks(int n, const std::function<void(int, comm::Gro
 
 config::TrainConfig chain_config(const std::string& runs, const std::string& name, int devices, const std::string& partitioner) {
   return config::parse_config("name: " + name + "\nmodel: {name: candle_uno}\n"
-                      "data: {name: synthetic, train_size: 256, test_size: 40}\n"
+                              "data: {name: synthetic, train_size: 256, test_size: 40}\n"
                       "train: {steps: 12, mini_batch: 16, seed: 3, threads: 1, log_every: 4, eval: false}\n"
                       "optimizer: {name: adam, lr: 0.01}\ncheckpoint: {every: 3}\n"
                       "parallel: {devices: " + std::to_string(devices) + ", partitioner: " + partitioner +
@@ -226,9 +226,9 @@ TEST(Resharding, GraphpipeToDataParallelToOneProcessToPipedream) {
 // SGD with momentum (which, unlike Adam, a scaled gradient moves) and
 // optimizer.clip_norm small enough that every step clips.
 config::TrainConfig recipe_config(const std::string& runs, const std::string& name, int devices,
-                          const std::string& partitioner, const std::string& extra) {
+                                  const std::string& partitioner, const std::string& extra) {
   return config::parse_config("name: " + name + "\nmodel: {name: candle_uno}\n"
-                      "data: {name: synthetic, train_size: 240, test_size: 24}\n"
+                              "data: {name: synthetic, train_size: 240, test_size: 24}\n"
                       "train: {steps: 8, mini_batch: 24, seed: 3, threads: 1, log_every: 8, eval: false}\n"
                       "optimizer: {name: sgd, lr: 0.2}\n"
                       "parallel: {devices: " + std::to_string(devices) + ", partitioner: " + partitioner +

@@ -111,7 +111,7 @@ void OrderedSync::set_grad(int param, const torch::Tensor& value) {
 void OrderedSync::fail(const std::string& what, const std::exception& e) const {
   const auto lost = group_.diagnose();
   throw comm::CommError(group_.member(group_.rank()) + ": " + what + " failed" +
-                  (lost.empty() ? "" : " (" + lost + ")") + ": " + first_line(e));
+                        (lost.empty() ? "" : " (" + lost + ")") + ": " + first_line(e));
 }
 
 std::vector<std::vector<int>> reverse_buckets(const NamedParams& params, std::int64_t bucket_bytes) {

@@ -115,7 +115,7 @@ double PsSync::grad_square_sum() {
     const auto& f = round.flights[b];
     if (f.state != Flight::State::kPushing || f.pushed < layouts_[b].pieces)
       throw comm::CommError(group_.member(group_.rank()) + ": ps: bucket " + std::to_string(b) +
-                      " was updated before the gradient norm (set_update must not be given when clipping)");
+                            " was updated before the gradient norm (set_update must not be given when clipping)");
     sum_pushes(round, b, true);
     total += square_sum(f.sum);
   }

@@ -69,8 +69,8 @@ class SfbSync final : public detail::OrderedSync {
     auto& f = factors_[p];
     if (f.a.empty() || f.a.size() != f.d.size())
       throw comm::CommError("sfb: layer of '" + params_[p].first + "' captured " + std::to_string(f.a.size()) +
-                      " inputs and " + std::to_string(f.d.size()) +
-                      " output gradients; attach observer() to the executor and run backward");
+                            " inputs and " + std::to_string(f.d.size()) +
+                            " output gradients; attach observer() to the executor and run backward");
     f.a_all = padded(torch::cat(f.a));
     f.d_all = padded(torch::cat(f.d));
     const auto rows = f.a_all.size(0);
@@ -99,7 +99,7 @@ class SfbSync final : public detail::OrderedSync {
     const auto most = *std::max_element(shares_.begin(), shares_.end());
     if (rows.size(0) % mine)
       throw comm::CommError("sfb: " + std::to_string(rows.size(0)) + " factor rows are not a multiple of this member's share " +
-                      std::to_string(mine));
+                            std::to_string(mine));
     const auto want = rows.size(0) / mine * most;
     if (want == rows.size(0)) return rows;
     return torch::cat({rows, torch::zeros({want - rows.size(0), rows.size(1)}, rows.options())});
