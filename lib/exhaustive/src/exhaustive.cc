@@ -45,7 +45,7 @@ class SpSpace {
       }
       combine(heads, series(pieces, j + 1), out);
     }
-    // Fork and join stages (see Note [Fork and join stages] in sp_engine.h).
+    // Fork and join stages (see Note [Fork and join stages] in planner/planner.h).
     const std::size_t n = pieces.size();
     auto merged = [&](const SpNode& par, std::size_t from, std::size_t to, std::vector<Partition>& heads) {
       std::vector<const SpNode*> kids;
@@ -131,7 +131,7 @@ class SpSpace {
 
 // Tries every assignment of stage configs (replicas and micro-batch units,
 // planner::stage_configs) to the stages of one partition; heights count each
-// stage's units (see Note [Per-stage micro-batch sizes] in sp_engine.h).
+// stage's units (see Note [Per-stage micro-batch sizes] in planner/planner.h).
 void assign(const planner::Planner& planner, const Partition& stages, const std::vector<std::pair<OpId, OpId>>& extra,
             int micro_batch, Best& best) {
   const auto& req = planner.request();

@@ -1,5 +1,5 @@
 // Fork and join stages for the SP dynamic program, as fewest devices for a
-// depth budget h: see Note [Fork and join stages] in sp_engine.h.
+// depth budget h: see Note [Fork and join stages] in planner/planner.h.
 #include "sp_engine.h"
 
 namespace trident::planner::detail {

@@ -10,7 +10,7 @@
 // the stage's micro-batches covering its height (graph-1F1B), where a
 // stage's height is its longest path to a sink counting each stage's
 // micro-batch in units of the search's (see Note [Per-stage micro-batch sizes]
-// in planner/sp_engine.h). The planner's search is tested against them
+// in planner/planner.h). The planner's search is tested against them
 // (test/search_test.cc); bench/plan_optimality measures how far it falls short.
 #pragma once
 

@@ -62,7 +62,7 @@ struct StageEstimate {
 
 // Longest path to a sink, per stage, over the op edges plus `extra` edges
 // (an SP-ization's), each stage counting `units[s]` (empty: 1 each; Note
-// [Per-stage micro-batch sizes] in sp_engine.h); empty when the stages'
+// [Per-stage micro-batch sizes] in planner/planner.h); empty when the stages'
 // dependencies have a cycle.
 std::vector<int> stage_heights(const graph::OpGraph& g, const std::vector<std::vector<graph::OpId>>& stages,
                                const std::vector<std::pair<graph::OpId, graph::OpId>>& extra,

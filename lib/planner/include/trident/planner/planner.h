@@ -13,7 +13,7 @@
 // mini-batch (or the one requested), simulates each candidate plan, and keeps
 // the one with the most samples per second; graphpipe's stages may run up to
 // micro_batch_ratio times that micro-batch (see Note [Per-stage micro-batch
-// sizes] in src/sp_engine.h). Stage data-parallel degrees are powers of two
+// sizes] in planner/planner.h). Stage data-parallel degrees are powers of two
 // that divide the stage's micro-batch. Each parameter of a stage with
 // several replicas gets a sync method (HybComm by default). See Note [Stage
 // memory] for what must fit on a device.
@@ -42,8 +42,8 @@
 // sequential cut can win. So graphpipe considers every plan pipedream does
 // (and runs it with graph-1F1B on its real stage DAG). dp searches none.
 //
-// Per-stage micro-batch sizes (see Note [Per-stage micro-batch sizes] in
-// sp_engine.h) are searched in the series-parallel space only: the
+// Per-stage micro-batch sizes (see Note [Per-stage micro-batch sizes]
+// below) are searched in the series-parallel space only: the
 // sequential one is pipedream's, whose stages share one micro-batch as
 // published, and it would double the search's time for plans that the
 // series-parallel space mostly has already. The series-parallel space is
@@ -93,6 +93,45 @@
 // largest share's activations against the smallest device of the stage
 // (conservative where a stage mixes classes). The search is not re-run per
 // class assignment: stage boundaries are those the homogeneous views chose.
+//
+// Note [Per-stage micro-batch sizes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// GraphPipe gives every stage its own micro-batch b_i and carries it at SP
+// subgraphs' sources and sinks. Here an engine at micro-batch b lets each
+// stage run b x u for u = 1, 2, ... up to the request's micro_batch_ratio
+// (a "config" is replicas and units u; powers of two always nest, so
+// neighbours' sizes divide one another). graph-1F1B with ratios keeps rows
+// in flight (see Note [Micro-batch ratios] in schedule/schedule.h): a stage forwards
+// what its successors hold plus one of its own micro-batches, so its
+// in-flight rows are the sum of b x u along its longest path to a sink.
+// Depth and heights are therefore counted in units of b — a stage adds u,
+// not 1 — and a stage at height H units holds ceil(H / u) of its own
+// micro-batches (in_flight_at in estimate.h). The least depth in units is
+// the least fill: a bubble lasts about the rows on the critical path. So a
+// stage runs at 2b only where b does not meet the target TPS; a larger
+// micro-batch is then faster per sample, and its memory is priced at its
+// own rows. With u = 1 everywhere this is the program above unchanged.
+// Plans mixing b, ..., ratio x b come from the engine at b; the
+// planner runs one per candidate b, so every window of sizes is searched.
+//
+// sp_engine.cc holds the construction and the plain series / parallel cases;
+// fork_join.cc the stages that join a branch group with the pieces before or
+// after its parallel node (see Note [Fork and join stages]); sp_replay.cc reads
+// a plan out.
+//
+// Note [Fork and join stages]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The SP tree alone cannot put a fork (the
+// pieces before a parallel node) or a join (the pieces after it) in the
+// same stage as a branch. join() and fork() allow it for a group of
+// branches at either end that forms one stage, the other branches split as
+// usual; fork_join() puts the fork with one end group and the join with the
+// other. Such a stage is convex: the other branches only read
+// from a fork stage, and only feed a join stage. Each lowers `best` (the
+// fewest devices for S(i, h, δ) so far).
+//
+// Join: piece i is parallel; pieces i+1..t join a branch group's stage,
+// which is then the last stage of the unit (height delta + rest + 1).
 #pragma once
 
 #include <limits>
