@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "trident/base/enum_names.h"
 #include "trident/base/error.h"
 #include "trident/base/files.h"
 #include "trident/base/test_hooks.h"
@@ -149,3 +150,21 @@ TEST(Text, Base64DecodesWhatPythonWrites) {
   EXPECT_THROW(trident::base64_decode("dH*pZGVu"), trident::InputError);
   EXPECT_THROW(trident::base64_decode("dH==ZGVu"), trident::InputError);
 }
+
+namespace trident {
+namespace {
+
+enum class Colour { kRed, kGreen, kBlue };
+
+// One table gives both directions and the list an error names as allowed.
+TEST(EnumNames, NamesParsesAndListsFromOneTable) {
+  const EnumNames<Colour> names{{Colour::kRed, "red"}, {Colour::kGreen, "green"}};
+  EXPECT_EQ(names.name(Colour::kGreen), "green");
+  EXPECT_EQ(names.name(Colour::kBlue), "?");  // not in the table
+  EXPECT_EQ(names.parse("red"), Colour::kRed);
+  EXPECT_EQ(names.parse("Red"), std::nullopt);
+  EXPECT_EQ(names.names(), (std::vector<std::string>{"red", "green"}));
+}
+
+}  // namespace
+}  // namespace trident

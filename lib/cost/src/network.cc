@@ -5,28 +5,30 @@
 #include <cstdint>
 #include <string>
 
+#include "trident/base/enum_names.h"
 #include "trident/base/text.h"
 
 namespace trident::cost {
 
-std::string to_string(SyncMethod m) {
-  switch (m) {
-    case SyncMethod::kAllReduce: return "allreduce";
-    case SyncMethod::kPs: return "ps";
-    case SyncMethod::kSfb: return "sfb";
-  }
-  return "?";
+namespace {
+
+const EnumNames<SyncMethod>& sync_method_table() {  // a function: other files' static tables may call it
+  static const EnumNames<SyncMethod> names{
+      {SyncMethod::kAllReduce, "allreduce"}, {SyncMethod::kPs, "ps"}, {SyncMethod::kSfb, "sfb"}};
+  return names;
 }
 
+}  // namespace
+
+std::string to_string(SyncMethod m) { return sync_method_table().name(m); }
+
 SyncMethod sync_method_from_string(const std::string& text) {
-  if (text == "allreduce") return SyncMethod::kAllReduce;
-  if (text == "ps") return SyncMethod::kPs;
-  if (text == "sfb") return SyncMethod::kSfb;
+  if (const auto m = sync_method_table().parse(text)) return *m;
   throw ClusterError("gradient sync method '" + text + "' is unknown; allowed: " + join(sync_method_names()));
 }
 
 const std::vector<std::string>& sync_method_names() {
-  static const std::vector<std::string> names = {"allreduce", "ps", "sfb"};
+  static const std::vector<std::string> names = sync_method_table().names();
   return names;
 }
 

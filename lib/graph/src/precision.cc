@@ -2,15 +2,21 @@
 
 #include <set>
 
-namespace trident::graph {
+#include "trident/base/enum_names.h"
 
-std::optional<Precision> precision_from_string(const std::string& text) {
-  if (text == "fp32") return Precision::kFp32;
-  if (text == "bf16") return Precision::kBf16;
-  return std::nullopt;
+namespace trident::graph {
+namespace {
+
+const EnumNames<Precision>& precision_names() {  // a function: other files' static tables may call it
+  static const EnumNames<Precision> names{{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}};
+  return names;
 }
 
-std::string to_string(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "fp32"; }
+}  // namespace
+
+std::optional<Precision> precision_from_string(const std::string& text) { return precision_names().parse(text); }
+
+std::string to_string(Precision precision) { return precision_names().name(precision); }
 
 // See Note [Precision policy].
 OpPrecision op_precision(const std::string& kind) {

@@ -1,25 +1,25 @@
 #include "trident/graph/tensor_spec.h"
 
+#include "trident/base/enum_names.h"
+#include "trident/base/text.h"
 #include "trident/graph/op_graph.h"
 
 namespace trident::graph {
+namespace {
 
-std::string to_string(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kInt64: return "int64";
-  }
-  return "?";
+const EnumNames<DType>& dtype_names() {  // a function: other files' static tables may call it
+  static const EnumNames<DType> names{
+      {DType::kFloat32, "float32"}, {DType::kFloat16, "float16"}, {DType::kBFloat16, "bfloat16"}, {DType::kInt64, "int64"}};
+  return names;
 }
 
+}  // namespace
+
+std::string to_string(DType dtype) { return dtype_names().name(dtype); }
+
 DType dtype_from_string(const std::string& text) {
-  if (text == "float32") return DType::kFloat32;
-  if (text == "float16") return DType::kFloat16;
-  if (text == "bfloat16") return DType::kBFloat16;
-  if (text == "int64") return DType::kInt64;
-  throw GraphError("dtype '" + text + "' is unknown; allowed: float32, float16, bfloat16, int64");
+  if (const auto dtype = dtype_names().parse(text)) return *dtype;
+  throw GraphError("dtype '" + text + "' is unknown; allowed: " + join(dtype_names().names()));
 }
 
 std::int64_t element_bytes(DType dtype) {
