@@ -115,8 +115,11 @@ const LinkSpec& ClusterSpec::packed_link(int count) const {
 }
 
 const std::vector<std::string>& cluster_presets() {
-  static const std::vector<std::string> names{"cpu-local",      "summit-v100",     "dgx-a100",       "h200",
-                                              "poseidon-40gbe", "poseidon-10gbe",  "mixed-v100-a100", "mixed-h200-a100"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& entry : detail::preset_files()) out.push_back(entry.first);
+    return out;
+  }();
   return names;
 }
 

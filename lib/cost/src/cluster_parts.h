@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "trident/cost/cluster.h"
 
@@ -16,6 +18,9 @@ DeviceSpec device(std::string name, double fp32_tflops, double fp16_tflops, doub
                   double half_gflop, double launch_us);
 // A link from µs and GB/s.
 LinkSpec link(double latency_us, double bandwidth_gbs);
+// The presets: name and cluster file (YAML, parse_cluster's format), in the
+// order `trident plan --help` lists them.
+const std::vector<std::pair<std::string, std::string>>& preset_files();
 // A preset by name, or "auto" (this machine's calibration, else cpu-local's
 // rough figures with a note); throws ClusterError naming the presets.
 ClusterSpec preset(const std::string& name);

@@ -55,68 +55,123 @@ ClusterSpec calibrated_or_rough() {
 
 }  // namespace
 
-// Preset figures are vendor peak numbers (see docs/planner.md); the
-// efficiency knee and launch cost are modelling assumptions, stated there.
+// The presets, as cluster files (the format users write, docs/planner.md):
+// vendor peak figures; the efficiency knee (half_efficiency_gflop) and launch
+// cost are modelling assumptions, stated there.
+const std::vector<std::pair<std::string, std::string>>& preset_files() {
+  static const std::vector<std::pair<std::string, std::string>> files{
+      // One process per device on this machine; rates are rough (one core
+      // with AVX FMA): `trident profile` gives measured op times instead.
+      // memory_gib is replaced by this machine's memory.
+      {"cpu-local", R"(
+name: cpu-local
+device: {name: cpu-core, float32_tflops: 0.1, float16_tflops: 0.05, memory_gib: 1, memory_bandwidth_gbs: 10,
+         half_efficiency_gflop: 0.001, launch_us: 5}
+devices_per_node: 64
+nodes: 1
+intra_node: {latency_us: 30, bandwidth_gbs: 2}
+inter_node: {latency_us: 30, bandwidth_gbs: 2}
+)"},
+      // GraphPipe's testbed: 4 x V100-16GB per node, NVLink 2, EDR InfiniBand.
+      {"summit-v100", R"(
+name: summit-v100
+device: {name: V100-SXM2-16GB, float32_tflops: 15.7, float16_tflops: 125, memory_gib: 16, memory_bandwidth_gbs: 900,
+         half_efficiency_gflop: 1, launch_us: 10}
+devices_per_node: 4
+nodes: 64
+intra_node: {latency_us: 5, bandwidth_gbs: 50}
+inter_node: {latency_us: 10, bandwidth_gbs: 12.5}
+)"},
+      // 8 x A100-80GB, NVSwitch; 8 x 200 Gb/s HDR per node (one NIC per GPU).
+      {"dgx-a100", R"(
+name: dgx-a100
+device: {name: A100-SXM4-80GB, float32_tflops: 19.5, float16_tflops: 312, memory_gib: 80, memory_bandwidth_gbs: 2039,
+         half_efficiency_gflop: 2, launch_us: 8}
+devices_per_node: 8
+nodes: 32
+intra_node: {latency_us: 3, bandwidth_gbs: 300}
+inter_node: {latency_us: 8, bandwidth_gbs: 25}
+)"},
+      // 8 x H200-141GB, NVLink 4 (NVSwitch); 8 x 400 Gb/s NDR per node.
+      {"h200", R"(
+name: h200
+device: {name: H200-SXM-141GB, float32_tflops: 67, float16_tflops: 989, memory_gib: 141, memory_bandwidth_gbs: 4800,
+         half_efficiency_gflop: 4, launch_us: 6}
+devices_per_node: 8
+nodes: 32
+intra_node: {latency_us: 3, bandwidth_gbs: 450}
+inter_node: {latency_us: 6, bandwidth_gbs: 50}
+)"},
+      // Poseidon's testbed (ATC'17): single-GPU machines with a GeForce GTX
+      // TITAN X (Maxwell, 12 GB) on 40 GbE, in the paper also limited to
+      // 10 GbE; no fast FP16 on Maxwell.
+      {"poseidon-40gbe", R"(
+name: poseidon-40gbe
+device: {name: GeForce-GTX-TITAN-X-12GB, float32_tflops: 6.6, float16_tflops: 6.6, memory_gib: 12,
+         memory_bandwidth_gbs: 336, half_efficiency_gflop: 1, launch_us: 10}
+devices_per_node: 1
+nodes: 32
+intra_node: {latency_us: 50, bandwidth_gbs: 5}
+inter_node: {latency_us: 50, bandwidth_gbs: 5}
+)"},
+      {"poseidon-10gbe", R"(
+name: poseidon-10gbe
+device: {name: GeForce-GTX-TITAN-X-12GB, float32_tflops: 6.6, float16_tflops: 6.6, memory_gib: 12,
+         memory_bandwidth_gbs: 336, half_efficiency_gflop: 1, launch_us: 10}
+devices_per_node: 1
+nodes: 32
+intra_node: {latency_us: 50, bandwidth_gbs: 1.25}
+inter_node: {latency_us: 50, bandwidth_gbs: 1.25}
+)"},
+      // See Note [Device classes]: a lab's two generations, one host each —
+      // 8 x V100-16GB (NVLink 2) and 8 x A100-80GB (NVSwitch) — joined by
+      // EDR InfiniBand.
+      {"mixed-v100-a100", R"(
+name: mixed-v100-a100
+classes:
+  - {name: V100-SXM2-16GB, float32_tflops: 15.7, float16_tflops: 125, memory_gib: 16, memory_bandwidth_gbs: 900,
+     half_efficiency_gflop: 1, launch_us: 10}
+  - {name: A100-SXM4-80GB, float32_tflops: 19.5, float16_tflops: 312, memory_gib: 80, memory_bandwidth_gbs: 2039,
+     half_efficiency_gflop: 2, launch_us: 8}
+hosts:
+  - {devices: {V100-SXM2-16GB: 8}, link: {latency_us: 5, bandwidth_gbs: 50}}
+  - {devices: {A100-SXM4-80GB: 8}, link: {latency_us: 3, bandwidth_gbs: 300}}
+intra_node: {latency_us: 5, bandwidth_gbs: 50}
+inter_node: {latency_us: 10, bandwidth_gbs: 12.5}
+)"},
+      // A cloud job that got 4 H200s (one host, NVLink 4) and 12 A100s (three
+      // hosts of 4, NVSwitch), 200 Gb/s HDR between hosts.
+      {"mixed-h200-a100", R"(
+name: mixed-h200-a100
+classes:
+  - {name: H200-SXM-141GB, float32_tflops: 67, float16_tflops: 989, memory_gib: 141, memory_bandwidth_gbs: 4800,
+     half_efficiency_gflop: 4, launch_us: 6}
+  - {name: A100-SXM4-80GB, float32_tflops: 19.5, float16_tflops: 312, memory_gib: 80, memory_bandwidth_gbs: 2039,
+     half_efficiency_gflop: 2, launch_us: 8}
+hosts:
+  - {devices: {H200-SXM-141GB: 4}, link: {latency_us: 3, bandwidth_gbs: 450}}
+  - {devices: {A100-SXM4-80GB: 4}, link: {latency_us: 3, bandwidth_gbs: 300}}
+  - {devices: {A100-SXM4-80GB: 4}, link: {latency_us: 3, bandwidth_gbs: 300}}
+  - {devices: {A100-SXM4-80GB: 4}, link: {latency_us: 3, bandwidth_gbs: 300}}
+intra_node: {latency_us: 3, bandwidth_gbs: 300}
+inter_node: {latency_us: 8, bandwidth_gbs: 25}
+)"},
+  };
+  return files;
+}
+
 ClusterSpec preset(const std::string& name) {
-  ClusterSpec c;
-  c.name = name;
-  if (name == "cpu-local") {
-    // One process per device on this machine; rates are rough (one core
-    // with AVX FMA): `trident profile` gives measured op times instead.
-    const double ram_gib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / kGiB;
-    c.device = device("cpu-core", 0.1, 0.05, ram_gib, 10, 0.001, 5);
-    c.devices_per_node = 64, c.nodes = 1;
-    c.intra_node = link(30, 2), c.inter_node = link(30, 2);
-  } else if (name == "summit-v100") {
-    // GraphPipe's testbed: 4 x V100-16GB per node, NVLink 2, EDR InfiniBand.
-    c.device = device("V100-SXM2-16GB", 15.7, 125, 16, 900, 1, 10);
-    c.devices_per_node = 4, c.nodes = 64;
-    c.intra_node = link(5, 50), c.inter_node = link(10, 12.5);
-  } else if (name == "dgx-a100") {
-    // 8 x A100-80GB, NVSwitch; 8 x 200 Gb/s HDR per node (one NIC per GPU).
-    c.device = device("A100-SXM4-80GB", 19.5, 312, 80, 2039, 2, 8);
-    c.devices_per_node = 8, c.nodes = 32;
-    c.intra_node = link(3, 300), c.inter_node = link(8, 25);
-  } else if (name == "h200") {
-    // 8 x H200-141GB, NVLink 4 (NVSwitch); 8 x 400 Gb/s NDR per node.
-    c.device = device("H200-SXM-141GB", 67, 989, 141, 4800, 4, 6);
-    c.devices_per_node = 8, c.nodes = 32;
-    c.intra_node = link(3, 450), c.inter_node = link(6, 50);
-  } else if (name == "poseidon-40gbe" || name == "poseidon-10gbe") {
-    // Poseidon's testbed (ATC'17): single-GPU machines with a GeForce GTX
-    // TITAN X (Maxwell, 12 GB) on 40 GbE, in the paper also limited to
-    // 10 GbE; no fast FP16 on Maxwell.
-    c.device = device("GeForce-GTX-TITAN-X-12GB", 6.6, 6.6, 12, 336, 1, 10);
-    c.devices_per_node = 1, c.nodes = 32;
-    const double gbs = name == "poseidon-40gbe" ? 5.0 : 1.25;
-    c.intra_node = link(50, gbs), c.inter_node = link(50, gbs);
-  } else if (name == "mixed-v100-a100") {
-    // See Note [Device classes]: a lab's two generations, one host each —
-    // 8 x V100-16GB (NVLink 2) and 8 x A100-80GB (NVSwitch) — joined by
-    // EDR InfiniBand.
-    c.classes = {device("V100-SXM2-16GB", 15.7, 125, 16, 900, 1, 10), device("A100-SXM4-80GB", 19.5, 312, 80, 2039, 2, 8)};
-    c.devices_per_node = 8, c.nodes = 2;
-    c.class_of = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
-    c.intra_node = link(5, 50), c.inter_node = link(10, 12.5);
-    c.host_links = {link(5, 50), link(3, 300)};
-  } else if (name == "mixed-h200-a100") {
-    // A cloud job that got 4 H200s (one host, NVLink 4) and 12 A100s (three
-    // hosts of 4, NVSwitch), 200 Gb/s HDR between hosts.
-    c.classes = {device("H200-SXM-141GB", 67, 989, 141, 4800, 4, 6), device("A100-SXM4-80GB", 19.5, 312, 80, 2039, 2, 8)};
-    c.devices_per_node = 4, c.nodes = 4;
-    c.class_of = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    c.intra_node = link(3, 300), c.inter_node = link(8, 25);
-    c.host_links = {link(3, 450), link(3, 300), link(3, 300), link(3, 300)};
-  } else if (name == "auto") {
-    return calibrated_or_rough();
-  } else {
-    std::string names;
-    for (const auto& p : cluster_presets()) names += (names.empty() ? "" : ", ") + p;
-    throw ClusterError("cluster: unknown name '" + name + "'; use one of " + names +
-                       ", or a .yaml/.json file describing the cluster");
+  if (name == "auto") return calibrated_or_rough();
+  for (const auto& [preset_name, file] : preset_files()) {
+    if (preset_name != name) continue;
+    auto c = parse_cluster(file, "preset " + name);
+    if (name == "cpu-local")
+      c.device.memory_bytes = static_cast<std::int64_t>(static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                                                        sysconf(_SC_PAGE_SIZE));
+    return c;
   }
-  if (c.mixed()) c.device = c.classes[static_cast<std::size_t>(c.class_of[0])];
-  return c;
+  throw ClusterError("cluster: unknown name '" + name + "'; use one of " + join(cluster_presets()) +
+                     ", or a .yaml/.json file describing the cluster");
 }
 
 }  // namespace trident::cost::detail

@@ -382,3 +382,24 @@ TEST(Buckets, PackedAsTheRuntimeSendsThem) {
 
 }  // namespace
 }  // namespace trident::cost
+
+namespace trident::cost {
+namespace {
+
+// The presets are cluster files (cluster_presets.cc): each reads, under its
+// own name, and the JSON a plan records of it reads back to the same devices.
+TEST(Cluster, EveryPresetIsAClusterFileThatReadsBack) {
+  ASSERT_EQ(cluster_presets().size(), 8u);
+  for (const auto& name : cluster_presets()) {
+    const auto c = load_cluster(name);
+    EXPECT_EQ(c.name, name);
+    const auto back = parse_cluster(c.to_json().dump(), "again");
+    EXPECT_EQ(back.capacity(), c.capacity()) << name;
+    EXPECT_EQ(back.class_of, c.class_of) << name;
+    EXPECT_EQ(back.device.name, c.device.name) << name;
+    EXPECT_EQ(back.device.memory_bytes, c.device.memory_bytes) << name;
+  }
+}
+
+}  // namespace
+}  // namespace trident::cost
