@@ -114,14 +114,7 @@ const LinkSpec& ClusterSpec::packed_link(int count) const {
   return count <= devices_per_node ? intra_node : inter_node;
 }
 
-const std::vector<std::string>& cluster_presets() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const auto& entry : detail::preset_files()) out.push_back(entry.first);
-    return out;
-  }();
-  return names;
-}
+const std::vector<std::string>& cluster_presets() { return detail::preset_names(); }
 
 ClusterSpec load_cluster(const std::string& name_or_path) {
   const bool file = name_or_path.find('/') != std::string::npos || name_or_path.find('.') != std::string::npos;

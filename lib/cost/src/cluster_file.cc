@@ -313,6 +313,11 @@ void read_mixed(const YAML::Node& root, const Reader& r, const std::string& orig
   c.device = c.classes[static_cast<std::size_t>(c.class_of.front())];
 }
 
+
+}  // namespace
+
+namespace detail {
+
 ClusterSpec read_cluster(const YAML::Node& root, const std::string& origin) {
   if (!root.IsMap()) throw ClusterError(origin + ": expected a mapping with name, device, devices_per_node, ...");
   Reader r(root, "", origin);
@@ -339,11 +344,11 @@ ClusterSpec read_cluster(const YAML::Node& root, const std::string& origin) {
   return c;
 }
 
-}  // namespace
+}  // namespace detail
 
 ClusterSpec parse_cluster(const std::string& text, const std::string& origin) {
   try {
-    return read_cluster(YAML::Load(text), origin);
+    return detail::read_cluster(YAML::Load(text), origin);
   } catch (const YAML::Exception& e) {  // not YAML, or a value of the wrong kind where one is read
     const auto at = "line " + std::to_string(e.mark.line + 1) + ", column " + std::to_string(e.mark.column + 1);
     if (dynamic_cast<const YAML::ParserException*>(&e))

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
 #include "trident/cost/cluster.h"
 
 namespace trident::cost::detail {
@@ -18,9 +20,11 @@ DeviceSpec device(std::string name, double fp32_tflops, double fp16_tflops, doub
                   double half_gflop, double launch_us);
 // A link from µs and GB/s.
 LinkSpec link(double latency_us, double bandwidth_gbs);
-// The presets: name and cluster file (YAML, parse_cluster's format), in the
-// order `trident plan --help` lists them.
-const std::vector<std::pair<std::string, std::string>>& preset_files();
+// A cluster file's YAML (parse_cluster reads text through it; the presets
+// are nodes of one document). Throws ClusterError naming `origin` and the field.
+ClusterSpec read_cluster(const YAML::Node& root, const std::string& origin);
+// The presets' names, in the order `trident plan --help` lists them.
+const std::vector<std::string>& preset_names();
 // A preset by name, or "auto" (this machine's calibration, else cpu-local's
 // rough figures with a note); throws ClusterError naming the presets.
 ClusterSpec preset(const std::string& name);
