@@ -137,7 +137,8 @@ ClusterSpec preset(const std::string& name) {
   if (name == "auto") return calibrated_or_rough();
   for (const auto& [preset_name, node] : preset_nodes()) {
     if (preset_name != name) continue;
-    auto c = read_cluster(node, "preset " + name);
+    // A copy: reading a yaml-cpp node can add to it, and presets are read from any thread.
+    auto c = read_cluster(YAML::Clone(node), "preset " + name);
     if (name == "cpu-local")
       c.device.memory_bytes = static_cast<std::int64_t>(static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
                                                         sysconf(_SC_PAGE_SIZE));
