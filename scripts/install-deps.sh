@@ -23,8 +23,8 @@ packages=(
   clang libclang-rt-14-dev
   # tests (the benchmarks in bench/ are plain programs that print JSON beside their PyTorch peers)
   libgtest-dev libgmock-dev
-  # data
-  dataset-fashion-mnist
+  # data: Fashion-MNIST; JPEG and PNG decoding for image folders and tar shards (lib/images)
+  dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev
   # graph partitioning for GNNs' graph parallelism (a METIS node order, docs/gnn.md)
   libmetis-dev
   # the stage-graph picture of `trident report`

@@ -6,16 +6,14 @@
 #include <limits>
 
 #include "trident/base/cores.h"
-#include "trident/base/env.h"
+#include "trident/base/cache_dir.h"
 #include "trident/base/files.h"
 #include "cluster_parts.h"
 
 namespace trident::cost {
 
 std::string calibration_path() {
-  std::string dir = env_or_empty("TRIDENT_CACHE_DIR");
-  if (dir.empty() && !env_or_empty("XDG_CACHE_HOME").empty()) dir = env_or_empty("XDG_CACHE_HOME") + "/trident";
-  if (dir.empty()) dir = (env_or_empty("HOME").empty() ? std::string("/tmp") : env_or_empty("HOME")) + "/.cache/trident";
+  const std::string dir = cache_dir();
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   // The format's number changes when `trident calibrate` measures
