@@ -109,9 +109,41 @@ void check_token_files(const Reader& r, const YAML::Node& root, const TrainConfi
   for (const auto& [key, file] : {std::pair{"train", c.data.train}, std::pair{"test", c.data.test}}) {
     const auto node = root["data"][key];
     if (file.empty())
-      r.fail(std::string("data.name = tokens needs data.") + key + ": an .npy of int64 token ids [N, T+1]");
+      r.fail(std::string("data.name = tokens needs data.") + key + ": an .npy of int64 token ids [N, T+1], or a "
+             "token file .bin");
     if (!std::filesystem::is_regular_file(file)) r.fail(std::string("data.") + key, node, "no such file");
   }
+}
+
+// data.train and data.test name image folders or tar shard patterns, for a
+// model with one float image input [C, H, W] (C 1 or 3); their samples are
+// indexed when loaded (formats/sample_index.h).
+void check_image_data(const Reader& r, const YAML::Node& root, const TrainConfig& c, const graph::OpGraph& graph) {
+  const auto name = root["data"]["name"] ? root["data"]["name"] : YAML::Node(c.data.name);
+  for (const auto& [key, where] : {std::pair{"train", c.data.train}, std::pair{"test", c.data.test}}) {
+    if (where.empty())
+      r.fail(std::string("data.name = ") + c.data.name + " needs data." + key + ": " +
+             (c.data.name == "images" ? "an image folder ROOT/<class>/<image>" : "shards, e.g. train-{000000..000099}.tar"));
+    if (c.data.name == "images" && !std::filesystem::is_directory(where))
+      r.fail(std::string("data.") + key, root["data"][key], "no such directory");
+  }
+  int images = 0;
+  for (const auto& op : graph.ops()) {
+    if (!op.is_input() || op.attrs.value("field", op.name) == "label") continue;
+    const auto& shape = op.output.shape;
+    if (op.output.dtype != graph::DType::kFloat32 || shape.size() != 3 || (shape[0] != 1 && shape[0] != 3))
+      r.fail("data.name", name, "images train a model whose inputs are one image, float32 [1 or 3, H, W]; model '" +
+                                    graph.name() + "' reads '" + op.name + "' " + graph::to_string(op.output));
+    ++images;
+  }
+  if (images != 1) r.fail("data.name", name, "images train a model with one image input; model '" + graph.name() + "' has " + std::to_string(images));
+  if (!graph::OpGraph::classifies(graph.op(graph.loss()).kind) || graph::OpGraph::per_token(graph.op(graph.loss())))
+    r.fail("data.name", name, "image folders and shards give class ids; model '" + graph.name() + "' has loss " +
+                                  graph.op(graph.loss()).kind);
+  if (c.data.on_bad_sample == "skip" && c.parallel.devices > 1 && c.parallel.partitioner != "dp")
+    r.fail("data.on_bad_sample", root["data"]["on_bad_sample"],
+           "`skip` replaces a bad sample's image and label together, which a pipeline whose labels and images lie "
+           "in different stages cannot; use `error`, or data parallelism (parallel.partitioner: dp)");
 }
 
 // The model's graph; a GNN's bad graph names model.graph.
@@ -163,6 +195,7 @@ void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
   }
   if (c.data.name == "npy") return check_npy_files(r, root, c, graph);
   if (c.data.name == "tokens") return check_token_files(r, root, c, graph);
+  if (c.data.name == "images" || c.data.name == "tar") return check_image_data(r, root, c, graph);
   constexpr std::int64_t kMaxBytes = std::int64_t{4} << 30;
   const auto per_sample = graph.input_bytes(), samples = c.data.train_size + c.data.test_size;
   if (per_sample > 0 && samples > kMaxBytes / per_sample)  // no product that could overflow

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "trident/base/text.h"
+#include "trident/images/transforms.h"
 #include "trident/config/plan_request.h"
 #include "trident/formats/sources.h"
 #include "trident/cost/network.h"
@@ -137,12 +138,56 @@ std::vector<Key> model_keys() {
   return k;
 }
 
+// A YAML value as JSON: scalars become integers, numbers or booleans when
+// they read as one, else strings.
+nlohmann::json json_of(const YAML::Node& n) {
+  if (n.IsSequence()) {
+    auto a = nlohmann::json::array();
+    for (const auto& e : n) a.push_back(json_of(e));
+    return a;
+  }
+  if (n.IsMap()) {
+    auto o = nlohmann::json::object();
+    for (const auto& kv : n) o[kv.first.Scalar()] = json_of(kv.second);
+    return o;
+  }
+  if (!n.IsScalar()) return nullptr;
+  std::int64_t i;
+  double d;
+  bool b;
+  if (YAML::convert<std::int64_t>::decode(n, i)) return i;
+  if (YAML::convert<double>::decode(n, d)) return d;
+  if (n.Tag() != "!" && YAML::convert<bool>::decode(n, b)) return b;
+  return n.Scalar();
+}
+
+// data.transforms, data.eval_transforms: a list checked by images::parse_transforms, kept as JSON text.
+Key transforms_key(std::string path, Ref<std::string> ref, std::string allowed, std::string fallback) {
+  Key k{path, std::move(fallback), std::move(allowed)};
+  k.read = [path, ref](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    const auto& node = sec[path.substr(path.rfind('.') + 1)];
+    if (!node || node.IsNull()) return;
+    const auto list = json_of(node);
+    try {
+      images::parse_transforms(list, path);
+    } catch (const images::TransformError& e) {
+      r.fail(e.what());
+    }
+    ref(c) = list.dump();
+  };
+  k.write = [ref](YAML::Emitter& e, const TrainConfig& c) {
+    const auto& text = ref(const_cast<TrainConfig&>(c));
+    if (!text.empty()) e << YAML::Flow << YAML::Load(text);
+  };
+  return k;
+}
+
 std::vector<Key> data_keys() {
   std::vector<Key> k;
   k.push_back(text_key("data.name", [](TrainConfig& c) -> auto& { return c.data.name; },
-                       {"fashion-mnist", "synthetic", "npy", "tokens", "graph"},
+                       {"fashion-mnist", "synthetic", "npy", "tokens", "images", "tar", "graph"},
                        "`fashion-mnist`, `synthetic`, `npy` (your arrays), `tokens` (token ids for a language "
-                       "model), `graph` (`model.graph`'s nodes)",
+                       "model), `images` (image folders), `tar` (WebDataset shards), `graph` (`model.graph`'s nodes)",
                        {default_dataset, "`fashion-mnist` for mlp/cnn/inception/transformer and model files that "
                                          "read only `image` [1,28,28] and `label`, `graph` for graph neural "
                                          "networks, else `synthetic`"}));
@@ -153,12 +198,14 @@ std::vector<Key> data_keys() {
   };
   k.push_back(text_key("data.train", [](TrainConfig& c) -> auto& { return c.data.train; }, {},
                        "npy: a directory with FIELD.npy for every input field and label.npy; tokens: an .npy "
-                       "of int64 token ids [N, T+1] (ids, then the next token)", {nullptr, "—"}));
+                       "of int64 token ids [N, T+1] (ids, then the next token), or a token file `.bin` (nanoGPT's "
+                       "uint16 ids, or Megatron's beside its `.idx`); images: a folder ROOT/<class>/<image>; tar: "
+                       "shards, e.g. `train-{000000..000099}.tar`", {nullptr, "—"}));
   k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
     if (!c.data.train.empty()) e << c.data.train;
   };
   k.push_back(text_key("data.test", [](TrainConfig& c) -> auto& { return c.data.test; }, {},
-                       "npy, tokens: the same for the test split", {nullptr, "—"}));
+                       "npy, tokens, images, tar: the same for the test split", {nullptr, "—"}));
   k.back().write = [](YAML::Emitter& e, const TrainConfig& c) {
     if (!c.data.test.empty()) e << c.data.test;
   };
@@ -177,6 +224,23 @@ std::vector<Key> data_keys() {
                        kFashionMnistTrain, kSyntheticTrain));
   k.push_back(size_key("data.test_size", [](TrainConfig& c) -> auto& { return c.data.test_size; }, kFashionMnistTest,
                        kSyntheticTest));
+  k.push_back(transforms_key("data.transforms", [](TrainConfig& c) -> auto& { return c.data.transforms; },
+                             "images, tar: the training transforms, a list of `random_resized_crop`, "
+                             "`horizontal_flip`, `resize`, `center_crop`, `normalize` (docs/data.md)",
+                             "`[random_resized_crop: <input size>, horizontal_flip, normalize: imagenet]` (grey: "
+                             "`{mean: [0.5], std: [0.5]}`)"));
+  k.push_back(transforms_key("data.eval_transforms", [](TrainConfig& c) -> auto& { return c.data.eval_transforms; },
+                             "images, tar: the evaluation transforms (no random ones)",
+                             "`[resize: <input size / 0.875>, center_crop: <input size>, normalize: imagenet]`"));
+  k.push_back(int_key("data.workers", [](TrainConfig& c) -> auto& { return c.data.workers; }, bound(0), bound(256),
+                      "0 (automatic: half this process's threads, at least 1, for images and tar; none for data "
+                      "held in memory) to 256 decoding threads per process"));
+  k.push_back(int_key("data.prefetch", [](TrainConfig& c) -> auto& { return c.data.prefetch; }, bound(1), bound(64),
+                      "1 to 64 steps read ahead of training"));
+  k.push_back(text_key("data.on_bad_sample", [](TrainConfig& c) -> auto& { return c.data.on_bad_sample; },
+                       {"error", "skip"},
+                       "`error` (stop with exit 2 naming the file and sample), `skip` (replace it by the next good "
+                       "sample, counted in metrics.jsonl and listed at the end)"));
   return k;
 }
 
@@ -189,7 +253,8 @@ std::vector<Key> train_keys() {
                       "≥ 1", {nullptr, "—"}, true));
   k.push_back(int_key("train.mini_batch", [](TrainConfig& c) -> auto& { return c.train.mini_batch; }, bound(1),
                       [](const TrainConfig& c) {
-                        if (c.data.name == "npy" || c.data.name == "tokens")
+                        if (c.data.name == "npy" || c.data.name == "tokens" || c.data.name == "images" ||
+                            c.data.name == "tar")
                           return kNoLimit;  // the arrays' length, checked when loaded
                         if (c.data.name == "graph" && zoo::is_gnn_model(c.model.name))  // one graph, or its chunks
                           return std::max<std::int64_t>(1, c.model.graph_chunks);

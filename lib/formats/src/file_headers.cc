@@ -27,6 +27,10 @@ constexpr const char* kPackageHint = " (install Debian package dataset-fashion-m
 }  // namespace
 
 NpyHeader parse_npy_header(const std::string& bytes, const std::string& origin) {
+  return parse_npy_header(bytes, bytes.size(), origin);
+}
+
+NpyHeader parse_npy_header(const std::string& bytes, std::uint64_t file_bytes, const std::string& origin) {
   static const std::string kMagic = "\x93NUMPY";
   if (bytes.size() < 10 || bytes.compare(0, kMagic.size(), kMagic) != 0)
     throw DataError(origin + ": not a .npy file (numpy.save writes one)");
@@ -60,7 +64,8 @@ NpyHeader parse_npy_header(const std::string& bytes, const std::string& origin) 
   if (h.shape.empty()) throw DataError(origin + ": a 0-d array holds no samples; the first axis must be the sample");
   const std::size_t item = h.descr == "<f4" ? 4 : 8;
   h.data_offset = start + header_len;
-  h.data_bytes = bytes.size() - h.data_offset;
+  if (file_bytes < h.data_offset) throw DataError(origin + ": the .npy header is cut short");
+  h.data_bytes = file_bytes - h.data_offset;
   if (h.data_bytes != static_cast<std::size_t>(elements) * item)
     throw DataError(origin + ": the header's shape (" + dims + ") needs " + std::to_string(elements * item) +
                     " bytes of data but the file has " + std::to_string(h.data_bytes));

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "trident/base/files.h"
 #include "trident/base/test_hooks.h"
 #include "trident/base/text.h"
 #include "trident/base/progress.h"
@@ -45,6 +46,13 @@ class FaultInjection final : public TrainingObserver {
   std::int64_t after_step_;
 };
 
+// " data wait 23%" when rank 0 waited for its batches more than a tenth of
+// the window: the loader, not the model, bounds the step.
+std::string data_wait(const WindowMetrics& w, double steps_per_s) {
+  const double share = w.steps ? w.data_wait / w.steps * steps_per_s : 0;
+  return share > 0.1 ? " data wait " + format_number("%.0f", 100 * std::min(1.0, share)) + "%" : std::string();
+}
+
 // Rank 0's progress line (a bar on a terminal) and its closing line.
 class ProgressReport final : public TrainingObserver {
  public:
@@ -56,7 +64,7 @@ class ProgressReport final : public TrainingObserver {
     progress_.update(e.run.step, e.run.total_steps, e.steps_per_s,
                      "epoch " + std::to_string(e.run.epoch + 1) + " loss " + format_number("%.4f", w.mean_loss()) +
                          (e.run.classifies ? " acc " + format_number("%.1f", 100 * w.accuracy()) + "%"
-                                           : std::string()),
+                                           : std::string()) + data_wait(w, e.steps_per_s),
                      e.window_ends);
   }
   void ending(const RunView&, bool interrupted) override {
@@ -122,7 +130,7 @@ class Evaluations final : public TrainingObserver {
 
  private:
   void run(const RunView& r, std::int64_t epoch) {
-    const auto ev = t_.evaluate(t_.data().test);
+    const auto ev = t_.evaluate(*t_.data().test);
     if (r.classifies) result_.test_accuracy = ev.accuracy;
     result_.test_loss = ev.loss;
     nlohmann::json line{{"step", r.step}, {"epoch", epoch}, {"test_loss", ev.loss}, {"wall_s", t_.view().wall_s}};
@@ -147,11 +155,12 @@ class RunRecords final : public TrainingObserver {
   Trainer& t_;
 };
 
-void add(WindowMetrics& w, double loss, double correct, double exposed, double staleness, double grad_norm,
-         double p2p_bytes, std::int64_t summed) {
-  w.loss += loss, w.correct += correct, w.exposed += exposed, w.staleness += staleness, ++w.steps;
-  w.grad_norm += grad_norm, w.p2p_bytes += p2p_bytes;
-  w.summed += summed;
+// One step's totals into the window (a template: StepTotals is the Trainer's own).
+template <class Totals>
+void add(WindowMetrics& w, const Totals& t) {
+  w.loss += t.loss, w.correct += t.correct, w.exposed += t.exposed_s, w.staleness += t.read_staleness, ++w.steps;
+  w.grad_norm += t.grad_norm, w.p2p_bytes += t.p2p_bytes, w.data_wait += t.data_wait_s, w.bad_samples += t.bad_samples;
+  w.summed += t.steps;
 }
 
 }  // namespace
@@ -180,6 +189,21 @@ void Trainer::write_records() {
   record_memory();
 }
 
+// See Note [Loader]: each rank lists the samples it replaced in
+// bad_samples.rank<R>.jsonl; rank 0 says how many there were in all.
+void Trainer::report_bad_samples(Progress& progress, double total) {
+  const auto bad = loader_->bad();
+  if (!bad.empty()) {
+    std::string lines;
+    for (const auto& b : bad)
+      lines += nlohmann::json{{"sample", b.id}, {"replaced_by", b.replaced_by}, {"error", b.error}}.dump() + "\n";
+    write_file_atomic(run_dir_ + "/bad_samples.rank" + std::to_string(rank_) + ".jsonl", lines);
+  }
+  if (total > 0)
+    progress.line(format_number("%.0f", total) + " bad samples were replaced (data.on_bad_sample: skip); each rank's "
+                  "are listed in " + run_dir_ + "/bad_samples.rank<R>.jsonl");
+}
+
 TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   TrainResult result;
   ProgressReport progress(out_, leader());
@@ -197,6 +221,7 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   WindowMetrics window;
   auto window_start = Clock::now();
   bool interrupted = false;
+  double bad_total = 0;  // every rank's samples replaced (data.on_bad_sample: skip)
   while (step_ < total_steps_ && !interrupted) {
     if (stop_after && step_ >= *stop_after) return result;  // as a crash would: no last checkpoint
     const double lr = optim::learning_rate(config_.optimizer, step_, total_steps_);
@@ -210,7 +235,8 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
       op_profile_ = std::make_unique<nn::OpProfile>();
       profiled_from_ = step_;
     }
-    add(window, t.loss, t.correct, t.exposed_s, t.read_staleness, t.grad_norm, t.p2p_bytes, t.steps);
+    add(window, t);
+    bad_total += t.bad_samples;
     window_chunk_reads_.resize(t.chunk_reads.size());
     for (std::size_t i = 0; i < t.chunk_reads.size(); ++i) window_chunk_reads_[i] += t.chunk_reads[i];
     const double window_s = seconds_since(window_start);
@@ -223,6 +249,7 @@ TrainResult Trainer::run_loop(std::optional<std::int64_t> stop_after) {
   }
   const auto run = view();
   for (auto* o : observers) o->ending(run, interrupted);
+  report_bad_samples(progress.progress(), bad_total);
   progress.closing(view(), interrupted);
   result.steps = step_;
   result.interrupted = interrupted;

@@ -22,7 +22,9 @@
 #include "trident/report/plan_tables.h"
 #include "trident/process/blas.h"
 #include "trident/process/process.h"
+#include "trident/base/cache_dir.h"
 #include "trident/data/npy.h"
+#include "trident/data/streams.h"
 #include "trident/data/tokens.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/nn/graph_executor.h"
@@ -45,20 +47,49 @@ std::string fixed(double v, int digits) {
 
 
 // The dataset fields in `fields` (plus the labels, which give every rank the
-// dataset's size): a stage keeps only what it reads (docs/design.md, contract "The run keeps the plan").
-data::Splits load_data(const config::TrainConfig& c, const graph::OpGraph& g, std::set<std::string> fields) {
+// global batch's loss divisor): a stage keeps only what it reads
+// (docs/design.md, contract "The run keeps the plan"). Streamed data
+// (images, tar, token files) keeps only its index; .npy arrays are mapped.
+data::Sources load_data(const config::TrainConfig& c, const graph::OpGraph& g, std::set<std::string> fields) {
   fields.insert("label");
-  if (c.data.name == "fashion-mnist") return data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields);
-  if (c.data.name == "npy") return data::load_npy(c.data.train, c.data.test, fields);
-  if (c.data.name == "tokens") return data::load_tokens(g, c.data.train, c.data.test, fields);
+  const auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (c.data.name == "fashion-mnist")
+    return data::in_memory(data::load_fashion_mnist(c.data.path, c.data.train_size, c.data.test_size, fields));
+  if (c.data.name == "npy") return data::in_memory(data::map_npy(c.data.train, c.data.test, fields));
+  if (c.data.name == "tokens") {
+    if (ends_with(c.data.train, ".bin") || ends_with(c.data.test, ".bin"))
+      return {data::open_token_file(g, c.data.train), data::open_token_file(g, c.data.test)};
+    return data::in_memory(data::load_tokens(g, c.data.train, c.data.test, fields));
+  }
+  if (c.data.name == "images" || c.data.name == "tar") {
+    auto options = data::image_input(g);
+    options.seed = static_cast<std::uint64_t>(c.train.seed);
+    auto split = [&](const std::string& path, const std::string& list, bool training) {
+      auto o = options;
+      const auto text = list.empty() ? data::default_transforms(o.channels, o.height, o.width, training)
+                                     : nlohmann::json::parse(list);
+      o.transforms = images::parse_transforms(text, training ? "data.transforms" : "data.eval_transforms");
+      return data::open_images(c.data.name, path, o, cache_dir());
+    };
+    return {split(c.data.train, c.data.transforms, true), split(c.data.test, c.data.eval_transforms, false)};
+  }
   if (c.data.name == "graph")
-    return data::load_graph_dataset(c.model.graph.empty() ? "csbm" : c.model.graph, c.data.eval, fields,
-                                    c.model.graph_chunks);
+    return data::in_memory(data::load_graph_dataset(c.model.graph.empty() ? "csbm" : c.model.graph, c.data.eval,
+                                                    fields, c.model.graph_chunks));
   auto s = data::make_synthetic(g, c.data.train_size, c.data.test_size, c.train.seed);
   for (auto* split : {&s.train, &s.test})
     for (auto it = split->fields.begin(); it != split->fields.end();)
       it = fields.count(it->first) ? std::next(it) : split->fields.erase(it);
-  return s;
+  return data::in_memory(std::move(s));
+}
+
+// Decoding threads: data.workers, or half of this process's compute
+// threads (at least 1) for streamed data; none for data held in memory.
+int loader_workers(const config::TrainConfig& c, const data::Source& train, int threads) {
+  if (!train.streams()) return 0;
+  return c.data.workers ? static_cast<int>(c.data.workers) : std::max(1, threads / 2);
 }
 
 // Straggler injection for the staleness benchmark (bench/run_ssp.sh):
@@ -122,10 +153,17 @@ Trainer::Trainer(config::TrainConfig config, bool resume, std::ostream& out, std
     auto fields = stage_->fields();
     fields.insert("label");
     data_ = load_data(config_, graph, fields);
-    data_.train.check_fits(graph, fields);
+    data_.train->check_fits(graph, fields);
   });
-  sampler_ = std::make_unique<data::EpochSampler>(data_.train.size(), config_.train.mini_batch, config_.train.seed,
-                                                  !data_.train.in_order);
+  sampler_ = std::make_unique<data::EpochSampler>(data_.train->size(), config_.train.mini_batch, config_.train.seed,
+                                                  !data_.train->in_order());
+  data::LoaderOptions loading;
+  loading.workers = loader_workers(config_, *data_.train, threads_.threads);
+  loading.prefetch = static_cast<int>(config_.data.prefetch);
+  loading.skip_bad = config_.data.on_bad_sample == "skip";
+  loader_ = std::make_unique<data::Loader>(
+      data_.train, [this](std::int64_t step) { return sampler_->batch_indices(step); },
+      [this](std::int64_t step) { return sampler_->epoch_of(step); }, loading);
   total_steps_ = config_.train.steps ? config_.train.steps : config_.train.epochs * sampler_->steps_per_epoch();
   optimizer_ = optim::Optimizer::make(config_.optimizer);
   if (resume) {
@@ -182,14 +220,14 @@ void Trainer::check_memory_limit(int stage) const {
                       ErrorKind::kFailure, where());
 }
 
-Evaluation Trainer::evaluate(const data::Dataset& split) {
+Evaluation Trainer::evaluate(const data::Source& split) {
   if (sync_) sync_->flush();  // pending PS pulls: the replicas hold the same weights
   const std::int64_t n = split.size();
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
-    return placement_.batch(split.batch(torch::arange(begin, end, torch::kInt64), fields));
+    return placement_.batch(loader_->read(split, torch::arange(begin, end, torch::kInt64), fields, 0));
   };
   const auto r = stage_->evaluate(source, n);
-  const double divisor = nn::loss_divisor(loss_op_, split.fields.at("label"));
+  const double divisor = nn::loss_divisor(loss_op_, loader_->read(split, torch::arange(n), {"label"}, 0).at("label"));
   const auto total = sum_over_ranks({r.loss_sum, r.correct});
   return {total[0] / divisor, total[1] / divisor};
 }
@@ -288,7 +326,7 @@ std::string Trainer::banner() const {
   const auto model = config_.model.file.empty() ? config_.model.name + "/" + config_.model.preset
                                                  : config_.model.name + " (" + config_.model.file + ")";
   return "trident: training " + model + " on " + config_.data.name + " (" +
-         std::to_string(data_.train.size()) + " samples), " + std::to_string(total_steps_) + " steps of " +
+         std::to_string(data_.train->size()) + " samples), " + std::to_string(total_steps_) + " steps of " +
          std::to_string(config_.train.mini_batch) + ", " + config_.optimizer.name + " lr " +
          fixed(config_.optimizer.lr, 4) + precision_note() +
          ", " + std::to_string(threads_.threads) +
@@ -304,9 +342,10 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   const auto indices = sampler_->batch_indices(step_);
   // Every rank holds the labels (data load): the global batch's count of
   // samples or counted tokens (see Note [Token losses] in graph/op_graph.h).
-  const double divisor = nn::loss_divisor(loss_op_, data_.train.batch(indices, {"label"}).at("label"));
+  const double divisor =
+      nn::loss_divisor(loss_op_, loader_->read(*data_.train, indices, {"label"}, sampler_->epoch_of(step_)).at("label"));
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
-    return placement_.batch(data_.train.batch(indices.slice(0, begin, end), fields));
+    return placement_.batch(loader_->rows(step_, begin, end, fields));
   };
   const auto start = executor::now_us();
   const auto sent_before = stage_->bytes_sent();
@@ -318,8 +357,10 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   const auto stepped = sync_and_step(lr, trace);
   t.exposed_s = stepped.exposed_s, t.grad_norm = stepped.grad_norm;
   if (sync_) t.read_staleness = sync_->stats().read_staleness;
+  const auto bad = static_cast<double>(loader_->bad().size());
   std::vector<double> values{r.loss_sum / divisor, r.correct / divisor, stop_requested().load() ? 1.0 : 0.0,
-                             static_cast<double>(stage_->bytes_sent() - sent_before)};
+                             static_cast<double>(stage_->bytes_sent() - sent_before), bad - bad_reported_};
+  bad_reported_ = bad;
   const auto reads = local_chunk_reads();
   for (std::size_t i = 0; i < reads.size(); ++i) values.push_back(reads[i] - reads_before[i]);
   const auto global = sum_step(std::move(values));
@@ -329,7 +370,8 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
     throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global.loss) +
                         "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
   t.loss = global.loss, t.correct = global.correct, t.stop = global.stop, t.steps = global.steps;
-  t.p2p_bytes = global.p2p_bytes, t.chunk_reads = global.chunk_reads;
+  t.p2p_bytes = global.p2p_bytes, t.chunk_reads = global.chunk_reads, t.bad_samples = global.bad_samples;
+  t.data_wait_s = loader_->take_wait_s();
   return t;
 }
 
@@ -341,13 +383,16 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
 // step (see Note [Staleness] in sync/grad_sync.h). So with staleness s the sum
 // of step t is started asynchronously and read at step t + s (every rank at
 // the same step, so all stop together), and all are read at the last step.
+// The step's sums: loss, correct, stop, p2p bytes, bad samples; then the chunk reads.
+constexpr std::size_t kFixedSums = 5;
+
 Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
   const auto s = config_.parallel.staleness;
   StepTotals t;
   if (s == 0 || size_ == 1) {
     const auto v = sum_over_ranks(std::move(values));
-    t.loss = v[0], t.correct = v[1], t.stop = v[2] > 0, t.p2p_bytes = v[3];
-    t.chunk_reads.assign(v.begin() + 4, v.end());
+    t.loss = v[0], t.correct = v[1], t.stop = v[2] > 0, t.p2p_bytes = v[3], t.bad_samples = v[4];
+    t.chunk_reads.assign(v.begin() + kFixedSums, v.end());
     return t;
   }
   PendingSum p{step_, torch::tensor(values, torch::kFloat64), {}};
@@ -367,9 +412,9 @@ Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
                             ErrorKind::kFailure, where());
     }
     const auto* d = front.values.data_ptr<double>();
-    t.loss += d[0], t.correct += d[1], t.stop = t.stop || d[2] > 0, t.p2p_bytes += d[3], ++t.steps;
-    t.chunk_reads.resize(static_cast<std::size_t>(front.values.numel() - 4));
-    for (std::size_t i = 0; i < t.chunk_reads.size(); ++i) t.chunk_reads[i] += d[4 + i];
+    t.loss += d[0], t.correct += d[1], t.stop = t.stop || d[2] > 0, t.p2p_bytes += d[3], t.bad_samples += d[4], ++t.steps;
+    t.chunk_reads.resize(static_cast<std::size_t>(front.values.numel() - kFixedSums));
+    for (std::size_t i = 0; i < t.chunk_reads.size(); ++i) t.chunk_reads[i] += d[kFixedSums + i];
     pending_sums_.pop_front();
   }
   return t;
@@ -405,6 +450,15 @@ void Trainer::write_window(const WindowMetrics& w, double lr, double steps_per_s
     if (config_.parallel.staleness > 0) line["read_staleness"] = w.staleness / w.steps;  // See Note [Server copy]
   }
   if (config_.optimizer.clip_norm > 0) line["grad_norm"] = w.grad_norm / w.steps;  // the mean, before clipping
+  line["data_wait_s"] = w.data_wait / w.steps;  // rank 0's, per step (Note [Loader])
+  if (loader_->workers()) {
+    const auto samples = loader_->samples_read();
+    const double read_s = loader_->read_seconds();
+    if (read_s > window_read_s_)  // samples per second of one worker's time: the loader's rate per thread
+      line["data_samples_per_worker_s"] = (samples - window_samples_) / (read_s - window_read_s_);
+    window_samples_ = samples, window_read_s_ = read_s;
+  }
+  if (w.bad_samples > 0) line["bad_samples"] = w.bad_samples;
   if (plan_.stages.size() > 1 || plan_.stages.front().partition == "nodes")  // stage edges, or halo rows
     line["p2p_bytes_per_step"] = w.p2p_bytes / std::max<std::int64_t>(1, w.summed);
   if (!chunked_ops_.empty()) {  // See Note [Node chunks]: the share of neighbour reads one epoch stale, per layer

@@ -75,7 +75,7 @@ TEST(Trainer, LossFallsAndMetricsAreWritten) {
                         "optimizer: {name: adam, lr: 0.003}\nruns_dir: " + runs + "\n");
   std::ostringstream log;
   Trainer t(c, false, log);
-  auto before = t.evaluate(t.data().test);
+  auto before = t.evaluate(*t.data().test);
   EXPECT_NEAR(before.loss, std::log(8.0), 0.1);  // an untrained model is near uniform over 8 classes
   auto r = t.run();
   ASSERT_TRUE(r.test_accuracy.has_value());
@@ -402,20 +402,21 @@ TEST(Evaluation, PipelinedEqualsOneProcess) {
     auto sg = graph::whole_graph(g);
     const auto logits = g.op(g.loss()).inputs[0].producer;
     sg.outputs.push_back(logits);
-    const auto& test = one.data().test;
-    const auto out = nn::GraphExecutor(whole, sg).forward({}, test.fields);
+    const auto& test = *one.data().test;
+    const auto fields = test.read(torch::arange(test.size()), {}, 0);
+    const auto out = nn::GraphExecutor(whole, sg).forward({}, fields);
     expected.loss = out.at(g.loss()).item<double>() / static_cast<double>(test.size());
-    expected.accuracy = out.at(logits).argmax(1).eq(test.fields.at("label")).sum().item<double>() /
+    expected.accuracy = out.at(logits).argmax(1).eq(fields.at("label")).sum().item<double>() /
                         static_cast<double>(test.size());
   }
-  const auto single = one.evaluate(one.data().test);
+  const auto single = one.evaluate(*one.data().test);
   EXPECT_NEAR(single.loss, expected.loss, 1e-6);
   EXPECT_DOUBLE_EQ(single.accuracy, expected.accuracy);
   std::vector<Evaluation> got(4);
   const auto errors = on_ranks(4, [&](int r, comm::Group group) {
     std::ostringstream quiet;
     Trainer t(chain_config(runs, "four", 4, "graphpipe"), false, quiet, group);
-    got[r] = t.evaluate(t.data().test);  // 40 rows: two chunks of 16 and one of 8
+    got[r] = t.evaluate(*t.data().test);  // 40 rows: two chunks of 16 and one of 8
   });
   for (int r = 0; r < 4; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
   for (int r = 0; r < 4; ++r) {

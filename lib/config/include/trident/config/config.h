@@ -21,12 +21,20 @@ namespace trident::config {
 using ConfigError = ComponentError<struct ConfigErrorTag, ErrorKind::kBadInput>;
 
 struct DataConfig {
-  std::string name;  // fashion-mnist | synthetic | npy | graph (default: the model's)
+  std::string name;  // fashion-mnist | synthetic | npy | tokens | images | tar | graph (default: the model's)
   std::string path;  // fashion-mnist directory
-  std::string train, test;  // npy: directories of FIELD.npy
+  // npy: directories of FIELD.npy; tokens: token files; images: image
+  // folders; tar: shard patterns (docs/data.md)
+  std::string train, test;
   std::int64_t train_size = 0;  // synthetic: samples; fashion-mnist: limit (0 = all)
   std::int64_t test_size = 0;
   std::string eval = "test";  // graph: the mask evaluation reads (test | val)
+  // images, tar: the transform lists as JSON text (images/transforms.h);
+  // empty: the defaults for the model's input size (docs/data.md)
+  std::string transforms, eval_transforms;
+  std::int64_t workers = 0;   // decoding threads per process; 0: automatic
+  std::int64_t prefetch = 2;  // steps read ahead
+  std::string on_bad_sample = "error";  // error | skip
 };
 
 struct TrainLoopConfig {

@@ -27,6 +27,9 @@ struct NpyHeader {
 
 // Format versions 1-3, C order. Throws DataError naming `origin`.
 NpyHeader parse_npy_header(const std::string& bytes, const std::string& origin);
+// The same from the file's first bytes `head` (the header at least) and its
+// length: a mapped file's header is checked without reading its data.
+NpyHeader parse_npy_header(const std::string& head, std::uint64_t file_bytes, const std::string& origin);
 
 // An IDX file (the bytes, decompressed): big-endian magic, one 32-bit size
 // per dimension, then uint8 data. `dims` are the sizes expected after the

@@ -33,6 +33,8 @@ namespace trident::runtime {
 struct WindowMetrics {
   double loss = 0, correct = 0, exposed = 0, staleness = 0, grad_norm = 0;
   double p2p_bytes = 0;  // sent between pipeline stages by every rank, of the summed steps
+  double data_wait = 0;  // seconds rank 0 waited for its batches
+  double bad_samples = 0;  // replaced by data.on_bad_sample: skip, every rank's
   std::int64_t steps = 0, summed = 0;
   double mean_loss() const;
   double accuracy() const;  // the mean over the summed steps

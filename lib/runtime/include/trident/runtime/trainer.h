@@ -50,8 +50,9 @@
 #include "trident/base/error.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/config/config.h"
-#include "trident/data/dataset.h"
+#include "trident/data/loader.h"
 #include "trident/data/sampler.h"
+#include "trident/data/source.h"
 #include "trident/executor/stage_executor.h"
 #include "trident/executor/tensor_placement.h"
 #include "trident/executor/tied_params.h"
@@ -62,6 +63,10 @@
 #include "trident/process/process.h"
 #include "trident/runtime/observer.h"
 #include "trident/sync/grad_sync.h"
+
+namespace trident {
+class Progress;
+}
 
 namespace trident::runtime {
 
@@ -131,13 +136,15 @@ class Trainer {
   // total steps without a final checkpoint, as a crash would (for tests).
   TrainResult run(std::optional<std::int64_t> stop_after = std::nullopt);
   // Loss and accuracy over `split`, forward through the pipeline; every rank calls it.
-  Evaluation evaluate(const data::Dataset& split);
+  Evaluation evaluate(const data::Source& split);
 
   // This rank's parameters (its stage's; none when idle), by name.
   const sync::NamedParams& params() const { return stage_->params(); }
   const plan::Plan& plan() const { return plan_; }
   int stage() const { return stage_->stage(); }
-  const data::Splits& data() const { return data_; }
+  const data::Sources& data() const { return data_; }
+  // The loader of the training split (Note [Loader] in data/loader.h).
+  data::Loader& loader() { return *loader_; }
   const std::string& run_dir() const { return run_dir_; }
   std::int64_t total_steps() const { return total_steps_; }
   std::int64_t steps_done() const { return step_; }
@@ -219,6 +226,8 @@ class Trainer {
     double read_staleness = 0;  // this rank's (sync::SyncStats::read_staleness)
     double grad_norm = 0;       // the global gradient norm before clipping (with optimizer.clip_norm)
     double p2p_bytes = 0;       // sent between stages by every rank (of the summed steps)
+    double data_wait_s = 0;     // this rank's wait for its batch (Note [Loader] in data/loader.h)
+    double bad_samples = 0;     // samples newly replaced (data.on_bad_sample: skip), every rank's
     bool stop = false;
     std::int64_t steps = 1;
     std::vector<double> chunk_reads;  // per chunked aggregation: stale reads, all reads (every rank's)
@@ -232,6 +241,7 @@ class Trainer {
   StepTotals step(double lr, executor::TraceLog& trace);
   // See Note [Lagged step totals]
   StepTotals sum_step(std::vector<double> values);
+  void report_bad_samples(Progress& progress, double total);
   struct PendingSum {
     std::int64_t step = 0;
     torch::Tensor values;
@@ -265,8 +275,12 @@ class Trainer {
   graph::Op loss_op_;       // for each batch's divisor (nn::loss_divisor)
   std::unique_ptr<sync::GradSync> sync_;
   std::unique_ptr<executor::TiedSync> tied_;  // parameters read by several stages (see Note [Tied parameters])
-  data::Splits data_;
+  data::Sources data_;
   std::unique_ptr<data::EpochSampler> sampler_;
+  std::unique_ptr<data::Loader> loader_;
+  double bad_reported_ = 0;  // this rank's bad samples already summed
+  std::int64_t window_samples_ = 0;  // the loader's totals at the last metrics line
+  double window_read_s_ = 0;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::int64_t total_steps_ = 0, step_ = 0;
   double wall_offset_s_ = 0;  // wall time of the run before a resume
