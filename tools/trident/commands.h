@@ -31,6 +31,7 @@ Command add_calibrate_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
 Command add_diff_command(CLI::App& app);
 Command add_version_command(CLI::App& app);
+Command add_data_command(CLI::App& app);
 
 // --model (the zoo's names) and --preset, or --model-file (a user's model,
 // docs/own-model.md), for every command that builds a model

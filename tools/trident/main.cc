@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       cli::add_train_command(app),   cli::add_launch_command(app),    cli::add_graph_command(app),
       cli::add_profile_command(app), cli::add_calibrate_command(app), cli::add_report_command(app),
       cli::add_export_command(app),  cli::add_diff_command(app),      cli::add_plan_command(app),
-      cli::add_simulate_command(app), cli::add_version_command(app)};
+      cli::add_simulate_command(app), cli::add_version_command(app), cli::add_data_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -227,7 +227,7 @@ Evaluation Trainer::evaluate(const data::Source& split) {
     return placement_.batch(loader_->read(split, torch::arange(begin, end, torch::kInt64), fields, 0));
   };
   const auto r = stage_->evaluate(source, n);
-  const double divisor = nn::loss_divisor(loss_op_, loader_->read(split, torch::arange(n), {"label"}, 0).at("label"));
+  const double divisor = nn::loss_divisor(loss_op_, split.read(torch::arange(n), {"label"}, 0).at("label"));
   const auto total = sum_over_ranks({r.loss_sum, r.correct});
   return {total[0] / divisor, total[1] / divisor};
 }
@@ -343,7 +343,7 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   // Every rank holds the labels (data load): the global batch's count of
   // samples or counted tokens (see Note [Token losses] in graph/op_graph.h).
   const double divisor =
-      nn::loss_divisor(loss_op_, loader_->read(*data_.train, indices, {"label"}, sampler_->epoch_of(step_)).at("label"));
+      nn::loss_divisor(loss_op_, data_.train->read(indices, {"label"}, sampler_->epoch_of(step_)).at("label"));
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
     return placement_.batch(loader_->rows(step_, begin, end, fields));
   };

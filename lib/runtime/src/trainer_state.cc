@@ -156,6 +156,7 @@ void Trainer::save(double wall_s) {
                           {"preset", config_.model.preset},
                           {"config", config_.to_yaml()},
                           {"plan", plan_.to_json()},
+                          {"data", data_state()},
                           {"tensors", std::move(tensors)}};
   checkpoint::publish_checkpoint(run_dir_, step_, std::move(manifest), static_cast<int>(config_.checkpoint.keep));
 }
@@ -217,8 +218,42 @@ void Trainer::load(const std::string& run_dir) {
   }
   optimizer_->load_state(std::move(state));
   step_ = ck.step();
+  check_data_state(ck);
   if (leader()) show_plan_change(ck);
   wall_offset_s_ = ck.manifest().value("wall_s", 0.0);
+}
+
+// Note [Data in checkpoints]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Which samples a step reads is the sampler's pure function of (seed,
+// epoch, dataset size) and the step, and each sample's bytes a pure
+// function of (seed, epoch, sample id) (Note [Sources]); so the optimizer
+// step is the whole cursor, on any process count or plan. The manifest
+// records it (epoch, step in the epoch) with what it depends on — the
+// seed, the global batch, the training split's size and identity (its
+// index's hash) — and a resume refuses a dataset whose size or identity
+// changed, which would silently train on other batches.
+nlohmann::json Trainer::data_state() const {
+  char identity[32];
+  std::snprintf(identity, sizeof identity, "%016llx", static_cast<unsigned long long>(data_.train->identity()));
+  return {{"name", config_.data.name},
+          {"samples", data_.train->size()},
+          {"identity", identity},
+          {"seed", config_.train.seed},
+          {"mini_batch", config_.train.mini_batch},
+          {"epoch", step_ > 0 ? sampler_->epoch_of(step_) : 0},
+          {"step_in_epoch", step_ % sampler_->steps_per_epoch()}};
+}
+
+void Trainer::check_data_state(const checkpoint::CheckpointReader& ck) const {
+  if (!ck.manifest().contains("data")) return;  // written before the data path recorded it
+  const auto was = ck.manifest().at("data"), now = data_state();
+  for (const char* key : {"samples", "identity", "seed", "mini_batch"})
+    if (was.value(key, nlohmann::json()) != now.at(key))
+      throw TrainingError("--resume " + ck.path() + ": the training data's " + key + " was " + was.value(key, nlohmann::json()).dump() +
+                          " at the checkpoint and is " + now.at(key).dump() + " now (data.train = " + config_.data.train +
+                          "); resuming would train on other batches than the run began with — restore the data, or "
+                          "start a new run", ErrorKind::kBadInput);
 }
 
 // Every rank's peak resident memory beside its stage's planned memory

@@ -47,6 +47,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "trident/base/error.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/config/config.h"
@@ -242,6 +244,9 @@ class Trainer {
   // See Note [Lagged step totals]
   StepTotals sum_step(std::vector<double> values);
   void report_bad_samples(Progress& progress, double total);
+  // See Note [Data in checkpoints] (trainer_state.cc).
+  nlohmann::json data_state() const;
+  void check_data_state(const checkpoint::CheckpointReader& ck) const;
   struct PendingSum {
     std::int64_t step = 0;
     torch::Tensor values;
