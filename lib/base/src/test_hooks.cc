@@ -38,6 +38,11 @@ std::int64_t slow_step_ms() {
 }
 
 std::optional<RankValue> diagnose_delay_ms() { return parse_rank_value(std::getenv("TRIDENT_TEST_DIAGNOSE_DELAY")); }
+std::string sample_log_dir() {
+  const char* v = std::getenv("TRIDENT_TEST_SAMPLE_LOG");
+  return v ? v : "";
+}
+
 std::optional<RankValue> slot_down() { return parse_rank_value(std::getenv("TRIDENT_TEST_SLOT_DOWN")); }
 
 }  // namespace trident::test_hooks

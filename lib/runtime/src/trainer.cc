@@ -92,6 +92,15 @@ int loader_workers(const config::TrainConfig& c, const data::Source& train, int 
   return c.data.workers ? static_cast<int>(c.data.workers) : std::max(1, threads / 2);
 }
 
+// FNV-1a of the bytes of row `row` of `t`.
+std::uint64_t row_hash(const torch::Tensor& t, std::int64_t row) {
+  std::uint64_t h = 1469598103934665603ULL;
+  const auto r = t[row].contiguous();
+  const auto* p = static_cast<const unsigned char*>(r.data_ptr());
+  for (std::size_t i = 0; i < r.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
 // Straggler injection for the staleness benchmark (bench/run_ssp.sh):
 // TRIDENT_TEST_SLOW_STEP_MS=MS makes the rank whose number is the step's
 // modulo the world size sleep MS milliseconds in that step, so each step
@@ -157,6 +166,7 @@ Trainer::Trainer(config::TrainConfig config, bool resume, std::ostream& out, std
   });
   sampler_ = std::make_unique<data::EpochSampler>(data_.train->size(), config_.train.mini_batch, config_.train.seed,
                                                   !data_.train->in_order());
+  sample_log_ = test_hooks::sample_log_dir();  // See Note [Test hooks]
   data::LoaderOptions loading;
   loading.workers = loader_workers(config_, *data_.train, threads_.threads);
   loading.prefetch = static_cast<int>(config_.data.prefetch);
@@ -230,6 +240,16 @@ Evaluation Trainer::evaluate(const data::Source& split) {
   const double divisor = nn::loss_divisor(loss_op_, split.read(torch::arange(n), {"label"}, 0).at("label"));
   const auto total = sum_over_ranks({r.loss_sum, r.correct});
   return {total[0] / divisor, total[1] / divisor};
+}
+
+// See Note [Test hooks]: TRIDENT_TEST_SAMPLE_LOG, a line per sample given.
+void Trainer::log_samples(const torch::Tensor& ids, const data::Batch& batch) const {
+  std::string lines;
+  for (std::int64_t r = 0; r < ids.size(0); ++r)
+    for (const auto& [field, t] : batch)
+      lines += std::to_string(step_) + " " + std::to_string(ids[r].item<std::int64_t>()) + " " + field + " " +
+               std::to_string(row_hash(t, r)) + "\n";
+  std::ofstream(sample_log_ + "/samples.rank" + std::to_string(rank_) + ".txt", std::ios::app) << lines;
 }
 
 // The optimizer step for one parameter (or a PS block of it) at `lr`. By
@@ -345,7 +365,9 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   const double divisor =
       nn::loss_divisor(loss_op_, data_.train->read(indices, {"label"}, sampler_->epoch_of(step_)).at("label"));
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
-    return placement_.batch(loader_->rows(step_, begin, end, fields));
+    auto batch = loader_->rows(step_, begin, end, fields);
+    if (!sample_log_.empty()) log_samples(indices.slice(0, begin, end), batch);
+    return placement_.batch(std::move(batch));
   };
   const auto start = executor::now_us();
   const auto sent_before = stage_->bytes_sent();

@@ -13,12 +13,16 @@
 //   TRIDENT_TEST_SLOW_STEP_MS=MS      in step k, rank k mod P sleeps MS milliseconds
 //   TRIDENT_TEST_DIAGNOSE_DELAY=R:MS  rank R waits MS milliseconds before diagnosing a lost peer
 //   TRIDENT_TEST_SLOT_DOWN=S:K        the worker on slot S fails to start from restart K on
+//   TRIDENT_TEST_SAMPLE_LOG=DIR       each rank appends to DIR/samples.rank<R>.txt a line per
+//                                     field of a training sample it is given: the step, the
+//                                     sample id, the field and a hash of its bytes (data tests)
 // (TRIDENT_TEST_BLAS_STANDIN is read by the stand-in BLAS library of
 // tools/trident/test, which links nothing of trident's.) Torch-free.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace trident::test_hooks {
 
@@ -40,6 +44,7 @@ std::optional<RankStep> kill_in_shard();
 std::int64_t slow_step_ms();  // 0 when unset
 std::optional<RankValue> diagnose_delay_ms();
 std::optional<RankValue> slot_down();
+std::string sample_log_dir();  // "" when unset
 
 // The parsers behind them, for tests of their own.
 std::optional<RankStep> parse_rank_step(const char* text);

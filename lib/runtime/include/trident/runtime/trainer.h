@@ -283,6 +283,8 @@ class Trainer {
   data::Sources data_;
   std::unique_ptr<data::EpochSampler> sampler_;
   std::unique_ptr<data::Loader> loader_;
+  std::string sample_log_;  // TRIDENT_TEST_SAMPLE_LOG (Note [Test hooks])
+  void log_samples(const torch::Tensor& ids, const data::Batch& batch) const;
   double bad_reported_ = 0;  // this rank's bad samples already summed
   std::int64_t window_samples_ = 0;  // the loader's totals at the last metrics line
   double window_read_s_ = 0;
