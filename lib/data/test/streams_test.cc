@@ -77,6 +77,8 @@ TEST(Loader, OneTwoAndFourWorkersGiveTheBatchesOfReadingInOrder) {
     for (auto [b, e] : {std::pair<std::int64_t, std::int64_t>{0, 4}, {4, 8}})
       expected.push_back(source->read(sampler.batch_indices(s).slice(0, b, e), {"image", "label"}, sampler.epoch_of(s)));
   EXPECT_FALSE(torch::equal(expected[0].at("image"), source->read(sampler.batch_indices(0).slice(0, 0, 4), {"image"}, 1).at("image")));
+  // Bitwise: no arithmetic differs — each sample is decoded and transformed by
+  // the same code from the same bytes and key, whichever thread runs it.
   for (int workers : {0, 1, 2, 4}) {
     for (int prefetch : {1, 3}) {
       Loader loader(source, ids, epoch, {workers, prefetch, false});
@@ -109,6 +111,7 @@ TEST(Loader, ABadSampleStopsTheRunNamingItOrIsReplacedByTheNext) {
   Loader skipping(source, [&](std::int64_t) { return all; }, [](std::int64_t) { return std::int64_t{0}; }, {2, 2, true});
   const auto got = skipping.rows(0, 0, 12, {"image", "label"});
   const auto next = source->read(torch::tensor({std::int64_t{6}}), {"image", "label"}, 0);
+  // Bitwise: the same decode of the same file and key, in another thread.
   EXPECT_TRUE(torch::equal(got.at("image")[5], next.at("image")[0]));
   EXPECT_EQ(got.at("label")[5].item<std::int64_t>(), next.at("label")[0].item<std::int64_t>());
   ASSERT_EQ(skipping.bad().size(), 1u);
@@ -132,6 +135,7 @@ TEST(ImageSource, EvaluationTransformsAreDeterministicAndLabelsComeFromTheIndex)
   o.transforms = images::parse_transforms(default_transforms(3, 16, 16, false), "data.eval_transforms");
   auto source = open_images("images", image_folder(d, 9), o, (d.path / "cache").string());
   const auto a = source->read(torch::arange(9), {}, 0), b = source->read(torch::arange(9), {}, 3);
+  // Bitwise: one thread decodes the same bytes twice; only the (unused) epoch differs.
   EXPECT_TRUE(torch::equal(a.at("image"), b.at("image")));
   // Class by class: sample i of image_folder is in class i % 3, sorted by name within it.
   const auto labels = a.at("label");
@@ -166,6 +170,7 @@ TEST(TokenSource, SamplesAreWindowsOfTheStream) {
   put(std::int64_t{0}), put(std::int64_t{1}), put(std::int64_t{2});
   d.write("m.idx", idx);
   const auto mega = open_token_file(g, mbin);
+  // Bitwise: integers copied, no arithmetic.
   EXPECT_TRUE(torch::equal(mega->read(torch::arange(5), {}, 0).at("label"), nano->read(torch::arange(5), {}, 0).at("label")));
   ids[77] = 64;  // one id past the vocabulary
   const auto bad = d.write("bad.bin", std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 2));
@@ -199,6 +204,7 @@ TEST(MapNpy, MappedArraysEqualArraysReadWhole) {
   const auto mapped = map_npy(dir("train"), dir("test"), {"x", "label"});
   const auto whole = load_npy(dir("train"), dir("test"), {"x", "label"});
   const auto ids = torch::tensor({std::int64_t{4}, std::int64_t{1}});
+  // Bitwise: a copy of the same bytes, mapped or read.
   EXPECT_TRUE(torch::equal(mapped.train.batch(ids).at("x"), whole.train.batch(ids).at("x")));
   EXPECT_TRUE(torch::equal(mapped.test.batch(ids).at("label"), whole.test.batch(ids).at("label")));
   EXPECT_EQ(mapped.train.num_classes, 3);

@@ -26,6 +26,7 @@
 #include "trident/data/npy.h"
 #include "trident/data/streams.h"
 #include "trident/data/tokens.h"
+#include "trident/images/transforms.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/nn/graph_executor.h"
 #include "trident/nn/node_chunks.h"

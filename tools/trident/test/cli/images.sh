@@ -125,7 +125,10 @@ import sys, numpy as np
 w = sys.argv[1]
 rng = np.random.default_rng(0)
 start, step = rng.integers(0, 64, 300), rng.integers(1, 6, 300)
-(((start[:, None] + step[:, None] * np.arange(33)) % 64).astype(np.uint16)).tofile(w + "/tokens.bin")
+stream = ((start[:, None] + step[:, None] * np.arange(33)) % 64).astype(np.uint16).ravel()
+stream.tofile(w + "/tokens.bin")
+n = (len(stream) - 1) // 32  # Note [Token streams]: sample i is ids [32 i, 32 i + 33)
+np.save(w + "/windows.npy", np.stack([stream[32 * i:32 * i + 33] for i in range(n)]).astype(np.int64))
 bad = np.arange(100, dtype=np.uint16); bad[50] = 64; bad.tofile(w + "/bad.bin")
 np.arange(40, dtype=np.int32).tofile(w + "/m.bin")
 idx = b"MMIDIDX\x00\x00" + np.uint64(1).tobytes() + np.uint8(4).tobytes() + np.uint64(1).tobytes() + np.uint64(2).tobytes()
@@ -135,6 +138,11 @@ PYEOF
 tok=(--config /dev/null --set model.name=gpt --set data.name=tokens --set train.mini_batch=16 --set train.threads=1)
 out=$("$bin" train "${tok[@]}" --set data.train="$work/tokens.bin" --set data.test="$work/tokens.bin" --set train.steps=5 \
       --set runs_dir="$work/runs" --set name=tokens 2>&1) && passes=$((passes+1)) || { echo "FAIL token-bin: $out"; fails=$((fails+1)); }
+# The .bin's windows written as an .npy [N, 33] train to the same weights.
+# Bitwise: one process, one thread, the same ops on the same int64 ids.
+"$bin" train "${tok[@]}" --set data.train="$work/windows.npy" --set data.test="$work/windows.npy" --set train.steps=5 \
+  --set runs_dir="$work/runs" --set name=windows > /dev/null 2>&1
+same_weights token-bin-equals-npy "$work/runs/tokens" "$work/runs/windows" --rtol 0 --atol 0
 check token-past-vocabulary 2 "token id 64 at position 50" -- train "${tok[@]}" --set data.train="$work/bad.bin" --set data.test="$work/tokens.bin"
 check idx-disagrees 2 "disagrees with its .bin" -- train "${tok[@]}" --set data.train="$work/m.bin" --set data.test="$work/tokens.bin"
 finish
