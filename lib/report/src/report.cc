@@ -112,6 +112,16 @@ Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>
   }
   for (const auto& m : metrics)
     if (m.contains("test_accuracy")) s.test_accuracy = m["test_accuracy"].get<double>();
+  double wait = 0, rate = 0;
+  int waits = 0, rates = 0;
+  for (const auto& m : metrics) {
+    if (m.contains("data_wait_s") && m["data_wait_s"].is_number()) wait += m["data_wait_s"].get<double>(), ++waits;
+    if (m.contains("data_samples_per_worker_s") && m["data_samples_per_worker_s"].is_number())
+      rate += m["data_samples_per_worker_s"].get<double>(), ++rates;
+    if (m.contains("bad_samples") && m["bad_samples"].is_number()) s.bad_samples += m["bad_samples"].get<double>();
+  }
+  if (waits) s.data_wait_s = wait / waits;
+  if (rates) s.data_samples_per_worker_s = rate / rates;
   const nlohmann::json* memory = nullptr;  // the last memory line
   for (const auto& m : metrics)
     if (m.contains("memory")) memory = &m["memory"];
@@ -147,6 +157,15 @@ std::string summary_text(const Summary& s) {
   row("samples/s", fmt("%.1f", s.samples_per_s), pred(s.predicted_samples_per_s, "%.1f", 1));
   row("bubble", fmt("%.1f%%", 100 * s.bubble_fraction), pred(s.predicted_bubble_fraction, "%.1f%%", 100));
   row("exposed comm / rank", fmt("%.2f ms", s.exposed_comm_s * 1e3), "-");
+  if (s.data_wait_s) {
+    row("data wait / step", fmt("%.2f ms", *s.data_wait_s * 1e3), "-");
+    if (*s.data_wait_s > 0.1 * s.iteration_s)
+      o << "  the loader bounds the step: rank 0 waited " << fmt("%.0f%%", 100 * *s.data_wait_s / s.iteration_s)
+        << " of an iteration for its batch; raise data.workers or lower the decode cost (docs/data.md)\n";
+  }
+  if (s.data_samples_per_worker_s)
+    o << "  loader: " << fmt("%.0f", *s.data_samples_per_worker_s) << " samples/s per worker thread\n";
+  if (s.bad_samples > 0) o << "  bad samples replaced: " << fmt("%.0f", s.bad_samples) << "\n";
   if (s.test_accuracy) o << "  test accuracy " << fmt("%.2f%%", 100 * *s.test_accuracy) << "\n";
   if (!s.memory.empty()) {
     // On GPUs the plan's bytes live on the device: its peak is the measure.

@@ -44,6 +44,26 @@ TEST(Report, SummaryMeasuresIterationBubbleAndExposedCommunication) {
   EXPECT_NE(text.find("35.0%"), std::string::npos) << text;
 }
 
+// The loader's figures (docs/data.md): the mean wait per step over the
+// windows, its rate, replaced samples; a wait above a tenth of the
+// iteration says the loader bounds the step.
+TEST(Report, DataWaitAndTheLoaderThatBoundsTheStep) {
+  const std::vector<nlohmann::json> metrics{
+      {{"step", 1}, {"loss", 1.0}, {"data_wait_s", 0.0001}, {"data_samples_per_worker_s", 900.0}},
+      {{"step", 2}, {"loss", 1.0}, {"data_wait_s", 0.0003}, {"data_samples_per_worker_s", 1100.0}, {"bad_samples", 2}}};
+  const auto s = summarize(two_rank_trace(), metrics);
+  EXPECT_DOUBLE_EQ(*s.data_wait_s, 0.0002);
+  EXPECT_DOUBLE_EQ(*s.data_samples_per_worker_s, 1000.0);
+  EXPECT_DOUBLE_EQ(s.bad_samples, 2);
+  auto text = summary_text(s);
+  EXPECT_NE(text.find("0.20 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("the loader bounds the step: rank 0 waited 20%"), std::string::npos) << text;
+  EXPECT_NE(text.find("bad samples replaced: 2"), std::string::npos) << text;
+  const auto quiet = summarize(two_rank_trace(), {{{"step", 1}, {"data_wait_s", 0.00005}}});
+  EXPECT_EQ(summary_text(quiet).find("bounds the step"), std::string::npos);
+  EXPECT_FALSE(summarize(two_rank_trace(), {}).data_wait_s);
+}
+
 // Measured memory per stage: the largest peak of its replicas, beside the
 // plan's; only the last memory line counts.
 TEST(Report, MemoryPerStageFromTheLastMemoryLine) {

@@ -48,6 +48,10 @@ struct Summary {
   std::optional<double> predicted_iteration_s, predicted_samples_per_s, predicted_bubble_fraction;
   std::optional<double> test_accuracy;
   std::vector<StageMemory> memory;  // by stage; empty when the run recorded none
+  // The loader (docs/data.md): rank 0's mean wait for its batch per step,
+  // the samples one worker decodes per second, samples replaced as bad.
+  std::optional<double> data_wait_s, data_samples_per_worker_s;
+  double bad_samples = 0;
 };
 
 Summary summarize(const nlohmann::json& trace, const std::vector<nlohmann::json>& metrics);
