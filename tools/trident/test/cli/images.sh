@@ -76,6 +76,10 @@ run pipe --set model.name=inception --set train.steps=6 --set train.eval=false -
   --set parallel.partitioner=graphpipe --set parallel.micro_batch=8
 grep -q "graphpipe plan of" "$work/pipe.out" && passes=$((passes+1)) || { echo "FAIL pipeline-plan: $(head -2 "$work/pipe.out")"; fails=$((fails+1)); }
 same_samples pipeline-same-samples one pipe
+# Every stage's rows of a step are the same samples: the images the first stage read, the labels the loss stage read.
+ids_of() { cat "$work/log-pipe"/samples.rank*.txt | grep " $1 " | cut -d' ' -f1,2 | sort; }
+if [ -n "$(ids_of label)" ] && cmp -s <(ids_of image) <(ids_of label); then passes=$((passes+1))
+else echo "FAIL pipeline-stages-read-one-batch: $(diff <(ids_of image) <(ids_of label) | head -3)"; fails=$((fails+1)); fi
 same_weights pipeline-equals-one "$work/runs/one" "$work/runs/pipe" --rtol 1e-4 --atol 1e-5
 # Exact resume: 4 steps, then a resume to 10, sees the samples of the uninterrupted run, and its weights.
 # Bitwise: one process, one thread, the same ops in the same order; a resume reads back exact fp32 weights.
