@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: SECONDS = '$seconds'; allowed: a whole number ≥ 1" >&2; exit 2; }
 shift || true
-all=(config plan model cluster profile manifest npy idx graph)
+all=(config plan model cluster profile manifest npy idx graph tar token_index sample_index image)
 targets=("${@:-${all[@]}}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz.sh: TARGET = '$t'; allowed: ${all[*]}" >&2; exit 2; }

@@ -81,8 +81,24 @@ Batch MemorySource::read(const torch::Tensor& ids, const std::set<std::string>& 
 }
 
 void MemorySource::check_fits(const graph::OpGraph& graph, const std::set<std::string>& only) const {
-  d_.check_fits(graph, only);
+  Source::check_fits(graph, only);
+  const auto& loss = graph.op(graph.loss());
+  if (!graph::OpGraph::classifies(loss.kind)) return;
+  const auto classes = loss.inputs[0].expected.shape.back();
+  const auto& name = d_.name;
+  // A negative label is only ever the loss's ignore_index (Note [Token losses]).
+  const auto label = d_.fields.find("label");
+  if (label == d_.fields.end() || label->second.scalar_type() != torch::kInt64 || !label->second.numel()) return;
+  const auto ignore = loss.attrs.value("ignore_index", graph::OpGraph::kIgnoreIndex);
+  const auto bad = label->second.lt(0).logical_and(label->second.ne(ignore));
+  if (bad.any().item<bool>())
+    throw DataError("data.name = " + name + ": field 'label' holds class id " +
+                    std::to_string(label->second.masked_select(bad)[0].item<std::int64_t>()) + "; model '" +
+                    graph.name() + "' takes ids from 0 to " + std::to_string(classes - 1) + ", or " +
+                    std::to_string(ignore) + " (its loss's ignore_index) for a position that counts for nothing");
 }
+
+
 
 Sources in_memory(Splits s) {
   return {std::make_shared<MemorySource>(std::move(s.train)), std::make_shared<MemorySource>(std::move(s.test))};
