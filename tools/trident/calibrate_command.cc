@@ -8,6 +8,7 @@
 #include "launch.h"
 #include "trident/base/files.h"
 #include "trident/cost/cluster.h"
+#include "trident/images/loader_rate.h"
 #include "trident/measure/calibrate.h"
 #include "trident/zoo/zoo.h"
 
@@ -49,6 +50,11 @@ int run_calibrate(const CalibrateArgs& a) {
   if (auto dir = std::filesystem::path(path).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
   write_file_atomic(path, cluster.to_json().dump(1) + "\n");
   std::cout << "wrote " << path << (a.out.empty() ? " (parallel.cluster: auto reads it)" : "") << "\n";
+  // The image loader's rate per thread (docs/data.md): `trident plan` sets it beside a plan's samples/s.
+  const double rate = images::measure_loader_rate();
+  images::write_loader_rate(rate);
+  std::cout << "image loader: " << static_cast<long>(rate) << " JPEGs/s per decoding thread (500x375 to a 224 random "
+            << "crop); wrote " << images::loader_rate_path() << "\n";
   return 0;
 }
 

@@ -2,12 +2,15 @@
 // config keys `trident train` reads (see Note [Config to request]).
 #include "commands.h"
 
+#include <cmath>
+
 #include <iostream>
 
 #include "plans.h"
 #include "trident/base/files.h"
 #include "trident/base/text.h"
 #include "trident/config/plan_request.h"
+#include "trident/images/loader_rate.h"
 #include "trident/cost/cluster.h"
 #include "trident/planner/planner.h"
 #include "trident/report/plan_tables.h"
@@ -55,6 +58,18 @@ config::TrainConfig plan_config(const PlanArgs& a) {
   return c;
 }
 
+// What an image dataset would ask of the loader (docs/data.md): the plan's
+// samples/s over this machine's decode rate per thread (trident calibrate).
+std::string loader_note(double samples_per_s, double rate, int processes) {
+  const int threads = static_cast<int>(std::ceil(samples_per_s / rate));
+  const int each = (threads + processes - 1) / processes;
+  return "image data: this machine decodes " + format_number("%.0f", rate) + " JPEGs/s per thread (trident calibrate); " +
+         format_number("%.1f", samples_per_s) + " samples/s takes " + std::to_string(threads) + " decoding thread" +
+         (threads == 1 ? "" : "s") + " (data.workers >= " + std::to_string(each) + " on each of " +
+         std::to_string(processes) + " process" + (processes == 1 ? "" : "es") +
+         "), or the loader, not the model, bounds the step";
+}
+
 int run_plan(PlanArgs a) {
   const auto g = model_graph(a.model);
   const auto cluster = cost::load_cluster(a.cluster);
@@ -69,6 +84,8 @@ int run_plan(PlanArgs a) {
   auto p = planner.make();
   if (!cluster.note.empty()) std::cout << "cluster " << cluster.name << ": " << cluster.note << "\n";
   std::cout << report::stage_table(planner, p) << "\n" << report::sync_table(planner, p, a.sync_rows);
+  if (const auto rate = images::read_loader_rate(); rate && p.predicted.samples_per_s > 0)
+    std::cout << loader_note(p.predicted.samples_per_s, *rate, a.devices) << "\n";
   if (!a.out.empty()) {
     write_file_atomic(a.out, p.to_json().dump(1) + "\n");
     std::cout << "wrote " << a.out << "\n";

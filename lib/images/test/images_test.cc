@@ -2,10 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
 #include "trident/images/decode.h"
+#include "trident/images/loader_rate.h"
 #include "trident/images/transforms.h"
 
 namespace trident::images {
@@ -224,6 +228,27 @@ TEST(Transforms, TheSameKeyGivesTheSameBytesAndTheEpochChangesThem) {
   } catch (const DecodeError& err) {
     EXPECT_NE(std::string(err.what()).find("model takes 32x32"), std::string::npos) << err.what();
   }
+}
+
+}  // namespace
+}  // namespace trident::images
+
+namespace trident::images {
+namespace {
+
+TEST(LoaderRate, MeasuredWrittenAndReadBack) {
+  const auto dir = std::filesystem::temp_directory_path() / ("trident-loader-rate-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ::setenv("TRIDENT_CACHE_DIR", dir.c_str(), 1);
+  EXPECT_FALSE(read_loader_rate());
+  const double rate = measure_loader_rate(10);
+  EXPECT_GT(rate, 0);
+  write_loader_rate(rate);
+  ASSERT_TRUE(read_loader_rate());
+  EXPECT_DOUBLE_EQ(*read_loader_rate(), rate);
+  std::ofstream(loader_rate_path()) << "{\"images_per_s_per_thread\": -1}";
+  EXPECT_FALSE(read_loader_rate());  // not a rate: as if never measured
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -100,6 +100,17 @@ same_samples elastic-4-2-3-same-samples w1 el
 # `trident data inspect` sees what training sees.
 out=$("$bin" data inspect "$work/shards/train-{000..003}.tar" 2>&1)
 printf '%s' "$out" | grep -q "^samples: 480" && passes=$((passes+1)) || { echo "FAIL inspect: $out"; fails=$((fails+1)); }
+# `trident plan` sets this machine's calibrated decode rate (here a stand-in: 500 JPEGs/s per thread) beside
+# the plan's samples/s: the decoding threads it takes, rounded up.
+mkdir -p "$work/lrc"; echo '{"images_per_s_per_thread": 500}' > "$work/lrc/loader-$(hostname).json"
+out=$(TRIDENT_CACHE_DIR="$work/lrc" "$bin" plan --model inception --cluster cpu-local --devices 2 --mini-batch 256 2>&1)
+note=$(printf '%s\n' "$out" | grep "^image data: this machine decodes 500 JPEGs/s per thread")
+if [ -n "$note" ] && python3 - "$note" <<'PYEOF'
+import math, re, sys
+rate, threads = re.search(r"; ([0-9.]+) samples/s takes ([0-9]+) decoding", sys.argv[1]).groups()
+sys.exit(0 if int(threads) == math.ceil(float(rate) / 500) else 1)
+PYEOF
+then passes=$((passes+1)); else echo "FAIL plan-loader-note: $note"; fails=$((fails+1)); fi
 # Bad data: one line, exit 2, naming the file (and the sample, when found while training).
 cp -r "$work/train" "$work/bad"
 victim=$(ls "$work/bad/c3/"*.jpg | head -1)
