@@ -256,6 +256,42 @@ def check(name, binary):
     return failures, layouts[0] != layouts[1]
 
 
+def check_token_file(binary):
+    """nanoGPT from a token file (a .bin of uint16 ids, docs/data.md: sample i is ids [12 i, 12 i + 13)), full
+    batches, on one process and a 2-stage pipeline: PyTorch's per-token losses on the same windows."""
+    build, inputs, classes, ranges, micro = MODELS["nano_gpt"]
+    positions = inputs["ids"][0][0]
+    work = tempfile.mkdtemp(prefix="own-model-tokens-")
+    torch.manual_seed(0)
+    module = build()
+    trident_export.export(module, inputs, "label", "cross_entropy", os.path.join(work, "model"), "nano_gpt")
+    init = torch.load(os.path.join(work, "model", "init.pt"))
+    init.pop("__format__")
+    stream = torch.randint(0, ranges["ids"], (SAMPLES * positions + 1,), generator=torch.Generator().manual_seed(3))
+    stream.numpy().astype(np.uint16).tofile(os.path.join(work, "tokens.bin"))
+    windows = torch.stack([stream[i * positions:(i + 1) * positions + 1] for i in range(SAMPLES)])
+    data = {"ids": windows[:, :-1].contiguous(), "label": windows[:, 1:].contiguous()}
+    write_config(work, SAMPLES, micro, LR, "test")
+    with open(os.path.join(work, "config.yaml")) as f:
+        text = f.read().replace("name: npy, train: %s/train, test: %s/test" % (work, work),
+                                "name: tokens, train: %s/tokens.bin, test: %s/tokens.bin" % (work, work))
+    with open(os.path.join(work, "config.yaml"), "w") as f:
+        f.write(text)
+    ref_losses, _, _ = reference(build_from(build, init), data, STEPS, "cross_entropy")
+    failures = []
+    pipeline = ("--nproc", "2", "--set", "parallel.devices=2", "--set", "parallel.partitioner=pipedream", "--set",
+                "parallel.max_replicas=1", "--set", "parallel.cluster=" + PRESETS[0], "--set", "parallel.micro_batch=16")
+    for run, extra in (("one", ()), ("pipeline", pipeline)):
+        losses, _ = train(binary, work, run, STEPS, extra)
+        if not (len(losses) == STEPS and np.allclose(losses, ref_losses, rtol=1e-4, atol=1e-4)):
+            failures.append("token file, %s: losses %s, PyTorch %s" % (run, np.round(losses, 5), np.round(ref_losses, 5)))
+    if len(plan_layout(work, "pipeline")) < 2:
+        failures.append("token file: the pipeline check ran one stage")
+    if not failures:
+        shutil.rmtree(work)
+    return failures
+
+
 BAD_MODELS = """
 import torch
 from torch import nn
@@ -370,6 +406,10 @@ def main():
     names = sys.argv[2:] or list(MODELS)
     failures = check_errors(binary)
     print("errors: %s" % ("ok" if not failures else "FAILED"))
+    if "nano_gpt" in names:
+        mine = check_token_file(binary)
+        print("nano_gpt from a token file: %s" % ("ok" if not mine else "FAILED"))
+        failures += mine
     differ = []
     for name in names:
         mine, plans_differ = check(name, binary)
