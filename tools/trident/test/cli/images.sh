@@ -130,6 +130,12 @@ check empty-shard 2 "the archive is empty" -- train "${img[@]}" --set data.name=
 "$py" -c "import tarfile, io, sys
 t = tarfile.open(sys.argv[1], 'w'); i = tarfile.TarInfo('k.jpg'); i.size = 3; t.addfile(i, io.BytesIO(b'abc')); t.close()" "$work/shards/nolabel.tar"
 check shard-without-label 2 "sample 'k' has an image but no label" -- train "${img[@]}" --set data.name=tar --set data.train="$work/shards/nolabel.tar"
+"$py" -c "import tarfile, io, sys
+t = tarfile.open(sys.argv[1], 'w')
+for name, data in (('k.png', open(sys.argv[2], 'rb').read()), ('k.cls', b'12')):
+    i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))
+t.close()" "$work/shards/class12.tar" "$(ls "$work/train/c0/"*.png | head -1)"
+check label-outside-classes 2 "has 13 classes but model 'cnn' predicts 10" -- train "${img[@]}" --set data.name=tar --set data.train="$work/shards/class12.tar" --set data.test="$work/shards/class12.tar"
 check bad-transform 2 "data.transforms[0] = rotate: unknown transform" -- train "${img[@]}" --set 'data.transforms=[rotate]'
 # Resuming on other data would train other batches: refused.
 rm "$(ls "$work/train/c0/"* | head -1)"
