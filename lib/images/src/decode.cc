@@ -168,6 +168,12 @@ Header read_header(const std::uint8_t* bytes, std::size_t size, const std::strin
   if (h.width <= 0 || h.height <= 0 || h.width > 65535 || h.height > 65535)
     throw DecodeError(origin + ": image size " + std::to_string(h.width) + "x" + std::to_string(h.height) +
                       " is outside 1..65535");
+  // PIL's decompression-bomb limit (Image.MAX_IMAGE_PIXELS): a header may
+  // promise more pixels than any training image has, to exhaust memory.
+  constexpr long kMostPixels = 178956970;
+  if (static_cast<long>(h.width) * h.height > kMostPixels)
+    throw DecodeError(origin + ": image size " + std::to_string(h.width) + "x" + std::to_string(h.height) + " is over " +
+                      std::to_string(kMostPixels) + " pixels (PIL's limit for a decompression bomb)");
   return h;
 }
 

@@ -102,6 +102,19 @@ TEST(Decode, BrokenFilesAreDecodeErrorsNamingTheFile) {
   }
 }
 
+TEST(Decode, AHeaderPromisingTooManyPixelsIsRefusedBeforeDecoding) {
+  std::string png("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16);
+  for (std::uint32_t side : {20000u, 20000u})  // 400 million pixels
+    for (int s = 24; s >= 0; s -= 8) png += static_cast<char>((side >> s) & 0xff);
+  try {
+    read_header(data(png), png.size(), "bomb.png");
+    ADD_FAILURE() << "a 20000x20000 header was taken";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("bomb.png: image size 20000x20000 is over 178956970 pixels"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Transforms, ReadsTheListsUsersWrite) {
   const auto t = parse_transforms(nlohmann::json::parse(R"([{"random_resized_crop": {"size": 224, "scale": [0.2, 1]}},
       "horizontal_flip", {"normalize": "imagenet"}])"), "data.transforms");

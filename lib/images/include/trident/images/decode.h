@@ -33,7 +33,8 @@ struct Header {
   int height = 0, width = 0;
 };
 
-// The format (by its magic bytes) and size, from the header alone.
+// The format (by its magic bytes) and size, from the header alone; an
+// image over 178956970 pixels (PIL's decompression-bomb limit) is refused.
 Header read_header(const std::uint8_t* bytes, std::size_t size, const std::string& origin);
 
 // A rectangle of the image, in its own pixels.
