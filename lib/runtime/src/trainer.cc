@@ -335,6 +335,14 @@ std::string Trainer::precision_note() const {
   return ", " + config_.train.precision;
 }
 
+// The banner's word on a streamed dataset's loader: its threads and steps ahead.
+std::string Trainer::loader_note() const {
+  const int w = loader_->workers();
+  if (!w) return "";
+  return ", " + std::to_string(w) + (w == 1 ? " decoding thread" : " decoding threads") + " (data.workers), " +
+         std::to_string(config_.data.prefetch) + " steps ahead";
+}
+
 // The first line of a run: what trains, on what, where.
 std::string Trainer::banner() const {
   std::string layout;
@@ -347,7 +355,7 @@ std::string Trainer::banner() const {
   const auto model = config_.model.file.empty() ? config_.model.name + "/" + config_.model.preset
                                                  : config_.model.name + " (" + config_.model.file + ")";
   return "trident: training " + model + " on " + config_.data.name + " (" +
-         std::to_string(data_.train->size()) + " samples), " + std::to_string(total_steps_) + " steps of " +
+         std::to_string(data_.train->size()) + " samples" + loader_note() + "), " + std::to_string(total_steps_) + " steps of " +
          std::to_string(config_.train.mini_batch) + ", " + config_.optimizer.name + " lr " +
          fixed(config_.optimizer.lr, 4) + precision_note() +
          ", " + std::to_string(threads_.threads) +

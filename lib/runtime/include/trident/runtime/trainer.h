@@ -244,6 +244,7 @@ class Trainer {
   // See Note [Lagged step totals]
   StepTotals sum_step(std::vector<double> values);
   void report_bad_samples(Progress& progress, double total);
+  std::string loader_note() const;
   // See Note [Data in checkpoints] (trainer_state.cc).
   nlohmann::json data_state() const;
   void check_data_state(const checkpoint::CheckpointReader& ck) const;
