@@ -6,13 +6,6 @@
 namespace trident::images {
 namespace {
 
-std::uint64_t splitmix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 // Python's round(): halves to even (the default rounding mode).
 int round_even(double v) { return static_cast<int>(std::nearbyint(v)); }
 
@@ -90,20 +83,6 @@ Taps taps(int in, double start, double length, int out) {
 }
 
 }  // namespace
-
-KeyedRandom::KeyedRandom(std::uint64_t seed, std::int64_t epoch, std::int64_t id)
-    : state_(splitmix(splitmix(splitmix(seed) ^ static_cast<std::uint64_t>(epoch)) ^ static_cast<std::uint64_t>(id))) {}
-
-std::uint64_t KeyedRandom::next() {
-  state_ += 0x9E3779B97F4A7C15ULL;
-  return splitmix(state_);
-}
-
-double KeyedRandom::uniform(double lo, double hi) { return lo + (hi - lo) * (next() >> 11) * 0x1.0p-53; }
-
-std::int64_t KeyedRandom::below(std::int64_t n) {
-  return static_cast<std::int64_t>((next() >> 11) * 0x1.0p-53 * static_cast<double>(n));
-}
 
 Transforms parse_transforms(const nlohmann::json& list, const std::string& key) {
   if (!list.is_array()) throw TransformError(key + " = " + list.dump() + ": a list, e.g. [random_resized_crop: 224, horizontal_flip, normalize: imagenet]");
@@ -251,7 +230,7 @@ void apply(const Transforms& t, const std::uint8_t* bytes, std::size_t size, con
   using G = Transforms::Geometry;
   const auto header = read_header(bytes, size, origin);
   const int H = header.height, W = header.width;
-  KeyedRandom random(key.seed, key.epoch, key.id);
+  KeyedRandom random({key.seed, static_cast<std::uint64_t>(key.epoch), static_cast<std::uint64_t>(key.id)});
   Region region{0, 0, H, W};                             // what the decoder reads
   double top = 0, left = 0, box_h = H, box_w = W;        // what is resized, in the image's pixels
   int out_h = H, out_w = W;

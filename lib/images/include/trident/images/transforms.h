@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trident/base/keyed_random.h"
 #include "trident/images/decode.h"
 
 namespace trident::images {
@@ -25,18 +26,8 @@ using TransformError = ComponentError<struct TransformErrorTag, ErrorKind::kBadI
 // never by a thread, worker, rank, stage or plan. So the same global batch
 // holds the same bytes whatever decodes it, and a resumed run repeats the
 // uninterrupted one's augmentation. Uniform draws take the top 53 bits
-// (no library distribution, whose algorithm differs between standard
-// libraries).
-class KeyedRandom {
- public:
-  KeyedRandom(std::uint64_t seed, std::int64_t epoch, std::int64_t id);
-  std::uint64_t next();
-  double uniform(double lo, double hi);  // [lo, hi)
-  std::int64_t below(std::int64_t n);    // [0, n), n >= 1
-
- private:
-  std::uint64_t state_;
-};
+// (base/keyed_random.h).
+using trident::KeyedRandom;  // keyed by {seed, epoch, sample id}
 
 // The transforms torchvision users know, with its semantics:
 //   random_resized_crop: {size: S or [H, W], scale: [0.08, 1], ratio: [3/4, 4/3]}

@@ -1,0 +1,109 @@
+#include "trident/gnn/sampling.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "trident/base/keyed_random.h"
+
+namespace trident::gnn {
+
+Csr in_neighbours(const GraphData& g) {
+  Csr c;
+  c.offsets.assign(static_cast<std::size_t>(g.nodes) + 1, 0);
+  for (auto d : g.dst) ++c.offsets[static_cast<std::size_t>(d) + 1];
+  for (std::size_t v = 0; v < static_cast<std::size_t>(g.nodes); ++v) c.offsets[v + 1] += c.offsets[v];
+  c.neighbours.resize(g.src.size());
+  std::vector<std::int64_t> at(c.offsets.begin(), c.offsets.end() - 1);
+  for (std::size_t e = 0; e < g.src.size(); ++e) c.neighbours[static_cast<std::size_t>(at[g.dst[e]]++)] = g.src[e];
+  return c;
+}
+
+std::vector<std::int64_t> sample_neighbours(const Csr& csr, std::int64_t v, int layer, const SampleOptions& o) {
+  const auto* first = csr.neighbours.data() + csr.offsets[v];
+  const std::int64_t d = csr.degree(v), k = o.fanouts.at(static_cast<std::size_t>(layer));
+  if (k < 0 || (!o.replace && d <= k)) return {first, first + d};
+  if (d == 0) return {};
+  KeyedRandom random({o.seed, static_cast<std::uint64_t>(o.epoch), static_cast<std::uint64_t>(layer),
+                      static_cast<std::uint64_t>(v)});
+  std::vector<std::int64_t> out;
+  if (o.replace) {
+    for (std::int64_t i = 0; i < k; ++i) out.push_back(first[random.below(d)]);
+    return out;
+  }
+  // Floyd: k distinct positions of [0, d), each subset equally likely.
+  std::vector<std::int64_t> picked;
+  for (std::int64_t j = d - k; j < d; ++j) {
+    const auto t = random.below(j + 1);
+    picked.push_back(std::find(picked.begin(), picked.end(), t) == picked.end() ? t : j);
+  }
+  std::sort(picked.begin(), picked.end());
+  for (auto p : picked) out.push_back(first[p]);
+  return out;
+}
+
+std::vector<float> Block::mean_weights() const {
+  std::vector<std::int64_t> count(dst.size(), 0);
+  for (auto d : edge_dst) ++count[static_cast<std::size_t>(d)];
+  std::vector<float> w;
+  for (auto d : edge_dst) w.push_back(1.0f / static_cast<float>(count[static_cast<std::size_t>(d)]));
+  return w;
+}
+
+std::uint64_t SampledBatch::hash() const {
+  std::uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](const std::vector<std::int64_t>& v) {
+    for (auto x : v)
+      for (int b = 0; b < 8; ++b) h = (h ^ ((static_cast<std::uint64_t>(x) >> (8 * b)) & 0xff)) * 1099511628211ULL;
+    h = (h ^ 0xff) * 1099511628211ULL;  // a separator: [1][2] differs from [1, 2]
+  };
+  mix(seeds);
+  for (const auto& b : blocks) mix(b.dst), mix(b.src), mix(b.edge_dst), mix(b.edge_src);
+  return h;
+}
+
+SampledBatch sample_blocks(const Csr& csr, const std::vector<std::int64_t>& seeds, const SampleOptions& o) {
+  if (o.fanouts.empty()) throw GraphDataError("model.fanouts: empty; give one fan-out per layer, e.g. [15, 10, 5]");
+  for (std::size_t l = 0; l < o.fanouts.size(); ++l)
+    if (o.fanouts[l] == 0 || o.fanouts[l] < -1)
+      throw GraphDataError("model.fanouts[" + std::to_string(l) + "] = " + std::to_string(o.fanouts[l]) +
+                           ": a fan-out is at least 1, or -1 for every neighbour");
+  for (auto s : seeds)
+    if (s < 0 || s >= csr.nodes())
+      throw GraphDataError("seed node " + std::to_string(s) + " is outside the graph's " + std::to_string(csr.nodes()) +
+                           " nodes");
+  SampledBatch batch;
+  batch.seeds = seeds;
+  batch.blocks.resize(o.fanouts.size());
+  std::vector<std::int64_t> frontier = seeds;
+  for (int layer = static_cast<int>(o.fanouts.size()) - 1; layer >= 0; --layer) {
+    // Each destination's sample is its own pure function: threads split them.
+    std::vector<std::vector<std::int64_t>> sampled(frontier.size());
+    const int threads = std::max(1, std::min<int>(o.threads, static_cast<int>(frontier.size())));
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        for (std::size_t i = static_cast<std::size_t>(t); i < frontier.size(); i += static_cast<std::size_t>(threads))
+          sampled[i] = sample_neighbours(csr, frontier[i], layer, o);
+      });
+    for (auto& th : pool) th.join();
+    auto& b = batch.blocks[static_cast<std::size_t>(layer)];
+    b.dst = frontier;
+    b.src = frontier;
+    std::unordered_map<std::int64_t, std::int64_t> local;
+    for (std::size_t i = 0; i < frontier.size(); ++i) local.emplace(frontier[i], static_cast<std::int64_t>(i));
+    for (std::size_t i = 0; i < frontier.size(); ++i)
+      for (auto u : sampled[i]) {
+        auto [it, added] = local.emplace(u, static_cast<std::int64_t>(b.src.size()));
+        if (added) b.src.push_back(u);
+        b.edge_dst.push_back(static_cast<std::int64_t>(i));
+        b.edge_src.push_back(it->second);
+      }
+    frontier = b.src;
+  }
+  return batch;
+}
+
+}  // namespace trident::gnn
