@@ -11,6 +11,7 @@
 
 #include "trident/base/text.h"
 #include "trident/gnn/graph_data.h"
+#include "trident/gnn/rmat.h"
 
 namespace trident::gnn {
 namespace {
@@ -74,6 +75,14 @@ void check(const CsbmOptions& o) {
         "0 or more, with train + val + test at most the nodes");
 }
 
+// Both directions of every (smaller, larger) edge, sorted by (target, source).
+void add_both_directions(GraphData& g, const std::set<std::pair<std::int64_t, std::int64_t>>& edges) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> directed;  // (target, source)
+  for (const auto& [a, b] : edges) directed.push_back({a, b}), directed.push_back({b, a});
+  std::sort(directed.begin(), directed.end());
+  for (const auto& [t, s] : directed) g.dst.push_back(t), g.src.push_back(s);
+}
+
 void make_edges(GraphData& g, const CsbmOptions& o, Random& rnd) {
   std::vector<std::vector<std::int64_t>> members(static_cast<std::size_t>(o.classes));
   for (std::int64_t i = 0; i < g.nodes; ++i) members[static_cast<std::size_t>(g.labels[i])].push_back(i);
@@ -91,10 +100,24 @@ void make_edges(GraphData& g, const CsbmOptions& o, Random& rnd) {
     }
     if (u != v) edges.insert({std::min(u, v), std::max(u, v)});
   }
-  std::vector<std::pair<std::int64_t, std::int64_t>> directed;  // (target, source)
-  for (const auto& [a, b] : edges) directed.push_back({a, b}), directed.push_back({b, a});
-  std::sort(directed.begin(), directed.end());
-  for (const auto& [t, s] : directed) g.dst.push_back(t), g.src.push_back(s);
+  add_both_directions(g, edges);
+}
+
+// See gnn/rmat.h: Graph500's quadrant probabilities, level by level.
+void make_rmat_edges(GraphData& g, const CsbmOptions& o, Random& rnd) {
+  int scale = 0;
+  while ((std::int64_t{1} << scale) < g.nodes) ++scale;
+  const auto wanted = static_cast<std::size_t>(std::llround(static_cast<double>(g.nodes) * o.degree / 2));
+  std::set<std::pair<std::int64_t, std::int64_t>> edges;  // (smaller, larger)
+  for (std::size_t tries = 0; edges.size() < wanted && tries < 50 * wanted; ++tries) {
+    std::int64_t u = 0, v = 0;
+    for (int level = 0; level < scale; ++level) {
+      const double r = rnd.uniform();  // a 0.57, b 0.19 (right), c 0.19 (down), d 0.05 (both)
+      u = 2 * u + (r >= 0.76), v = 2 * v + ((r >= 0.57 && r < 0.76) || r >= 0.95);
+    }
+    if (u < g.nodes && v < g.nodes && u != v) edges.insert({std::min(u, v), std::max(u, v)});
+  }
+  add_both_directions(g, edges);
 }
 
 void make_masks(GraphData& g, const CsbmOptions& o, Random& rnd) {
@@ -159,21 +182,26 @@ CsbmOptions parse_csbm(const std::string& source) {
   return o;
 }
 
-GraphData generate_csbm(const CsbmOptions& o, bool with_features) {
+namespace {
+
+// The block model's labels, class means, masks and features around the
+// edges `rmat` chooses (the block model's, or R-MAT's).
+GraphData generate(const CsbmOptions& o, bool with_features, bool rmat) {
   check(o);
   Random rnd(static_cast<std::uint64_t>(o.seed));
   GraphData g;
-  g.name = "csbm";
+  g.name = rmat ? "rmat" : "csbm";
   g.nodes = o.nodes, g.features = o.features, g.classes = o.classes;
   g.labels.resize(static_cast<std::size_t>(o.nodes));
   for (std::int64_t i = 0; i < o.nodes; ++i) g.labels[static_cast<std::size_t>(i)] = i % o.classes;
   rnd.shuffle(g.labels);
-  if (o.ordered) std::sort(g.labels.begin(), g.labels.end());  // communities in node order
+  if (o.ordered || rmat) std::sort(g.labels.begin(), g.labels.end());  // communities in node order
   // Class means first and features last, so a run without features draws
   // the same graph and masks.
   std::vector<double> means(static_cast<std::size_t>(o.classes * o.features));
   for (auto& m : means) m = rnd.normal();
-  make_edges(g, o, rnd);
+  if (rmat) make_rmat_edges(g, o, rnd);
+  else make_edges(g, o, rnd);
   make_masks(g, o, rnd);
   if (with_features) {
     Random noise(static_cast<std::uint64_t>(o.seed) ^ 0x5eed5eed5eedull);
@@ -185,6 +213,23 @@ GraphData generate_csbm(const CsbmOptions& o, bool with_features) {
             noise.normal());
   }
   return g;
+}
+
+}  // namespace
+
+GraphData generate_csbm(const CsbmOptions& o, bool with_features) { return generate(o, with_features, false); }
+
+GraphData generate_rmat(const CsbmOptions& o, bool with_features) { return generate(o, with_features, true); }
+
+CsbmOptions parse_rmat(const std::string& source) {
+  if (source != "rmat" && source.rfind("rmat:", 0) != 0) throw GraphDataError("graph " + source + ": not rmat[:key=value,...]");
+  try {
+    return parse_csbm("csbm" + source.substr(4));
+  } catch (const GraphDataError& e) {
+    std::string m = e.what();
+    if (const auto at = m.find("graph csbm:"); at != std::string::npos) m.replace(at, 11, "graph rmat:");
+    throw GraphDataError(m);
+  }
 }
 
 }  // namespace trident::gnn

@@ -9,6 +9,7 @@
 #include "trident/base/json.h"
 #include "trident/formats/file_headers.h"
 #include "trident/gnn/graph_data.h"
+#include "trident/gnn/rmat.h"
 
 namespace trident::gnn {
 namespace {
@@ -209,6 +210,8 @@ GraphData load_graph(const std::string& source, bool with_features) {
   }
   if (source.rfind("csbm", 0) == 0 && !std::filesystem::exists(source))
     return generate_csbm(parse_csbm(source), with_features);
+  if (source.rfind("rmat", 0) == 0 && !std::filesystem::exists(source))
+    return generate_rmat(parse_rmat(source), with_features);
   return read_graph_dir(source, with_features);
 }
 
