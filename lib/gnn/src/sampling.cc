@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <string>
 #include <thread>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "trident/base/keyed_random.h"
 
@@ -78,6 +76,7 @@ SampledBatch sample_blocks(const Csr& csr, const std::vector<std::int64_t>& seed
   batch.seeds = seeds;
   batch.blocks.resize(o.fanouts.size());
   std::vector<std::int64_t> frontier = seeds;
+  std::vector<std::int64_t> local(static_cast<std::size_t>(csr.nodes()), -1);
   for (int layer = static_cast<int>(o.fanouts.size()) - 1; layer >= 0; --layer) {
     // Each destination's sample is its own pure function: threads split them.
     std::vector<std::vector<std::int64_t>> sampled(frontier.size());
@@ -92,15 +91,21 @@ SampledBatch sample_blocks(const Csr& csr, const std::vector<std::int64_t>& seed
     auto& b = batch.blocks[static_cast<std::size_t>(layer)];
     b.dst = frontier;
     b.src = frontier;
-    std::unordered_map<std::int64_t, std::int64_t> local;
-    for (std::size_t i = 0; i < frontier.size(); ++i) local.emplace(frontier[i], static_cast<std::int64_t>(i));
+    // Local numbers by first appearance, in an array over the graph's
+    // nodes (-1: not yet numbered), reset after the block.
+    for (std::size_t i = 0; i < frontier.size(); ++i)
+      if (local[static_cast<std::size_t>(frontier[i])] < 0) local[static_cast<std::size_t>(frontier[i])] = static_cast<std::int64_t>(i);
+    std::size_t edges = 0;
+    for (const auto& s : sampled) edges += s.size();
+    b.edge_dst.reserve(edges), b.edge_src.reserve(edges);
     for (std::size_t i = 0; i < frontier.size(); ++i)
       for (auto u : sampled[i]) {
-        auto [it, added] = local.emplace(u, static_cast<std::int64_t>(b.src.size()));
-        if (added) b.src.push_back(u);
+        auto& at = local[static_cast<std::size_t>(u)];
+        if (at < 0) at = static_cast<std::int64_t>(b.src.size()), b.src.push_back(u);
         b.edge_dst.push_back(static_cast<std::int64_t>(i));
-        b.edge_src.push_back(it->second);
+        b.edge_src.push_back(at);
       }
+    for (auto v : b.src) local[static_cast<std::size_t>(v)] = -1;
     frontier = b.src;
   }
   return batch;
