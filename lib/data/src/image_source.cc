@@ -40,18 +40,6 @@ class ImageSource final : public Source {
     }
   }
 
-  std::vector<std::string> describe() const override {
-    auto lines = Source::describe();
-    lines.insert(lines.begin(), "kind: " + index_.kind + " (" + index_.root + ")");
-    lines.push_back("files: " + std::to_string(index_.files.size()) + ", encoded bytes: " + std::to_string(index_.bytes()));
-    if (index_.skipped) lines.push_back("skipped: " + std::to_string(index_.skipped) + (index_.kind == "tar" ? " members" : " files") +
-                                        " that are no sample's image or label");
-    char id[32];
-    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(identity_));
-    lines.push_back("index identity: " + std::string(id));
-    return lines;
-  }
-
  private:
   formats::SampleIndex index_;
   ImageOptions o_;

@@ -1,6 +1,5 @@
 #include "trident/data/source.h"
 
-#include "trident/base/text.h"
 #include "trident/tensor/spec.h"
 
 namespace trident::data {
@@ -25,13 +24,6 @@ Batch Source::read(const torch::Tensor& ids, const std::set<std::string>& only, 
     read_sample(id[i], epoch, rows);
   }
   return b;
-}
-
-std::vector<std::string> Source::describe() const {
-  std::vector<std::string> lines{"samples: " + std::to_string(size()),
-                                 "classes: " + std::to_string(num_classes())};
-  for (const auto& [field, spec] : specs()) lines.push_back("field " + field + ": " + graph::to_string(spec) + " per sample");
-  return lines;
 }
 
 void Source::check_fits(const graph::OpGraph& graph, const std::set<std::string>& only) const {

@@ -2,7 +2,6 @@
 #include <cstring>
 
 #include "mapped_file.h"
-#include "trident/base/json.h"
 #include "trident/data/streams.h"
 #include "trident/data/tokens.h"
 #include "trident/formats/token_files.h"
@@ -36,14 +35,6 @@ class TokenSource final : public Source {
       const std::uint64_t from = first + (field == "label" ? 1 : 0);
       for (std::int64_t k = 0; k < T_; ++k) out[k] = token(from + static_cast<std::uint64_t>(k));
     }
-  }
-
-  std::vector<std::string> describe() const override {
-    auto lines = Source::describe();
-    lines.insert(lines.begin(), "kind: token file " + file_.bin + " (" + std::to_string(file_.tokens) + " ids of " +
-                                    std::to_string(file_.item_bytes) + " bytes" +
-                                    (file_.documents ? ", " + std::to_string(file_.documents) + " documents)" : ")"));
-    return lines;
   }
 
  private:
@@ -89,14 +80,9 @@ class TokenSource final : public Source {
 }  // namespace
 
 std::shared_ptr<const Source> open_token_file(const graph::OpGraph& graph, const std::string& path) {
-  const auto ids = token_field(graph);
-  const auto& loss = graph.op(graph.loss());
-  const auto positions = loss.inputs.at(1).expected.shape.at(0);
-  std::int64_t range = 0;
-  for (const auto& op : graph.ops())
-    if (op.is_input() && op.attrs.value("field", op.name) == ids) range = value_checked(op.attrs, "range", std::int64_t{0});
-  return std::make_shared<TokenSource>(formats::open_token_file(path), ids, positions, range,
-                                       loss.inputs.at(0).expected.shape.back());
+  const auto input = token_input(graph);
+  return std::make_shared<TokenSource>(formats::open_token_file(path), input.field, input.positions, input.range,
+                                       graph.op(graph.loss()).inputs.at(0).expected.shape.back());
 }
 
 }  // namespace trident::data

@@ -21,14 +21,20 @@ std::string token_field(const graph::OpGraph& graph) {
                   graph::to_string(labels) + " with a range (the token ids)");
 }
 
+TokenInput token_input(const graph::OpGraph& graph) {
+  TokenInput t;
+  t.field = token_field(graph);
+  t.positions = graph.op(graph.loss()).inputs.at(1).expected.shape.at(0);
+  for (const auto& op : graph.ops())
+    if (op.is_input() && op.attrs.value("field", op.name) == t.field)
+      t.range = value_checked(op.attrs, "range", std::int64_t{0});
+  return t;
+}
+
 namespace {
 
 Dataset load_split(const graph::OpGraph& graph, const std::string& file, const std::set<std::string>& fields) {
-  const auto ids = token_field(graph);
-  const auto positions = graph.op(graph.loss()).inputs.at(1).expected.shape.at(0);
-  std::int64_t range = 0;
-  for (const auto& op : graph.ops())
-    if (op.is_input() && op.attrs.value("field", op.name) == ids) range = value_checked(op.attrs, "range", std::int64_t{0});
+  const auto [ids, positions, range] = token_input(graph);
   const auto rows = read_npy(file);
   if (rows.scalar_type() != torch::kInt64 || rows.dim() != 2 || rows.size(1) != positions + 1)
     throw DataError(file + ": holds " + c10::str(rows.scalar_type()) + " " + c10::str(rows.sizes()) +

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "trident/base/files.h"
+#include "trident/base/hash.h"
 #include "trident/formats/tar.h"
 
 namespace trident::formats {
@@ -268,9 +269,7 @@ SampleIndex parse_index(const std::string& text, const std::string& origin) {
 }
 
 std::uint64_t index_identity(const SampleIndex& index) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : write_index(index)) h = (h ^ c) * 1099511628211ULL;
-  return h;
+  return fnv1a(write_index(index));
 }
 
 bool index_current(const SampleIndex& index) {
@@ -283,8 +282,7 @@ SampleIndex load_index(const std::string& kind, const std::string& path, const s
                        bool* rescanned) {
   std::error_code ec;
   const auto key = kind == "images" ? fs::absolute(path, ec).lexically_normal().string() : path;
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : kind + "\n" + key) h = (h ^ c) * 1099511628211ULL;
+  const std::uint64_t h = fnv1a(kind + "\n" + key);
   char name[32];
   std::snprintf(name, sizeof name, "%016llx.txt", static_cast<unsigned long long>(h));
   const auto file = cache_dir + "/index/" + name;

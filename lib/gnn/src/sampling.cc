@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "trident/base/keyed_random.h"
+#include "trident/base/hash.h"
 
 namespace trident::gnn {
 
@@ -51,11 +52,11 @@ std::vector<float> Block::mean_weights() const {
 }
 
 std::uint64_t SampledBatch::hash() const {
-  std::uint64_t h = 1469598103934665603ULL;
+  std::uint64_t h = kFnvOffset;
   auto mix = [&](const std::vector<std::int64_t>& v) {
-    for (auto x : v)
-      for (int b = 0; b < 8; ++b) h = (h ^ ((static_cast<std::uint64_t>(x) >> (8 * b)) & 0xff)) * 1099511628211ULL;
-    h = (h ^ 0xff) * 1099511628211ULL;  // a separator: [1][2] differs from [1, 2]
+    h = fnv1a(v.data(), v.size() * sizeof(std::int64_t), h);
+    const unsigned char separator = 0xff;  // [1][2] differs from [1, 2]
+    h = fnv1a(&separator, 1, h);
   };
   mix(seeds);
   for (const auto& b : blocks) mix(b.dst), mix(b.src), mix(b.edge_dst), mix(b.edge_src);

@@ -87,7 +87,6 @@ Taps taps(int in, double start, double length, int out) {
 Transforms parse_transforms(const nlohmann::json& list, const std::string& key) {
   if (!list.is_array()) throw TransformError(key + " = " + list.dump() + ": a list, e.g. [random_resized_crop: 224, horizontal_flip, normalize: imagenet]");
   Transforms t;
-  t.source = list;
   std::vector<std::string> geometry;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const auto where = key + "[" + std::to_string(i) + "]";
@@ -164,8 +163,6 @@ Transforms parse_transforms(const nlohmann::json& list, const std::string& key) 
   if (t.geometry == G::kResize) t.out_height = t.resize_height, t.out_width = t.resize_width;
   return t;
 }
-
-nlohmann::json Transforms::to_json() const { return source; }
 
 Region random_resized_crop(int height, int width, const Transforms& t, KeyedRandom& random) {
   const double area = static_cast<double>(height) * width;

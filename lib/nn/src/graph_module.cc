@@ -9,6 +9,7 @@
 #include "precision_casts.h"
 #include "trident/base/json.h"
 #include "trident/base/files.h"
+#include "trident/base/hash.h"
 #include "trident/nn/node_chunks.h"
 #include "trident/nn/node_parts.h"
 #include "trident/nn/random.h"
@@ -421,8 +422,7 @@ void GraphModule::set_precision(graph::Precision precision) {
 
 // See Note [Initial weights] in graph_module.h.
 std::uint64_t parameter_seed(std::uint64_t seed, const std::string& name) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a of the name
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  std::uint64_t h = fnv1a(name);
   std::uint64_t z = h + seed * 0x9e3779b97f4a7c15ull;  // then a splitmix64 finaliser with the seed
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

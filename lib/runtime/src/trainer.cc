@@ -17,6 +17,7 @@
 
 #include "trident/base/test_hooks.h"
 #include "trident/base/files.h"
+#include "trident/base/hash.h"
 #include "trident/base/text.h"
 #include "trident/sync/grad_sync.h"
 #include "trident/report/plan_tables.h"
@@ -95,11 +96,8 @@ int loader_workers(const config::TrainConfig& c, const data::Source& train, int 
 
 // FNV-1a of the bytes of row `row` of `t`.
 std::uint64_t row_hash(const torch::Tensor& t, std::int64_t row) {
-  std::uint64_t h = 1469598103934665603ULL;
   const auto r = t[row].contiguous();
-  const auto* p = static_cast<const unsigned char*>(r.data_ptr());
-  for (std::size_t i = 0; i < r.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
+  return fnv1a(r.data_ptr(), r.nbytes());
 }
 
 // Straggler injection for the staleness benchmark (bench/run_ssp.sh):

@@ -72,7 +72,6 @@ class Loader {
   std::int64_t samples_read() const;
   double read_seconds() const;
   std::vector<BadSample> bad() const;
-  const Source& source() const { return *source_; }
   int workers() const { return static_cast<int>(threads_.size()); }
 
  private:

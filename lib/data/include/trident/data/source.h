@@ -54,8 +54,6 @@ class Source {
   // A hash of what the samples are (the index, the files' sizes): a
   // checkpoint records it and a resumed run must find the same. 0: unknown.
   virtual std::uint64_t identity() const { return 0; }
-  // Lines for `trident data inspect`: samples, classes, fields, bytes.
-  virtual std::vector<std::string> describe() const;
   // Every input op of `graph` whose field is in `only` (all when empty)
   // has a field of its spec, and labels fit the loss; throws DataError.
   virtual void check_fits(const graph::OpGraph& graph, const std::set<std::string>& only = {}) const;
@@ -82,7 +80,6 @@ class MemorySource final : public Source {
   Batch read(const torch::Tensor& ids, const std::set<std::string>& only, std::int64_t epoch) const override;
   // Dataset::check_fits: also every label against the loss's classes.
   void check_fits(const graph::OpGraph& graph, const std::set<std::string>& only = {}) const override;
-  const Dataset& dataset() const { return d_; }
 
  private:
   Dataset d_;

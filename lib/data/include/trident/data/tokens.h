@@ -6,6 +6,7 @@
 // labels' shape ([T]; gpt's `ids`). Each split is held in memory whole.
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -18,6 +19,14 @@ namespace trident::data {
 // labels' shape, other than `label`. Throws DataError naming the model when
 // it has none (its loss is not a per-token cross_entropy, or no input fits).
 std::string token_field(const graph::OpGraph& graph);
+
+// The ids input of `graph`: its field, positions T and id range (the
+// vocabulary). Throws as token_field does.
+struct TokenInput {
+  std::string field;
+  std::int64_t positions = 0, range = 0;
+};
+TokenInput token_input(const graph::OpGraph& graph);
 
 // Both splits, with the fields of `fields` that are the ids' or `label`.
 // Throws DataError naming the file for an array that is not int64 [N, T+1]

@@ -53,9 +53,6 @@ struct Transforms {
   double flip_p = 0;
   std::vector<double> mean, std;  // empty: pixels / 255
   bool random() const { return geometry == Geometry::kRandomResizedCrop || flip_p > 0; }
-  // The list back as JSON (the config writes it).
-  nlohmann::json to_json() const;
-  nlohmann::json source = nlohmann::json::array();
 };
 
 // Reads a list; `key` names it in errors ("data.transforms").

@@ -145,8 +145,6 @@ class Trainer {
   const plan::Plan& plan() const { return plan_; }
   int stage() const { return stage_->stage(); }
   const data::Sources& data() const { return data_; }
-  // The loader of the training split (Note [Loader] in data/loader.h).
-  data::Loader& loader() { return *loader_; }
   const std::string& run_dir() const { return run_dir_; }
   std::int64_t total_steps() const { return total_steps_; }
   std::int64_t steps_done() const { return step_; }
