@@ -169,6 +169,26 @@ void check_graph_chunks(const Reader& r, const YAML::Node& root, const TrainConf
                std::to_string(k) + ") pipelines chunks through layer stages: use graphpipe or a plan file");
 }
 
+// Sampled training (Note [Sampled blocks] in nn/sampled_blocks.h): one
+// fan-out per layer, data parallel, not with GNNPipe's chunks.
+void check_fanouts(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
+  if (c.model.fanouts.empty()) return;
+  const int layers = zoo::sampled_layers(c.model.name);
+  const auto& node = root["model"]["fanouts"];
+  if (!layers)
+    r.fail("model.fanouts", node, "sampled training is built for gcn2, sageN and gat2; '" + c.model.name +
+                                      "' trains on the whole graph (remove model.fanouts)");
+  if (static_cast<int>(c.model.fanouts.size()) != layers)
+    r.fail("model.fanouts", node, "one fan-out per layer: '" + c.model.name + "' has " + std::to_string(layers) +
+                                      " layers, so " + std::to_string(layers) + " fan-outs, the input layer first");
+  if (c.model.graph_chunks > 1)
+    r.fail("model.graph_chunks", root["model"]["graph_chunks"],
+           "GNNPipe's chunks and sampled mini-batches (model.fanouts) do not combine: set one");
+  if (c.parallel.partitioner != "dp")
+    r.fail("parallel.partitioner", root["parallel"]["partitioner"] ? root["parallel"]["partitioner"] : YAML::Node(c.parallel.partitioner),
+           "sampled training (model.fanouts) runs data parallel over seed nodes: `dp`");
+}
+
 // The dataset exists, has the fields the model reads, and fits in memory.
 void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
   const bool gnn = zoo::is_gnn_model(c.model.name) && c.model.file.empty();
@@ -181,6 +201,7 @@ void check_data(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
   if (c.model.graph_chunks > 1 && !gnn)
     r.fail("model.graph_chunks", root["model"]["graph_chunks"],
            "GNNPipe mode chunks a graph's nodes: it applies to the zoo's graph neural networks, not '" + c.model.name + "'");
+  check_fanouts(r, root, c);
   const auto graph = build_model_graph(r, root, c);
   if (gnn) return check_graph_chunks(r, root, c);
   if (fashion(c)) {

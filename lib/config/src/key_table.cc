@@ -92,6 +92,45 @@ Key model_file_key() {
   return k;
 }
 
+// model.fanouts: a list ([15, 10, 5]) or its text ("15,10,5"), one fan-out
+// per layer (input layer first), each >= 1 or -1 (every neighbour).
+Key fanouts_key() {
+  Key k{"model.fanouts", "none: full-graph training",
+        "graph neural networks (gcn2, sageN, gat2): sampled mini-batch training with this many sampled "
+        "neighbours per layer, the input layer first, -1 for every neighbour; one per layer (docs/gnn.md)"};
+  k.read = [](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
+    const auto& node = sec["fanouts"];
+    if (!node || node.IsNull()) return;
+    std::vector<std::string> items;
+    if (node.IsSequence()) {
+      for (const auto& v : node) {
+        if (!v.IsScalar()) r.fail("model.fanouts", node, "a list of integers, each >= 1 or -1");
+        items.push_back(v.Scalar());
+      }
+    } else if (node.IsScalar()) {
+      std::string item;
+      for (char ch : node.Scalar() + ",")
+        if (ch == ',') items.push_back(item), item.clear();
+        else if (ch != ' ') item += ch;
+    }
+    if (items.empty()) r.fail("model.fanouts", node, "a list of integers, each >= 1 or -1, one per layer");
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      std::int64_t v = 0;
+      if (!YAML::convert<std::int64_t>::decode(YAML::Node(items[i]), v) || v == 0 || v < -1 || v > (1 << 30))
+        r.fail("model.fanouts", node, "fan-out " + std::to_string(i) + " is '" + items[i] +
+                                          "': each is an integer >= 1, or -1 for every neighbour");
+      c.model.fanouts.push_back(static_cast<int>(v));
+    }
+  };
+  k.write = [](YAML::Emitter& e, const TrainConfig& c) {
+    if (c.model.fanouts.empty()) return;
+    e << YAML::Flow << YAML::BeginSeq;
+    for (int v : c.model.fanouts) e << v;
+    e << YAML::EndSeq;
+  };
+  return k;
+}
+
 // The model, and the run's name and directory (which default from it).
 std::vector<Key> model_keys() {
   std::vector<Key> k;
@@ -121,6 +160,12 @@ std::vector<Key> model_keys() {
                       "micro-batches, reading neighbours in other chunks up to one epoch stale — not equal to one "
                       "process (docs/gnn.md)",
                       {nullptr, "0"}, true));
+  k.push_back(fanouts_key());
+  k.push_back(bool_key("model.sample_replace", [](TrainConfig& c) -> auto& { return c.model.sample_replace; },
+                       "with `model.fanouts`: sample neighbours with replacement (`true`) or without"));
+  k.push_back(int_key("model.hidden", [](TrainConfig& c) -> auto& { return c.model.hidden; }, bound(0), bound(1 << 20),
+                      "graph neural networks: the hidden width (GAT: per head); 0: the preset's (16 tiny, 64 paper; "
+                      "GAT 8)", {nullptr, "0"}, true));
   k.push_back(text_key("model.preset", [](TrainConfig& c) -> auto& { return c.model.preset; }, zoo::preset_names(),
                        shown(join(zoo::preset_names(), "`, `"))));
   k.push_back(model_file_key());
@@ -256,16 +301,18 @@ std::vector<Key> train_keys() {
                         if (c.data.name == "npy" || c.data.name == "tokens" || c.data.name == "images" ||
                             c.data.name == "tar")
                           return kNoLimit;  // the arrays' length, checked when loaded
-                        if (c.data.name == "graph" && zoo::is_gnn_model(c.model.name))  // one graph, or its chunks
-                          return std::max<std::int64_t>(1, c.model.graph_chunks);
+                        if (c.data.name == "graph" && zoo::is_gnn_model(c.model.name) && c.model.fanouts.empty())
+                          return std::max<std::int64_t>(1, c.model.graph_chunks);  // one graph, or its chunks
                         return fashion(c) ? (c.data.train_size ? c.data.train_size : kFashionMnistTrain)
                                           : c.data.train_size;
                       },
-                      "1 to the training-set size (a graph: 1, the whole graph; `model.graph_chunks` in GNNPipe mode)",
+                      "1 to the training-set size (a graph: 1, the whole graph; `model.graph_chunks` in GNNPipe mode; "
+                      "seed nodes under `model.fanouts`)",
                       {[](const TrainConfig& c) {
-                         return c.data.name == "graph" ? std::max<std::int64_t>(1, c.model.graph_chunks) : std::int64_t{128};
+                         return c.data.name == "graph" && c.model.fanouts.empty()
+                                    ? std::max<std::int64_t>(1, c.model.graph_chunks) : std::int64_t{128};
                        },
-                       "128; 1 for a graph (`model.graph_chunks` in GNNPipe mode)"}));
+                       "128; 1 for a graph (`model.graph_chunks` in GNNPipe mode; 128 seed nodes under `model.fanouts`)"}));
   k.push_back(int_key("train.accumulate", [](TrainConfig& c) -> auto& { return c.train.accumulate; }, bound(1),
                       [](const TrainConfig& c) { return c.train.mini_batch; },
                       "divides `mini_batch`; data parallelism: each optimizer step runs `mini_batch / accumulate` "

@@ -26,7 +26,8 @@ OpPrecision op_precision(const std::string& kind) {
                                              "cross_entropy", "mse",      "mean",
                                              "sum",         "mean_seq",   "global_avg_pool",
                                              "avg_pool2d",  "adaptive_avg_pool2d", "graph_aggregate",
-                                             "masked_cross_entropy"};
+                                             "masked_cross_entropy", "block_aggregate", "graph_attention",
+                                             "block_attention"};
   if (low.count(kind)) return OpPrecision::kLow;
   if (fp32.count(kind)) return OpPrecision::kFp32;
   return OpPrecision::kFollow;

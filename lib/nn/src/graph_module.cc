@@ -5,6 +5,7 @@
 #include <map>
 
 #include "aten_op.h"
+#include "block_ops.h"
 #include "gnn_ops.h"
 #include "precision_casts.h"
 #include "trident/base/json.h"
@@ -183,7 +184,9 @@ OpFn scalar_of(const Op& op) {
 OpFn dropout_of(const Op& op) {
   const double p = op.attrs.value("p", 0.5);
   if (!(p >= 0 && p < 1)) throw GraphError("op '" + op.name + "' (dropout): attr 'p' must be in [0, 1)");
-  return [p, name = op.name](const Inputs& in) {
+  const auto block_layer = op.attrs.value("block_layer", std::int64_t{-1});
+  return [p, name = op.name, block_layer](const Inputs& in) {
+    if (auto rows = block_dropout(name, block_layer, p, in[0])) return *rows;  // See Note [Sampled blocks]
     if (auto seed = random_seed_for(name, 0)) {
       if (p == 0) return in[0];
       const auto& parts = node_parts();  // See Note [Node partitions]: the whole graph's mask, this part's rows
@@ -251,6 +254,7 @@ OpFn function_of(const Op& op) {
   if (k == "tanh") return [](const Inputs& in) { return torch::tanh(in[0]); };
   if (k == "sigmoid") return [](const Inputs& in) { return torch::sigmoid(in[0]); };
   if (k == "silu") return [](const Inputs& in) { return torch::silu(in[0]); };
+  if (k == "elu") return [](const Inputs& in) { return torch::elu(in[0]); };
   if (k == "dropout") return dropout_of(op);
   if (k == "add") return [](const Inputs& in) { return in[0] + in[1]; };
   if (k == "sub") return [](const Inputs& in) { return in[0] - in[1]; };
@@ -377,6 +381,12 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
           constants, &precision_);
     } else if (op.kind == "graph_aggregate") {
       fns_[id] = aggregate_of(op, constants);
+    } else if (op.kind == "graph_attention" || op.kind == "block_attention") {  // Note [Graph attention]
+      AttentionWeights w{parameter(op.params.at(0)), parameter(op.params.at(1)), parameter(op.params.at(2)),
+                         parameter(op.params.at(3)), op.attrs.value("concat", true)};
+      fns_[id] = attention_of(op, w, constants);
+    } else if (is_block_op(op.kind)) {  // Note [Sampled blocks]
+      fns_[id] = block_op_of(op);
     } else if (op.kind == "positional") {  // a learned position embedding, added
       auto w = parameter(op.params.at(0));
       fns_[id] = [w](const std::vector<torch::Tensor>& in) { return in[0] + w; };

@@ -18,4 +18,6 @@ std::optional<std::uint64_t> random_seed_for(const std::string& op, int call) {
   return parameter_seed(current->seed, name);
 }
 
+std::optional<RandomKey> random_key() { return current; }
+
 }  // namespace trident::nn

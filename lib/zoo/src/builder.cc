@@ -1,5 +1,6 @@
 #include "trident/zoo/builder.h"
 
+#include <cmath>
 #include <functional>
 #include <numeric>
 
@@ -94,7 +95,7 @@ OpId GraphBuilder::global_avg_pool(const std::string& name, OpId x) {
 }
 
 OpId GraphBuilder::activation(const std::string& name, const std::string& kind, OpId x) {
-  require(kind == "relu" || kind == "gelu" || kind == "tanh", name, "unknown activation '" + kind + "'");
+  require(kind == "relu" || kind == "gelu" || kind == "tanh" || kind == "elu", name, "unknown activation '" + kind + "'");
   const auto& s = spec(x);
   Op op{name, kind, {}, {in(x)}, s};
   op.forward_flops = static_cast<double>(s.elements()) * (kind == "relu" ? 1 : 8);
@@ -247,9 +248,10 @@ OpId GraphBuilder::cross_entropy(const std::string& name, OpId logits, OpId labe
   return push(std::move(op));
 }
 
-OpId GraphBuilder::dropout(const std::string& name, OpId x, double p) {
+OpId GraphBuilder::dropout(const std::string& name, OpId x, double p, std::int64_t block_layer) {
   require(p >= 0 && p < 1, name, "dropout p must be in [0, 1)");
   Op op{name, "dropout", {{"p", p}}, {in(x)}, spec(x)};
+  if (block_layer >= 0) op.attrs["block_layer"] = block_layer;
   op.forward_flops = op.backward_flops = static_cast<double>(spec(x).elements());
   op.activation_bytes = spec(x).bytes();  // the mask, at most
   return push(std::move(op));
@@ -265,6 +267,58 @@ OpId GraphBuilder::graph_aggregate(const std::string& name, OpId x, const std::s
   op.forward_flops = 2.0 * static_cast<double>(nnz) * static_cast<double>(s.shape[1]);
   op.backward_flops = op.forward_flops;  // A^T G: no weights, nothing kept but A
   return push(std::move(op));
+}
+
+namespace {
+
+// The per-sample spec of `rows` rows of width d: [d] for one row (a seed's
+// own), else [ceil(rows), d] (Note [Sampled blocks]).
+TensorSpec rows_spec(double rows, std::int64_t d) {
+  const auto r = static_cast<std::int64_t>(std::ceil(rows - 1e-9));
+  return r <= 1 ? TensorSpec{{d}, graph::DType::kFloat32} : TensorSpec{{r, d}, graph::DType::kFloat32};
+}
+
+}  // namespace
+
+OpId GraphBuilder::attention(const std::string& name, OpId x, Attention a, std::int64_t layer, double rows,
+                             double nnz, const std::string& adjacency) {
+  const auto& s = spec(x);
+  require(!s.shape.empty() && a.heads >= 1 && a.width >= 1, name, "attention needs [..., d] and heads, width >= 1");
+  const std::int64_t d = s.shape.back(), out = a.concat ? a.heads * a.width : a.width;
+  const bool block = layer >= 0;
+  Op op{name, block ? "block_attention" : "graph_attention",
+        {{"heads", a.heads}, {"width", a.width}, {"concat", a.concat}}, {in(x)},
+        block ? rows_spec(rows, out) : TensorSpec{{s.shape[0], out}, s.dtype}};
+  if (block) op.attrs["layer"] = layer;
+  else op.attrs["adjacency"] = adjacency, rows = static_cast<double>(s.shape[0]);
+  op.params = {{name + ".weight", {a.heads * a.width, d}}, {name + ".attn_l", {a.heads, a.width}},
+               {name + ".attn_r", {a.heads, a.width}}, {name + ".bias", {out}}};
+  const double in_rows = static_cast<double>(s.elements() / d), hw = static_cast<double>(a.heads * a.width);
+  op.forward_flops = 2.0 * in_rows * d * hw + 2.0 * in_rows * hw + 8.0 * nnz * hw;
+  op.backward_flops = 2 * op.forward_flops;
+  op.activation_bytes = s.bytes() + static_cast<std::int64_t>(4 * (in_rows + 2 * nnz) * hw);
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::block_features(const std::string& name, OpId node, double rows, std::int64_t features) {
+  require(spec(node) == TensorSpec{{}, graph::DType::kInt64}, name, "block_features reads the int64 [] seed node id");
+  return push({name, "block_features", {}, {in(node)}, rows_spec(rows, features)});
+}
+
+OpId GraphBuilder::block_aggregate(const std::string& name, OpId x, std::int64_t layer, const std::string& norm,
+                                   double rows, double edges) {
+  const auto& s = spec(x);
+  require(!s.shape.empty() && layer >= 0, name, "block_aggregate needs [rows, d] and a layer >= 0");
+  require(norm == "mean" || norm == "gcn", name, "block_aggregate norm is mean or gcn, not '" + norm + "'");
+  Op op{name, "block_aggregate", {{"layer", layer}, {"norm", norm}}, {in(x)}, rows_spec(rows, s.shape.back())};
+  op.forward_flops = op.backward_flops = 2.0 * edges * static_cast<double>(s.shape.back());
+  return push(std::move(op));
+}
+
+OpId GraphBuilder::block_targets(const std::string& name, OpId x, std::int64_t layer, double rows) {
+  const auto& s = spec(x);
+  require(!s.shape.empty() && layer >= 0, name, "block_targets needs [rows, d] and a layer >= 0");
+  return push({name, "block_targets", {{"layer", layer}}, {in(x)}, rows_spec(rows, s.shape.back())});
 }
 
 OpId GraphBuilder::mix(const std::string& name, OpId a, OpId b, double alpha) {

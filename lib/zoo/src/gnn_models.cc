@@ -13,11 +13,22 @@
 //   appnp      APPNP (Klicpera et al. 2019): an MLP's predictions H
 //              propagated 10 times, Z = (1 - a) A Z + a H, a = 0.1
 //   graph_mlp  the MLP on the same nodes and labels, for comparison
-// Hidden width 16 under `tiny` (64 for gcnii, as its paper), 64 under `paper`.
+//   sageN      N GraphSAGE-mean layers (sage2 above; any N up to 16)
+//   gat2       GAT (Velickovic et al. 2018): 8 heads of 8 concatenated, elu,
+//              then one head of the classes; dropout 0.6 (Note [Graph
+//              attention] in nn/block_ops.h)
+// Hidden width 16 under `tiny` (64 for gcnii, as its paper), 64 under `paper`;
+// model.hidden sets it.
+//
+// With model.fanouts, gcn2, sageN and gat2 train on sampled blocks (Note
+// [Sampled blocks] in nn/sampled_blocks.h): the same layers and parameter
+// names, block ops instead of the full graph's.
 #include "gnn_models.h"
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "trident/gnn/graph_data.h"
 #include "trident/zoo/builder.h"
@@ -65,13 +76,90 @@ OpId aggregate(GraphBuilder& b, const Inputs& in, const std::string& name, OpId 
   return b.graph_aggregate(name, x, "adjacency", in.nnz, in.nodes, in.chunks);
 }
 
-std::int64_t hidden(const ModelSpec& s, std::int64_t tiny) { return s.preset == "paper" ? 64 : tiny; }
+std::int64_t hidden(const ModelSpec& s, std::int64_t tiny) {
+  return s.hidden > 0 ? s.hidden : s.preset == "paper" ? 64 : tiny;
+}
+
+// A sampled model's inputs (Note [Sampled blocks]): the seed's id and label,
+// and per layer the rows and edges a seed adds on average — per-sample
+// sizes for the planner's FLOPs and bytes, estimated from the degrees
+// without counting shared neighbours once (so an upper estimate).
+struct Sampled {
+  OpId node, label;
+  std::vector<double> rows;   // rows[l]: block l's sources per seed; rows[L] = 1, the seed
+  std::vector<double> edges;  // edges[l]: block l's sampled edges per seed
+  std::int64_t features = 0, classes = 0;
+};
+
+struct SampledSizes {
+  std::vector<double> rows, edges;
+  std::int64_t features = 0, classes = 0;
+};
+
+SampledSizes sampled_sizes(const ModelSpec& s, int layers) {
+  static std::map<std::string, SampledSizes> memo;  // a generated graph is made once per process
+  static std::mutex mutex;
+  std::string key = s.graph + (s.sample_replace ? "|r" : "|");
+  for (int k : s.fanouts) key += "," + std::to_string(k);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  const auto g = gnn::load_graph(s.graph.empty() ? "csbm" : s.graph, /*with_features=*/false);
+  if (static_cast<int>(s.fanouts.size()) != layers)
+    throw gnn::GraphDataError("model.fanouts: " + std::to_string(s.fanouts.size()) + " fan-outs for model '" + s.name +
+                              "', which has " + std::to_string(layers) + " layers; give one per layer, the input layer first");
+  for (std::size_t l = 0; l < s.fanouts.size(); ++l)
+    if (s.fanouts[l] == 0 || s.fanouts[l] < -1)
+      throw gnn::GraphDataError("model.fanouts[" + std::to_string(l) + "] = " + std::to_string(s.fanouts[l]) +
+                                ": a fan-out is at least 1, or -1 for every neighbour");
+  std::vector<std::int64_t> degree(static_cast<std::size_t>(g.nodes), 0);
+  for (auto d : g.dst) ++degree[static_cast<std::size_t>(d)];
+  SampledSizes z;
+  z.features = g.features, z.classes = g.classes;
+  z.rows.assign(static_cast<std::size_t>(layers) + 1, 1.0);
+  z.edges.assign(static_cast<std::size_t>(layers), 0.0);
+  for (int l = layers - 1; l >= 0; --l) {
+    const std::int64_t k = s.fanouts[static_cast<std::size_t>(l)];
+    double kept = 0;
+    for (auto d : degree) kept += static_cast<double>(k < 0 ? d : s.sample_replace ? (d ? k : 0) : std::min(d, k));
+    kept /= static_cast<double>(std::max<std::int64_t>(1, g.nodes));
+    const auto i = static_cast<std::size_t>(l);
+    z.edges[i] = z.rows[i + 1] * kept;
+    z.rows[i] = std::min(static_cast<double>(g.nodes), z.rows[i + 1] * (1 + kept));
+  }
+  return memo[key] = z;
+}
+
+Sampled sampled_inputs(GraphBuilder& b, const ModelSpec& s, int layers) {
+  const auto z = sampled_sizes(s, layers);
+  Sampled in;
+  in.rows = z.rows, in.edges = z.edges, in.features = z.features, in.classes = z.classes;
+  in.node = b.input("node", {{}, DType::kInt64});
+  in.label = b.input("label", {{}, DType::kInt64});
+  return in;
+}
+
+std::size_t at(int l) { return static_cast<std::size_t>(l); }
 
 OpId gcn_layer(GraphBuilder& b, const Inputs& in, const std::string& p, OpId x, std::int64_t out) {
   return aggregate(b, in, p + ".aggregate", b.linear(p, x, out));
 }
 
+graph::OpGraph sampled_gcn2(const ModelSpec& s) {
+  GraphBuilder b("gcn2");
+  const auto in = sampled_inputs(b, s, 2);
+  auto layer = [&](int l, OpId x, std::int64_t out) {
+    const auto p = "conv" + std::to_string(l);
+    return b.block_aggregate(p + ".aggregate", b.linear(p, x, out), l, "gcn", in.rows[at(l + 1)], in.edges[at(l)] + in.rows[at(l + 1)]);
+  };
+  OpId x = b.block_features("features", in.node, in.rows[0], in.features);
+  x = b.activation("conv0.relu", "relu", layer(0, b.dropout("conv0.dropout", x, 0.5, 0), hidden(s, 16)));
+  x = layer(1, b.dropout("conv1.dropout", x, 0.5, 1), in.classes);
+  b.cross_entropy("loss", x, in.label);
+  return b.finish();
+}
+
 graph::OpGraph gcn2(const ModelSpec& s) {
+  if (!s.fanouts.empty()) return sampled_gcn2(s);
   GraphBuilder b("gcn2");
   const auto in = graph_inputs(b, s);
   OpId x = b.dropout("conv0.dropout", in.x, 0.5);
@@ -86,12 +174,54 @@ OpId sage_layer(GraphBuilder& b, const Inputs& in, const std::string& p, OpId x,
   return b.add(p + ".add", b.linear(p + ".self", x, out), aggregate(b, in, p + ".aggregate", b.linear(p + ".neigh", x, out)));
 }
 
-graph::OpGraph sage2(const ModelSpec& s) {
-  GraphBuilder b("sage2");
-  const auto in = graph_inputs(b, s, /*mean=*/true);
-  OpId x = b.activation("conv0.relu", "relu", sage_layer(b, in, "conv0", b.dropout("conv0.dropout", in.x, 0.5), hidden(s, 16)));
-  x = sage_layer(b, in, "conv1", b.dropout("conv1.dropout", x, 0.5), in.classes);
-  b.masked_cross_entropy("loss", x, in.label, in.mask);
+// N GraphSAGE-mean layers, relu between, dropout 0.5 before each.
+graph::OpGraph sage(const ModelSpec& s, int layers) {
+  GraphBuilder b("sage" + std::to_string(layers));
+  auto width = [&](int l, std::int64_t classes) { return l == layers - 1 ? classes : hidden(s, 16); };
+  if (s.fanouts.empty()) {
+    const auto in = graph_inputs(b, s, /*mean=*/true);
+    OpId x = in.x;
+    for (int l = 0; l < layers; ++l) {
+      const auto p = "conv" + std::to_string(l);
+      x = sage_layer(b, in, p, b.dropout(p + ".dropout", x, 0.5), width(l, in.classes));
+      if (l < layers - 1) x = b.activation(p + ".relu", "relu", x);
+    }
+    b.masked_cross_entropy("loss", x, in.label, in.mask);
+    return b.finish();
+  }
+  const auto in = sampled_inputs(b, s, layers);
+  OpId x = b.block_features("features", in.node, in.rows[0], in.features);
+  for (int l = 0; l < layers; ++l) {
+    const auto p = "conv" + std::to_string(l);
+    x = b.dropout(p + ".dropout", x, 0.5, l);
+    const auto self = b.linear(p + ".self", b.block_targets(p + ".targets", x, l, in.rows[at(l + 1)]), width(l, in.classes));
+    const auto neigh = b.block_aggregate(p + ".aggregate", b.linear(p + ".neigh", x, width(l, in.classes)), l, "mean",
+                                         in.rows[at(l + 1)], in.edges[at(l)]);
+    x = b.add(p + ".add", self, neigh);
+    if (l < layers - 1) x = b.activation(p + ".relu", "relu", x);
+  }
+  b.cross_entropy("loss", x, in.label);
+  return b.finish();
+}
+
+// GAT: 8 heads of hidden/2 (8 under tiny) concatenated, elu, one head of the classes.
+graph::OpGraph gat2(const ModelSpec& s) {
+  GraphBuilder b("gat2");
+  const GraphBuilder::Attention first{8, s.hidden > 0 ? s.hidden : 8, true};
+  if (s.fanouts.empty()) {
+    const auto in = graph_inputs(b, s);
+    OpId x = b.attention("conv0", b.dropout("conv0.dropout", in.x, 0.6), first, -1, 0, static_cast<double>(in.nnz));
+    x = b.activation("conv0.elu", "elu", x);
+    x = b.attention("conv1", b.dropout("conv1.dropout", x, 0.6), {1, in.classes, false}, -1, 0, static_cast<double>(in.nnz));
+    b.masked_cross_entropy("loss", x, in.label, in.mask);
+    return b.finish();
+  }
+  const auto in = sampled_inputs(b, s, 2);
+  OpId x = b.block_features("features", in.node, in.rows[0], in.features);
+  x = b.attention("conv0", b.dropout("conv0.dropout", x, 0.6, 0), first, 0, in.rows[1], in.edges[0] + in.rows[1]);
+  x = b.activation("conv0.elu", "elu", x);
+  x = b.attention("conv1", b.dropout("conv1.dropout", x, 0.6, 1), {1, in.classes, false}, 1, in.rows[2], in.edges[1] + in.rows[2]);
+  b.cross_entropy("loss", x, in.label);
   return b.finish();
 }
 
@@ -167,13 +297,23 @@ int depth_of(const std::string& name, const std::string& prefix) {
 }  // namespace
 
 bool is_gnn_model(const std::string& name) {
-  return name == "gcn2" || name == "sage2" || name == "appnp" || name == "graph_mlp" || depth_of(name, "gcnii") ||
-         depth_of(name, "jk_gcn");
+  return name == "gcn2" || name == "gat2" || name == "appnp" || name == "graph_mlp" || depth_of(name, "gcnii") ||
+         depth_of(name, "jk_gcn") || (depth_of(name, "sage") && depth_of(name, "sage") <= 16);
+}
+
+int sampled_layers(const std::string& name) {
+  if (name == "gcn2" || name == "gat2") return 2;
+  const int n = depth_of(name, "sage");
+  return n <= 16 ? n : 0;
 }
 
 graph::OpGraph gnn_model(const ModelSpec& spec) {
   if (spec.name == "gcn2") return gcn2(spec);
-  if (spec.name == "sage2") return sage2(spec);
+  if (spec.name == "gat2") return gat2(spec);
+  if (int n = depth_of(spec.name, "sage"); n && n <= 16) return sage(spec, n);
+  if (!spec.fanouts.empty())
+    throw graph::GraphError("model.fanouts: model '" + spec.name + "' trains on the whole graph only; sampled "
+                            "training (fan-outs) is built for gcn2, sageN and gat2");
   if (spec.name == "appnp") return appnp(spec);
   if (spec.name == "graph_mlp") return graph_mlp(spec);
   if (int n = depth_of(spec.name, "gcnii")) return gcnii(spec, n);

@@ -196,7 +196,7 @@ const std::map<std::string, std::function<graph::OpGraph(const ModelSpec&)>>& bu
 
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> names = {"mlp",  "cnn",        "inception", "transformer", "mmt",
-                                                 "dlrm", "candle_uno", "gpt",       "gcn2",        "sage2",
+                                                 "dlrm", "candle_uno", "gpt",       "gcn2",        "sage2",       "sage3",       "gat2",
                                                  "gcnii16", "gcnii64", "jk_gcn16",  "appnp",       "graph_mlp"};
   return names;
 }

@@ -45,4 +45,7 @@ class RandomScope {
 // nullopt when no scope is open.
 std::optional<std::uint64_t> random_seed_for(const std::string& op, int call);
 
+// The open scope's key, or nullopt.
+std::optional<RandomKey> random_key();
+
 }  // namespace trident::nn

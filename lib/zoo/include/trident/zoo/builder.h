@@ -35,6 +35,17 @@
 //   identity_map {dim, beta}         [..., d] -> (1 - beta) x + beta x W^T; weight [d, d]
 //   masked_cross_entropy             (logits [N, C], label int64 [N], mask [N])
 //                                    -> sum(mask * CE) / sum(mask)
+//   graph_attention {adjacency, heads, width, concat}  [N, d] -> [N, H w] (or [N, w]):
+//                                    GAT over the adjacency's pattern (Note [Graph attention]
+//                                    in nn/block_ops.h); weight [H w, d], attn_l, attn_r [H, w], bias
+// Sampled GNN ops (Note [Sampled blocks] in nn/sampled_blocks.h): a sample is
+// a seed node, and a tensor's per-sample shape [r, d] counts r, the rows a
+// seed adds to its block on average (no rows axis when r is 1: the seeds).
+//   block_features                   (node int64 []) -> [r_0, F]: block 0's input rows
+//   block_aggregate {layer, norm}    [r_l, d] -> [r_l+1, d]: A_l X
+//   block_targets {layer}            [r_l, d] -> [r_l+1, d]: the destinations' rows
+//   block_attention {layer, heads, width, concat}  [r_l, d] -> [r_l+1, H w]: GAT on block l
+//   dropout {p, block_layer}         masks keyed by node id (rows of block `block_layer`)
 //
 // Note [Graph ops]
 // ~~~~~~~~~~~~~~~~
@@ -86,7 +97,8 @@ class GraphBuilder {
   OpId mean_seq(const std::string& name, OpId x);
   OpId embedding_bag(const std::string& name, OpId ids, std::int64_t rows, std::int64_t dim);
   OpId cross_entropy(const std::string& name, OpId logits, OpId label);
-  OpId dropout(const std::string& name, OpId x, double p);
+  // block_layer >= 0: x's rows are block block_layer's sources (Note [Sampled blocks]).
+  OpId dropout(const std::string& name, OpId x, double p, std::int64_t block_layer = -1);
   // Graph ops (Note [Graph ops]).
   // `nodes`, `chunks`: a chunked graph's (Note [Node chunks] in
   // nn/node_chunks.h): x holds one chunk's rows of a graph of `nodes` nodes.
@@ -95,6 +107,20 @@ class GraphBuilder {
   OpId mix(const std::string& name, OpId a, OpId b, double alpha);
   OpId identity_map(const std::string& name, OpId x, double beta);
   OpId masked_cross_entropy(const std::string& name, OpId logits, OpId label, OpId mask);
+  // GAT (Note [Graph attention]): over the adjacency constant's pattern
+  // (`layer` < 0, nnz its entries) or over block `layer` (`rows` the
+  // destinations per seed, nnz its edges per seed, self loops included).
+  struct Attention {
+    std::int64_t heads = 1, width = 8;
+    bool concat = true;
+  };
+  OpId attention(const std::string& name, OpId x, Attention a, std::int64_t layer, double rows, double nnz,
+                 const std::string& adjacency = "adjacency");
+  // Sampled GNN ops: `rows` per seed as in the table above, `edges` per seed.
+  OpId block_features(const std::string& name, OpId node, double rows, std::int64_t features);
+  OpId block_aggregate(const std::string& name, OpId x, std::int64_t layer, const std::string& norm, double rows,
+                       double edges);
+  OpId block_targets(const std::string& name, OpId x, std::int64_t layer, double rows);
   // A graph constant: `dtype` "float32" or "int64", the raw bytes of `shape`.
   void constant(const std::string& name, const std::string& dtype, const std::vector<std::int64_t>& shape,
                 const std::string& bytes);

@@ -29,6 +29,14 @@ struct ModelSpec {
   // graph's nodes train as this many chunks (contiguous, even ranges), one
   // sample each, padded to the largest; 0: the whole graph is one sample.
   std::int64_t graph_chunks = 0;
+  // Sampled mini-batch training (Note [Sampled blocks] in nn/sampled_blocks.h):
+  // a fan-out per layer, the input layer first, -1 for every neighbour
+  // (model.fanouts); empty: full-graph training. `sample_replace` samples
+  // with replacement.
+  std::vector<int> fanouts;
+  bool sample_replace = false;
+  // A GNN's hidden width; 0: the preset's (model.hidden).
+  std::int64_t hidden = 0;
 };
 
 const std::vector<std::string>& model_names();
@@ -40,6 +48,9 @@ std::vector<std::string> presets_of(const std::string& model_name);
 
 // Whether `name` is one of the zoo's graph neural networks.
 bool is_gnn_model(const std::string& name);
+// How many layers (fan-outs) a GNN that trains on sampled blocks has
+// (gcn2, gat2: 2; sageN: N); 0 for every other model.
+int sampled_layers(const std::string& name);
 
 // The dataset a model trains on by default: "fashion-mnist", "synthetic" or
 // "graph" (a GNN's, from ModelSpec::graph).

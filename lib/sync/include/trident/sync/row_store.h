@@ -1,0 +1,70 @@
+// RowStore: a table of rows (a graph's node features) sharded over a
+// group's members by contiguous ranges — Poseidon's key-value store with
+// rows for keys, as DistDGL keeps features (Note [Row store]).
+//
+// Note [Row store]
+// ~~~~~~~~~~~~~~~~
+// Member p holds rows [bounds[p], bounds[p+1]) — its shard, the only copy
+// anywhere — and serves them to the others. A graph in METIS order
+// (`@metis=P`) makes each range about one METIS part, so most rows a
+// member's seeds reach are its own (DistDGL's range partition book).
+// pull(ids) returns the rows of `ids` in their order (duplicates and an
+// empty list allowed) in one round per call: every member calls pull the
+// same number of times, in the same order (the runtime's micro-batches),
+// and each call is two all-to-all exchanges — the ids each member wants
+// from each owner (only rows it lacks: its own rows are read from its shard
+// in place, never sent), then the rows back. Each id is asked for once per
+// call (the ids are deduplicated first). A member that stops mid-pull makes
+// the others' pull throw comm::CommError naming the lost ranks, as every
+// collective of trident's does.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "trident/comm/group.h"
+
+namespace trident::sync {
+
+struct RowStats {
+  std::int64_t local_rows = 0, remote_rows = 0;  // distinct rows read from the shard and pulled
+  std::int64_t bytes_received = 0, bytes_sent = 0;  // rows and ids, this member's
+  double seconds = 0;                               // spent in pull
+  RowStats& operator+=(const RowStats& o);
+};
+
+class RowStore {
+ public:
+  // `shard`: this member's rows [bounds[rank], bounds[rank+1]) of a [N, F]
+  // table (bounds: size + 1 ascending values from 0 to N). Throws
+  // comm::CommError when the shard's rows differ from the bounds'.
+  RowStore(comm::Group group, std::vector<std::int64_t> bounds, torch::Tensor shard);
+
+  // Rows of `ids` (int64 [n], each in [0, N)): [n, F], the shard's dtype.
+  // A collective: see Note [Row store]. Throws comm::CommError for an id
+  // outside the table or when a member fails.
+  torch::Tensor pull(const torch::Tensor& ids);
+
+  std::int64_t rows() const { return bounds_.back(); }
+  std::int64_t width() const { return shard_.size(1); }
+  int owner(std::int64_t id) const;
+  const std::vector<std::int64_t>& bounds() const { return bounds_; }
+  const torch::Tensor& shard() const { return shard_; }
+  // What pulls did since the last take_stats().
+  RowStats take_stats();
+
+ private:
+  std::vector<torch::Tensor> exchange(const std::vector<torch::Tensor>& out, const std::vector<std::int64_t>& in_rows,
+                                      const torch::Tensor& like, const char* what);
+  [[noreturn]] void fail(const std::string& what, const std::exception& e) const;
+
+  comm::Group group_;
+  std::vector<std::int64_t> bounds_;
+  torch::Tensor shard_;
+  RowStats stats_;
+  std::int64_t calls_ = 0;
+};
+
+}  // namespace trident::sync
