@@ -139,6 +139,7 @@ class StageExecutor::TensorBackend final : public Backend {
   struct Saved {
     nn::TensorMap inputs, outputs;
     nn::Batch fields;  // kept for recomputation only
+    std::shared_ptr<const nn::SampledBlocks> blocks;  // See Note [Sampled blocks]: the forward's, for its recomputation
     std::vector<torch::Tensor> roots, grads;  // a split backward's, for its W
     std::shared_ptr<WeightPass> weight_pass;  // See Note [Weight pass]
   };

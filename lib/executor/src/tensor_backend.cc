@@ -45,6 +45,7 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
     return t;
   };
   if (l.row_end <= l.row_begin) {  // a short evaluation chunk may leave a replica no rows
+    if (s_.blocks_) s_.blocks_(torch::empty({0}, torch::kInt64), training);  // a collective: join it
     for (int k : l.input_ks) receive(k);
     return;
   }
@@ -55,6 +56,8 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
   const auto nodes = s_.node_scope(&fields);  // See Note [Node partitions]
   const auto chunks = s_.chunk_scope(base + l.row_begin, l.row_end - l.row_begin, training);  // Note [Node chunks]
+  std::optional<nn::BlockScope> blocks;  // See Note [Sampled blocks]
+  if (s_.blocks_) saved.blocks = s_.blocks_(fields.at("node").cpu(), training), blocks.emplace(saved.blocks);
   saved.outputs =
       s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(l.input_k_of.at(producer)); }, fields);
   slow_down(started, waited_s);
@@ -153,6 +156,7 @@ void StageExecutor::TensorBackend::recompute(Pass& p, int m, const Layout& l, Sa
   nn::RandomScope random(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
   const auto base = p.first_row + m * l.micro_batch;
   const auto chunks = s_.chunk_scope(base + l.row_begin, l.row_end - l.row_begin, true);  // Note [Node chunks]
+  nn::BlockScope blocks(saved.blocks);  // See Note [Sampled blocks]: the first forward's
   saved.outputs = s_.executor_->forward(saved.inputs, saved.fields);
   if (p.trace) p.trace->add_stamped("recompute " + action, "forward", t0, p.stamp());
 }

@@ -63,6 +63,37 @@ std::uint64_t SampledBatch::hash() const {
   return h;
 }
 
+namespace {
+
+std::uint64_t tree_hash(const SampledBatch& b, const std::vector<std::vector<std::int64_t>>& first, std::size_t l,
+                        std::int64_t dst) {
+  const auto& block = b.blocks[l];
+  std::uint64_t h = fnv1a(&block.dst[static_cast<std::size_t>(dst)], sizeof(std::int64_t));
+  for (auto e = first[l][static_cast<std::size_t>(dst)]; e < first[l][static_cast<std::size_t>(dst) + 1]; ++e) {
+    const auto u = block.edge_src[static_cast<std::size_t>(e)];
+    const std::uint64_t below = l ? tree_hash(b, first, l - 1, u) : fnv1a(&block.src[static_cast<std::size_t>(u)], sizeof(std::int64_t));
+    h = fnv1a(&below, sizeof below, h);
+  }
+  return h;
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> seed_tree_hashes(const SampledBatch& batch) {
+  // first[l][i]: block l's first edge of destination i (edges are grouped by destination).
+  std::vector<std::vector<std::int64_t>> first;
+  for (const auto& block : batch.blocks) {
+    std::vector<std::int64_t> f(block.dst.size() + 1, 0);
+    for (auto d : block.edge_dst) ++f[static_cast<std::size_t>(d) + 1];
+    for (std::size_t i = 0; i < block.dst.size(); ++i) f[i + 1] += f[i];
+    first.push_back(std::move(f));
+  }
+  std::vector<std::uint64_t> out;
+  for (std::size_t i = 0; i < batch.seeds.size(); ++i)
+    out.push_back(tree_hash(batch, first, batch.blocks.size() - 1, static_cast<std::int64_t>(i)));
+  return out;
+}
+
 SampledBatch sample_blocks(const Csr& csr, const std::vector<std::int64_t>& seeds, const SampleOptions& o) {
   if (o.fanouts.empty()) throw GraphDataError("model.fanouts: empty; give one fan-out per layer, e.g. [15, 10, 5]");
   for (std::size_t l = 0; l < o.fanouts.size(); ++l)

@@ -105,6 +105,16 @@ std::shared_ptr<SampledBlocks> make_blocks(const gnn::SampledBatch& batch, const
   return out;
 }
 
+std::shared_ptr<const SampledBlocks> on_device(std::shared_ptr<const SampledBlocks> b, c10::Device device) {
+  if (device.is_cpu()) return b;
+  auto out = std::make_shared<SampledBlocks>(*b);
+  for (auto& l : out->layers)
+    for (auto* t : {&l.adjacency, &l.edge_dst, &l.edge_src})
+      if (t->defined()) *t = t->to(device);
+  out->features = out->features.to(device);
+  return out;
+}
+
 bool is_block_op(const std::string& kind) {
   return kind == "block_features" || kind == "block_aggregate" || kind == "block_targets" ||
          kind == "block_attention";
@@ -143,7 +153,7 @@ torch::Tensor attend(const AttentionWeights& w, const torch::Tensor& x, std::int
   {
     torch::NoGradGuard no_grad;  // a constant shift per destination: the softmax is the same
     top = torch::full({dst, heads}, -std::numeric_limits<float>::infinity(), e.options())
-              .index_reduce_(0, edge_dst, e.detach(), "amax", /*include_self=*/true);
+              .scatter_reduce(0, edge_dst.unsqueeze(1).expand_as(e), e.detach(), "amax", /*include_self=*/true);
   }
   const auto a = torch::exp(e - top.index_select(0, edge_dst));
   const auto sum = torch::zeros({dst, heads}, a.options()).index_add(0, edge_dst, a);

@@ -1,5 +1,7 @@
 #include "trident/runtime/trainer.h"
 
+#include "sampled_graph.h"
+
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -160,7 +163,18 @@ Trainer::Trainer(config::TrainConfig config, bool resume, std::ostream& out, std
   phase("data load", [&] {
     auto fields = stage_->fields();
     fields.insert("label");
-    data_ = load_data(config_, graph, fields);
+    if (SampledGraph::applies(graph)) {  // See Note [Sampled blocks]
+      sampled_ = std::make_unique<SampledGraph>(config_, graph, threads_.threads);
+      data_ = sampled_->seeds();
+      std::vector<int> everyone(static_cast<std::size_t>(size_));
+      std::iota(everyone.begin(), everyone.end(), 0);
+      sampled_->shard(group_->subgroup(everyone, "features"));
+      stage_->set_blocks([this](const torch::Tensor& nodes, bool training) {
+        return nn::on_device(sampled_->blocks(nodes, training), placement_.device());
+      });
+    } else {
+      data_ = load_data(config_, graph, fields);
+    }
     data_.train->check_fits(graph, fields);
   });
   sampler_ = std::make_unique<data::EpochSampler>(data_.train->size(), config_.train.mini_batch, config_.train.seed,
@@ -374,14 +388,17 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
     auto batch = loader_->rows(step_, begin, end, fields);
     if (!sample_log_.empty()) log_samples(indices.slice(0, begin, end), batch);
+    if (sampled_ && !block_rows_learnt_) block_rows_.emplace_back(begin, end);
     return placement_.batch(std::move(batch));
   };
+  if (sampled_) sampled_->set_step(step_, sampler_->epoch_of(step_)), prefetch_blocks();
   const auto start = executor::now_us();
   const auto sent_before = stage_->bytes_sent();
   const auto reads_before = local_chunk_reads();
   stage_->set_random_key(config_.train.seed, step_);
   if (slow_step_ms() && step_ % size_ == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms()));
   const auto r = stage_->run(source, divisor, [this, lr] { arm_sync(lr); }, &trace);
+  block_rows_learnt_ = true;
   StepTotals t;
   const auto stepped = sync_and_step(lr, trace);
   t.exposed_s = stepped.exposed_s, t.grad_norm = stepped.grad_norm;
@@ -402,6 +419,19 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   t.p2p_bytes = global.p2p_bytes, t.chunk_reads = global.chunk_reads, t.bad_samples = global.bad_samples;
   t.data_wait_s = loader_->take_wait_s();
   return t;
+}
+
+// See Note [Sampled blocks]: the next step's blocks, sampled on a thread
+// while this step runs, for the rows the micro-batches read (learnt in the
+// first step).
+void Trainer::prefetch_blocks() {
+  const auto next = step_ + 1;
+  if (block_rows_.empty() || next >= total_steps_) return;
+  const auto epoch = sampler_->epoch_of(next);
+  const auto nodes = data_.train->read(sampler_->batch_indices(next), {"node"}, epoch).at("node");
+  std::vector<torch::Tensor> parts;
+  for (const auto& [begin, end] : block_rows_) parts.push_back(nodes.slice(0, begin, end));
+  sampled_->prefetch(next, std::move(parts), epoch);
 }
 
 // Note [Lagged step totals]

@@ -140,6 +140,7 @@
 #include "trident/sync/grad_sync.h"
 #include "trident/comm/group.h"
 #include "trident/nn/graph_executor.h"
+#include "trident/nn/sampled_blocks.h"
 #include "trident/nn/node_chunks.h"
 #include "trident/nn/node_parts.h"
 #include "trident/plan/plan.h"
@@ -241,6 +242,14 @@ class StageExecutor {
   // nn/random.h): the run's seed and the optimizer step.
   void set_random_key(std::uint64_t seed, std::int64_t step) { random_seed_ = seed, random_step_ = step; }
 
+  // A sampled GNN's blocks (Note [Sampled blocks] in nn/sampled_blocks.h):
+  // called with each micro-batch's `node` field before its forward (an
+  // empty one for a replica without rows, since it may be a collective),
+  // and `training`; the forward and its recomputation run in a BlockScope
+  // of what it returns.
+  using BlockFn = std::function<std::shared_ptr<const nn::SampledBlocks>(const torch::Tensor& nodes, bool training)>;
+  void set_blocks(BlockFn blocks) { blocks_ = std::move(blocks); }
+
   // Forward only over rows [0, rows) of `fields` (see Note [Pipelined
   // evaluation]): the loss stage's sums of loss and correct rows over its
   // slice; zeros elsewhere. Every rank of the plan calls it with the same rows.
@@ -326,6 +335,7 @@ class StageExecutor {
   std::map<std::int64_t, std::unique_ptr<Layout>> layouts_;  // by micro-batch rows
   std::vector<schedule::Action> actions_;  // F, B and W (see Note [Split backward]); S dropped
   std::unique_ptr<Backend> backend_;  // null when idle
+  BlockFn blocks_;  // See Note [Sampled blocks]
 };
 
 // The gradient sync among the replicas of this rank's stage, over a new

@@ -64,6 +64,11 @@ struct SampledBatch {
   std::uint64_t hash() const;  // FNV-1a of every block: equal batches, equal hashes
 };
 
+// Per seed, a hash of its sampled tree (each node's global id and, below
+// it, its sampled neighbours' trees, layer by layer): what the seed's output
+// depends on, so equal however the seeds are batched.
+std::vector<std::uint64_t> seed_tree_hashes(const SampledBatch& batch);
+
 // Throws GraphDataError naming the key for an empty or zero fan-out
 // ("model.fanouts"), or a seed outside the graph.
 SampledBatch sample_blocks(const Csr& csr, const std::vector<std::int64_t>& seeds, const SampleOptions& o);

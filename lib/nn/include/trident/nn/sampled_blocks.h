@@ -65,6 +65,9 @@ struct SampledBlocks {
 std::shared_ptr<SampledBlocks> make_blocks(const gnn::SampledBatch& batch, const std::string& norm,
                                            const std::vector<std::int64_t>& degrees, torch::Tensor features);
 
+// `b` with its tensors on `device` (itself on the CPU).
+std::shared_ptr<const SampledBlocks> on_device(std::shared_ptr<const SampledBlocks> b, c10::Device device);
+
 // Sets this thread's blocks until it closes (scopes nest).
 using BlockScope = ThreadScope<SampledBlocks>;
 

@@ -282,6 +282,12 @@ class Trainer {
   data::Sources data_;
   std::unique_ptr<data::EpochSampler> sampler_;
   std::unique_ptr<data::Loader> loader_;
+  // A sampled GNN's graph, feature store and blocks (Note [Sampled blocks]
+  // in nn/sampled_blocks.h); null for every other model.
+  std::unique_ptr<class SampledGraph> sampled_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> block_rows_;  // the global batch's rows each micro-batch's blocks read
+  bool block_rows_learnt_ = false;
+  void prefetch_blocks();
   std::string sample_log_;  // TRIDENT_TEST_SAMPLE_LOG (Note [Test hooks])
   void log_samples(const torch::Tensor& ids, const data::Batch& batch) const;
   double bad_reported_ = 0;  // this rank's bad samples already summed
