@@ -117,18 +117,21 @@ std::shared_ptr<const nn::SampledBlocks> SampledGraph::blocks(const torch::Tenso
     o.threads = threads_;
     batch = gnn::sample_blocks(csr_, ids, o);
   }
-  stats_.sample_s += seconds_since(start);
+  const double sample_s = seconds_since(start);
   if (!tree_log_.empty() && training) log_trees(batch);
   start = std::chrono::steady_clock::now();
   auto rows = store_->pull(torch::tensor(batch.input_nodes(), torch::kInt64));
-  stats_.fetch_s += seconds_since(start);
-  ++stats_.batches;
+  const auto pulled = store_->take_stats();
+  if (training) {  // the metrics are training's (evaluation pulls every neighbour)
+    stats_.sample_s += sample_s, stats_.fetch_s += seconds_since(start);
+    stats_.rows += pulled;
+    ++stats_.batches;
+  }
   return nn::make_blocks(batch, norm_, degrees_, std::move(rows));
 }
 
 SampledGraph::Stats SampledGraph::take_stats() {
   auto s = stats_;
-  s.rows = store_ ? store_->take_stats() : sync::RowStats{};
   stats_ = {};
   return s;
 }
