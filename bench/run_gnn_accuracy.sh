@@ -13,6 +13,10 @@
 # A model written NAME@K trains in GNNPipe mode (docs/gnn.md): the graph in
 # METIS order (@metis=K), its nodes in K chunks (model.graph_chunks=K), one
 # process — the same reads as a layer split (GnnPipe.* tests).
+# A model written NAME~FANOUTS (sage2~10,10) trains on sampled mini-batches
+# (model.fanouts=FANOUTS, SAMPLED_BATCH seed nodes a step, default 32; the
+# same epochs, each a pass over the training nodes), evaluated with every
+# neighbour (docs/gnn.md).
 #   bash bench/run_gnn_accuracy.sh [SEEDS] [EPOCHS] [GRAPHS] [MODELS]
 set -u
 cd "$(dirname "$0")/.."
@@ -38,12 +42,16 @@ echo "|---|---|$(for m in $models; do printf -- '---|'; done)"
 for graph in $graphs; do
   row=""
   for model in $models; do
-    name=${model%@*} chunks=0 order="" run=${model/@/-chunks}
+    name=${model%@*} chunks=0 order="" run=${model/@/-chunks} sampled=()
     [ "$name" != "$model" ] && chunks=${model#*@} order="@metis=${model#*@}"
+    if [[ $model == *"~"* ]]; then  # sampled mini-batches: NAME~FANOUTS
+      name=${model%~*} run=$(echo "$model" | tr '~,' '-_')
+      sampled=(--set "model.fanouts=${model#*~}" --set "train.mini_batch=${SAMPLED_BATCH:-32}")
+    fi
     for seed in $(seq 0 $((seeds - 1))); do
       for mask in val test; do
         "$bin" train --config examples/graph-gcn2.yaml --set model.name=$name --set "model.graph=$(source_of $graph $seed)$order" \
-          --set model.graph_chunks=$chunks \
+          --set model.graph_chunks=$chunks "${sampled[@]}" \
           --set name=$graph-$run-$seed-$mask --set runs_dir=$work/runs --set data.eval=$mask --set train.seed=$seed \
           --set train.epochs=$epochs --set train.threads=2 --set train.log_every=1000 --set checkpoint.every=0 \
           > "$work/log" 2>&1 || { echo "FAILED $graph $model $seed $mask: $(tail -2 "$work/log")" >&2; exit 1; }

@@ -15,6 +15,12 @@ void add_model_options(CLI::App* command, zoo::ModelSpec& model) {
                       "graph neural networks: the graph, a directory of .npy files or csbm[:key=value,...] (docs/gnn.md)");
   command->add_option("--graph-chunks", model.graph_chunks,
                       "graph neural networks: GNNPipe mode, the nodes in this many chunks (docs/gnn.md; 0: exact)");
+  command->add_option("--fanouts", model.fanouts,
+                      "graph neural networks: sampled mini-batches, a fan-out per layer, input layer first (15,10,5; -1: "
+                      "every neighbour; docs/gnn.md)")
+      ->delimiter(',');
+  command->add_flag("--sample-replace", model.sample_replace, "with --fanouts: sample neighbours with replacement");
+  command->add_option("--hidden", model.hidden, "graph neural networks: the hidden width (0: the preset's)");
 }
 
 graph::OpGraph model_graph(zoo::ModelSpec& model) {

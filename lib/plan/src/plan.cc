@@ -139,6 +139,9 @@ nlohmann::json Plan::to_json() const {
   if (!model_file.empty()) doc["model_file"] = model_file;
   if (!model_graph.empty()) doc["graph"] = model_graph;
   if (graph_chunks > 1) doc["graph_chunks"] = graph_chunks;
+  if (!fanouts.empty()) doc["fanouts"] = fanouts;
+  if (sample_replace) doc["sample_replace"] = true;
+  if (hidden) doc["hidden"] = hidden;
   return doc;
 }
 
@@ -199,6 +202,9 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     if (doc.contains("graph")) p.model_graph = field<std::string>(doc, "graph", "", origin, "a GNN's graph source");
     if (doc.contains("graph_chunks"))
       p.graph_chunks = field<std::int64_t>(doc, "graph_chunks", "", origin, "GNNPipe mode's chunk count");
+    if (doc.contains("fanouts")) p.fanouts = field<std::vector<int>>(doc, "fanouts", "", origin, "a sampled GNN's fan-outs");
+    if (doc.contains("sample_replace")) p.sample_replace = field<bool>(doc, "sample_replace", "", origin, "true or false");
+    if (doc.contains("hidden")) p.hidden = field<std::int64_t>(doc, "hidden", "", origin, "a GNN's hidden width");
     p.cluster = doc.value("cluster", nlohmann::json());
     p.cost_model = doc.value("cost_model", nlohmann::json{{"kind", "analytic"}});
     p.devices = field<int>(doc, "devices", "", origin, "an integer");

@@ -296,6 +296,7 @@ plan::Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_b
   plan::Plan plan;
   plan.model = request_.model, plan.preset = request_.preset, plan.model_file = request_.model_file;
   plan.model_graph = request_.model_graph, plan.graph_chunks = request_.graph_chunks;
+  plan.fanouts = request_.fanouts, plan.sample_replace = request_.sample_replace, plan.hidden = request_.hidden;
   plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
   plan.partitioner = partitioner, plan.schedule = request_.schedule;
   plan.optimizer_states = request_.optimizer_states;
@@ -393,6 +394,7 @@ plan::Plan Planner::make(std::optional<plan::Plan> given) const {
                             std::to_string(request_.mini_batch));
     p.model_file = request_.model_file;
     p.model_graph = request_.model_graph, p.graph_chunks = request_.graph_chunks;
+    p.fanouts = request_.fanouts, p.sample_replace = request_.sample_replace, p.hidden = request_.hidden;
     fill_sync(p);  // methods the plan leaves out: the request's rule
   }
   if (given || !request_.sync_overrides.empty()) {

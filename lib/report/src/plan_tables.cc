@@ -11,6 +11,7 @@
 #include "trident/base/text.h"
 #include "trident/cost/network.h"
 #include "trident/gnn/graph_data.h"
+#include "trident/gnn/sampling.h"
 
 namespace trident::report {
 
@@ -101,6 +102,37 @@ std::string gnnpipe_line(const graph::OpGraph& g, const Plan& plan) {
     return s.str();
   }
   return "";
+}
+
+// See Note [Sampled blocks] in nn/sampled_blocks.h: what a sampled step
+// pulls per process, estimated by sampling ("" for other models).
+std::string sampled_lines(const graph::OpGraph& g, const Plan& plan) {
+  const auto it = std::find_if(g.ops().begin(), g.ops().end(), [](const graph::Op& op) { return op.kind == "block_features"; });
+  if (it == g.ops().end() || plan.stages.empty()) return "";
+  const auto& st = plan.stages.front();
+  const int processes = static_cast<int>(st.devices.size());
+  const auto graph = gnn::load_graph(it->attrs.value("graph", std::string("csbm")), /*with_features=*/false);
+  std::vector<std::int64_t> train;
+  for (std::int64_t v = 0; v < graph.nodes; ++v)
+    if (graph.train[static_cast<std::size_t>(v)]) train.push_back(v);
+  gnn::SampleOptions o;
+  o.fanouts = it->attrs.value("fanouts", std::vector<int>{});
+  o.replace = it->attrs.value("replace", false);
+  const auto seeds = std::max<std::int64_t>(1, st.micro_batch / std::max(1, processes));
+  const auto pulls = std::max<std::int64_t>(1, plan.mini_batch / std::max<std::int64_t>(1, st.micro_batch));
+  const auto e = gnn::estimate_pulls(gnn::in_neighbours(graph), train, seeds, processes, o, graph.features);
+  std::vector<std::string> fan;
+  for (int k : o.fanouts) fan.push_back(std::to_string(k));
+  std::ostringstream s;
+  s << "sampled mini-batches: fan-outs " << join(fan, ",") << "; " << seeds << " seed nodes a pull per process, "
+    << pulls << " pull" << (pulls > 1 ? "s" : "") << " a step: about " << fmt("%.0f", e.rows) << " input rows a pull";
+  if (processes > 1)
+    s << ", " << fmt("%.0f", e.remote) << " (" << fmt("%.0f", 100 * e.remote / std::max(1.0, e.rows)) << "%) from the "
+      << processes - 1 << " other process" << (processes > 2 ? "es" : "") << ": " << human_bytes(e.bytes * static_cast<double>(pulls))
+      << " of features a step per process (estimated from 8 sampled batches); each holds 1/" << processes << " of the features ("
+      << human_bytes(4.0 * static_cast<double>(graph.features) * static_cast<double>(graph.nodes) / processes) << ")";
+  s << "\n";
+  return s.str();
 }
 
 // See Note [Node partitions] in nn/node_parts.h: a GNN's mode and its bytes,
@@ -205,7 +237,7 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
   if (plan.stages.size() > 1)
     s << "between stages: " << human_bytes(plan::stage_transfer_bytes(plan, planner.graph()))
       << " per step (activations forward, their gradients backward)\n";
-  s << graph_lines(planner.graph(), plan);
+  s << graph_lines(planner.graph(), plan) << sampled_lines(planner.graph(), plan);
   if (std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) { return st.recompute; }))
     s << "recompute: the stage keeps only its inputs per micro-batch in flight (the activations column) and runs its "
          "forward again before each backward (in F+B)\n";

@@ -300,9 +300,11 @@ OpId GraphBuilder::attention(const std::string& name, OpId x, Attention a, std::
   return push(std::move(op));
 }
 
-OpId GraphBuilder::block_features(const std::string& name, OpId node, double rows, std::int64_t features) {
+OpId GraphBuilder::block_features(const std::string& name, OpId node, double rows, std::int64_t features,
+                                  const std::string& graph, const std::vector<int>& fanouts, bool replace) {
   require(spec(node) == TensorSpec{{}, graph::DType::kInt64}, name, "block_features reads the int64 [] seed node id");
-  return push({name, "block_features", {}, {in(node)}, rows_spec(rows, features)});
+  return push({name, "block_features", {{"graph", graph}, {"fanouts", fanouts}, {"replace", replace}}, {in(node)},
+               rows_spec(rows, features)});
 }
 
 OpId GraphBuilder::block_aggregate(const std::string& name, OpId x, std::int64_t layer, const std::string& norm,

@@ -151,7 +151,7 @@ graph::OpGraph sampled_gcn2(const ModelSpec& s) {
     const auto p = "conv" + std::to_string(l);
     return b.block_aggregate(p + ".aggregate", b.linear(p, x, out), l, "gcn", in.rows[at(l + 1)], in.edges[at(l)] + in.rows[at(l + 1)]);
   };
-  OpId x = b.block_features("features", in.node, in.rows[0], in.features);
+  OpId x = b.block_features("features", in.node, in.rows[0], in.features, s.graph.empty() ? "csbm" : s.graph, s.fanouts, s.sample_replace);
   x = b.activation("conv0.relu", "relu", layer(0, b.dropout("conv0.dropout", x, 0.5, 0), hidden(s, 16)));
   x = layer(1, b.dropout("conv1.dropout", x, 0.5, 1), in.classes);
   b.cross_entropy("loss", x, in.label);
@@ -169,9 +169,16 @@ graph::OpGraph gcn2(const ModelSpec& s) {
   return b.finish();
 }
 
-// One GraphSAGE-mean layer of width `out`.
+// One GraphSAGE-mean layer of width `out`: the neighbours' mean of W_n h
+// when the layer narrows (fewer rows of the smaller width to average), else
+// W_n times the neighbours' mean of h (DGL's SAGEConv chooses alike). The
+// two are equal but for W_n's bias, which the second gives a node without
+// neighbours too.
 OpId sage_layer(GraphBuilder& b, const Inputs& in, const std::string& p, OpId x, std::int64_t out) {
-  return b.add(p + ".add", b.linear(p + ".self", x, out), aggregate(b, in, p + ".aggregate", b.linear(p + ".neigh", x, out)));
+  const bool narrows = b.spec(x).shape.back() > out;
+  const auto neigh = narrows ? aggregate(b, in, p + ".aggregate", b.linear(p + ".neigh", x, out))
+                             : b.linear(p + ".neigh", aggregate(b, in, p + ".aggregate", x), out);
+  return b.add(p + ".add", b.linear(p + ".self", x, out), neigh);
 }
 
 // N GraphSAGE-mean layers, relu between, dropout 0.5 before each.
@@ -190,13 +197,17 @@ graph::OpGraph sage(const ModelSpec& s, int layers) {
     return b.finish();
   }
   const auto in = sampled_inputs(b, s, layers);
-  OpId x = b.block_features("features", in.node, in.rows[0], in.features);
+  OpId x = b.block_features("features", in.node, in.rows[0], in.features, s.graph.empty() ? "csbm" : s.graph, s.fanouts, s.sample_replace);
   for (int l = 0; l < layers; ++l) {
     const auto p = "conv" + std::to_string(l);
     x = b.dropout(p + ".dropout", x, 0.5, l);
-    const auto self = b.linear(p + ".self", b.block_targets(p + ".targets", x, l, in.rows[at(l + 1)]), width(l, in.classes));
-    const auto neigh = b.block_aggregate(p + ".aggregate", b.linear(p + ".neigh", x, width(l, in.classes)), l, "mean",
-                                         in.rows[at(l + 1)], in.edges[at(l)]);
+    const auto out = width(l, in.classes);
+    const auto self = b.linear(p + ".self", b.block_targets(p + ".targets", x, l, in.rows[at(l + 1)]), out);
+    auto mean = [&](OpId h) {
+      return b.block_aggregate(p + ".aggregate", h, l, "mean", in.rows[at(l + 1)], in.edges[at(l)]);
+    };
+    const auto neigh = b.spec(x).shape.back() > out ? mean(b.linear(p + ".neigh", x, out))  // as sage_layer
+                                                    : b.linear(p + ".neigh", mean(x), out);
     x = b.add(p + ".add", self, neigh);
     if (l < layers - 1) x = b.activation(p + ".relu", "relu", x);
   }
@@ -204,7 +215,7 @@ graph::OpGraph sage(const ModelSpec& s, int layers) {
   return b.finish();
 }
 
-// GAT: 8 heads of hidden/2 (8 under tiny) concatenated, elu, one head of the classes.
+// GAT: 8 heads of model.hidden (8 by default) concatenated, elu, one head of the classes.
 graph::OpGraph gat2(const ModelSpec& s) {
   GraphBuilder b("gat2");
   const GraphBuilder::Attention first{8, s.hidden > 0 ? s.hidden : 8, true};
@@ -217,7 +228,7 @@ graph::OpGraph gat2(const ModelSpec& s) {
     return b.finish();
   }
   const auto in = sampled_inputs(b, s, 2);
-  OpId x = b.block_features("features", in.node, in.rows[0], in.features);
+  OpId x = b.block_features("features", in.node, in.rows[0], in.features, s.graph.empty() ? "csbm" : s.graph, s.fanouts, s.sample_replace);
   x = b.attention("conv0", b.dropout("conv0.dropout", x, 0.6, 0), first, 0, in.rows[1], in.edges[0] + in.rows[1]);
   x = b.activation("conv0.elu", "elu", x);
   x = b.attention("conv1", b.dropout("conv1.dropout", x, 0.6, 1), {1, in.classes, false}, 1, in.rows[2], in.edges[1] + in.rows[2]);

@@ -73,4 +73,19 @@ std::vector<std::uint64_t> seed_tree_hashes(const SampledBatch& batch);
 // ("model.fanouts"), or a seed outside the graph.
 SampledBatch sample_blocks(const Csr& csr, const std::vector<std::int64_t>& seeds, const SampleOptions& o);
 
+// What a sampled step pulls, per process (Note [Row store] in
+// sync/row_store.h), estimated by sampling `batches` random batches of
+// `seeds` training nodes (a generator of its own: not the run's batches)
+// with `o`'s fan-outs: the distinct input rows a pull reads, how many of
+// them other processes own (contiguous even ranges over `processes`), and
+// the bytes a pull receives — every member's count (8 bytes each), the ids
+// others ask of it (as many as it asks, on average, 8 bytes each) and the
+// rows it asks for (`width` float32 each).
+struct PullEstimate {
+  double rows = 0, remote = 0;  // per pull
+  double bytes = 0;             // per pull
+};
+PullEstimate estimate_pulls(const Csr& csr, const std::vector<std::int64_t>& train_nodes, std::int64_t seeds,
+                            int processes, const SampleOptions& o, std::int64_t width, int batches = 8);
+
 }  // namespace trident::gnn

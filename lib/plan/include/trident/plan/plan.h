@@ -75,6 +75,10 @@ struct Plan {
   std::string model_file;     // a user's model (zoo::ModelSpec::file); empty for the zoo's
   std::string model_graph;    // JSON "graph": a GNN's graph (zoo::ModelSpec::graph); empty for others
   std::int64_t graph_chunks = 0;  // JSON "graph_chunks": GNNPipe mode's chunks (zoo::ModelSpec::graph_chunks)
+  // JSON "fanouts", "sample_replace", "hidden": a sampled GNN's (zoo::ModelSpec's of those names).
+  std::vector<int> fanouts;
+  bool sample_replace = false;
+  std::int64_t hidden = 0;
   nlohmann::json cluster;     // ClusterSpec::to_json(), so a plan stands alone
   nlohmann::json cost_model;  // CostModel::describe()
   int devices = 0, mini_batch = 0;

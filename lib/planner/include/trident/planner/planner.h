@@ -157,6 +157,9 @@ struct PlanRequest {
   std::string model_file;     // recorded in the plan: a user's model file
   std::string model_graph;    // recorded in the plan: a GNN's graph source
   std::int64_t graph_chunks = 0;  // recorded in the plan: GNNPipe mode's chunks (Note [Node chunks])
+  std::vector<int> fanouts;        // recorded in the plan: a sampled GNN's (Note [Sampled blocks])
+  bool sample_replace = false;
+  std::int64_t hidden = 0;
   int devices = 1;
   int mini_batch = 1;
   std::optional<int> micro_batch;  // default: searched
