@@ -136,13 +136,13 @@ std::vector<Key> model_keys() {
   std::vector<Key> k;
   k.push_back(text_key("model.name", [](TrainConfig& c) -> auto& { return c.model.name; }, {},
                        shown(join(zoo::model_names(), "`, `")) + ", `gcniiN` and `jk_gcnN` (a depth N up to 1024), "
-                       "or give `model.file`", {nullptr, "(required)"}));
+                       "`sageN` (up to 16), or give `model.file`", {nullptr, "(required)"}));
   k.back().read = [](const Reader& r, const YAML::Node& sec, TrainConfig& c) {
     c.model.name = r.str(sec, "model.name", "");
     const auto& names = zoo::model_names();
     if (!c.model.name.empty() && !zoo::is_gnn_model(c.model.name) &&
         std::find(names.begin(), names.end(), c.model.name) == names.end())
-      r.fail("model.name", sec["name"], "allowed: " + join(names) + ", gcniiN, jk_gcnN (N up to 1024)");
+      r.fail("model.name", sec["name"], "allowed: " + join(names) + ", gcniiN, jk_gcnN (N up to 1024), sageN (N up to 16)");
   };
   k.push_back(text_key("model.graph", [](TrainConfig& c) -> auto& { return c.model.graph; }, {},
                        "graph neural networks: the graph, a directory of .npy files or `csbm[:key=value,...]` "

@@ -105,15 +105,19 @@ ChunkReadCounts chunk_read_counts(const Adjacency& a, const std::vector<std::int
 }
 
 double partition_bytes(const graph::OpGraph& g, int parts) {
-  double widths = 0;
+  const auto carries = g.carries_gradients();
+  double widths = 0;  // 4 bytes a halo row forward, and 4 backward where the input carries a gradient
   std::int64_t nodes = 0;
   for (const auto& op : g.ops())
-    if (op.kind == "graph_aggregate")
-      widths += static_cast<double>(op.output.shape.at(1)), nodes = op.attrs.value("nodes", op.output.shape.at(0));
+    if (op.kind == "graph_aggregate") {
+      const bool backward = carries[static_cast<std::size_t>(op.inputs.at(0).producer)];
+      widths += static_cast<double>(op.output.shape.at(1)) * (backward ? 2 : 1);
+      nodes = op.attrs.value("nodes", op.output.shape.at(0));
+    }
   if (widths == 0 || parts < 2) return 0;
   std::int64_t halo = 0;
   for (auto h : halo_sizes(constant_adjacency(g), even_bounds(nodes, parts))) halo += h;
-  return 8 * widths * static_cast<double>(halo);
+  return 4 * widths * static_cast<double>(halo);
 }
 
 }  // namespace trident::gnn

@@ -141,12 +141,12 @@ OpFn block_op_of(const graph::Op& op) {
   throw graph::GraphError("op '" + op.name + "' has kind '" + op.kind + "', not a block op");
 }
 
-// See Note [Graph attention] in block_ops.h.
-torch::Tensor attend(const AttentionWeights& w, const torch::Tensor& x, std::int64_t dst, const torch::Tensor& edge_dst,
-                     const torch::Tensor& edge_src) {
+// See Note [Graph attention] in nn/sampled_blocks.h.
+torch::Tensor attend(const AttentionWeights& w, const torch::Tensor& projected, std::int64_t dst,
+                     const torch::Tensor& edge_dst, const torch::Tensor& edge_src) {
   RECORD_USER_SCOPE("trident::graph_attention");
   const auto heads = w.attn_l.size(0), width = w.attn_l.size(1);
-  const auto z = torch::matmul(x, w.weight.t()).view({x.size(0), heads, width});
+  const auto z = projected.reshape({projected.size(0), heads, width});
   const auto el = (z * w.attn_l).sum(-1), er = (z.narrow(0, 0, dst) * w.attn_r).sum(-1);
   const auto e = torch::leaky_relu(el.index_select(0, edge_src) + er.index_select(0, edge_dst), 0.2);
   torch::Tensor top;
@@ -159,7 +159,7 @@ torch::Tensor attend(const AttentionWeights& w, const torch::Tensor& x, std::int
   const auto sum = torch::zeros({dst, heads}, a.options()).index_add(0, edge_dst, a);
   const auto alpha = a / sum.index_select(0, edge_dst);
   auto out = torch::zeros({dst, heads, width}, z.options()).index_add(0, edge_dst, alpha.unsqueeze(-1) * z.index_select(0, edge_src));
-  return (w.concat ? out.reshape({dst, heads * width}) : out.mean(1)) + w.bias;
+  return w.concat ? out.reshape({dst, heads * width}) : out.mean(1);
 }
 
 OpFn attention_of(const graph::Op& op, AttentionWeights w, const std::map<std::string, torch::Tensor>& constants) {

@@ -1,17 +1,7 @@
 // The functions of sampled GNNs' ops (internal to nn; GraphModule builds
-// them): see Note [Sampled blocks] in nn/sampled_blocks.h.
-//
-// Note [Graph attention]
-// ~~~~~~~~~~~~~~~~~~~~~~
-// GAT's layer (Velickovic et al. 2018), multi-head: z = x W^T split into H
-// heads of width d'; for an edge u -> v, e = LeakyReLU_0.2(a_l.z_u + a_r.z_v);
-// alpha = softmax of e over v's in-edges, v's self loop included; v's output
-// is sum_u alpha z_u per head, the heads concatenated (or averaged, attr
-// concat false), plus a bias. The full graph's op (graph_attention) takes
-// its edges from the adjacency constant (GCN's, whose pattern is A + I);
-// the block's (block_attention) from the block's sampled edges and a self
-// loop per destination — with every neighbour kept, the same edges. No
-// dropout on the attention weights.
+// them): see Note [Sampled blocks] and Note [Graph attention] in
+// nn/sampled_blocks.h.
+
 #pragma once
 
 #include <map>
@@ -37,12 +27,11 @@ OpFn block_op_of(const graph::Op& op);
 std::optional<torch::Tensor> block_dropout(const std::string& name, std::int64_t layer, double p, const torch::Tensor& x);
 
 struct AttentionWeights {
-  torch::Tensor weight;          // [H d', in]
   torch::Tensor attn_l, attn_r;  // [H, d']
-  torch::Tensor bias;            // [H d'] or [d'] when not concatenated
   bool concat = true;
 };
-torch::Tensor attend(const AttentionWeights& w, const torch::Tensor& x, std::int64_t dst, const torch::Tensor& edge_dst,
+// z: [S, H d'] projected rows of the sources (the first dst are the destinations').
+torch::Tensor attend(const AttentionWeights& w, const torch::Tensor& z, std::int64_t dst, const torch::Tensor& edge_dst,
                      const torch::Tensor& edge_src);
 // graph_attention (the full graph's, from `constants`) or block_attention.
 OpFn attention_of(const graph::Op& op, AttentionWeights w, const std::map<std::string, torch::Tensor>& constants);

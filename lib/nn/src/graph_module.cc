@@ -382,8 +382,7 @@ GraphModule::GraphModule(const graph::OpGraph& graph, std::uint64_t seed,
     } else if (op.kind == "graph_aggregate") {
       fns_[id] = aggregate_of(op, constants);
     } else if (op.kind == "graph_attention" || op.kind == "block_attention") {  // Note [Graph attention]
-      AttentionWeights w{parameter(op.params.at(0)), parameter(op.params.at(1)), parameter(op.params.at(2)),
-                         parameter(op.params.at(3)), op.attrs.value("concat", true)};
+      AttentionWeights w{parameter(op.params.at(0)), parameter(op.params.at(1)), op.attrs.value("concat", true)};
       fns_[id] = attention_of(op, w, constants);
     } else if (is_block_op(op.kind)) {  // Note [Sampled blocks]
       fns_[id] = block_op_of(op);

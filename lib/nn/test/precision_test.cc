@@ -28,7 +28,9 @@ thread_local Calls* recording = nullptr;
 thread_local int inside_fp32_op = 0;  // calls made by an op the policy keeps in fp32 as a whole
 
 bool fp32_op(const at::RecordFunction& fn) {
-  return fn.scope() == at::RecordScope::USER_SCOPE && std::string(fn.name()) == "trident::graph_aggregate";
+  if (fn.scope() != at::RecordScope::USER_SCOPE) return false;
+  const std::string name = fn.name();  // the graph ops the policy keeps in fp32 (Note [Precision policy])
+  return name == "trident::graph_aggregate" || name == "trident::graph_attention" || name == "trident::block_aggregate";
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {

@@ -60,6 +60,8 @@ class SampledGraph {
   Stats take_stats();
 
   std::int64_t nodes() const { return csr_.nodes(); }
+  // Bytes of the features this rank holds (its shard).
+  std::int64_t held_bytes() const { return store_ ? static_cast<std::int64_t>(store_->shard().nbytes()) : 0; }
   const std::vector<int>& fanouts() const { return options_.fanouts; }
 
  private:

@@ -12,6 +12,7 @@
 
 #include "trident/base/test_hooks.h"
 #include "trident/report/plan_tables.h"
+#include "sampled_graph.h"
 #include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/runtime/trainer.h"
 
@@ -266,6 +267,13 @@ void Trainer::record_memory() {
                       {"peak_rss_bytes", peak_rss_bytes()},
                       {"planned_bytes", stage >= 0 ? plan_.stages[stage].memory_bytes : 0.0}};
   if (placement_.on_gpu()) mine["peak_gpu_bytes"] = placement_.peak_device_bytes();
+  if (sampled_) {  // See Note [Row store]: this rank's shard of the features, and its resident memory now
+    mine["feature_bytes_held"] = sampled_->held_bytes();
+    std::ifstream statm("/proc/self/statm");
+    std::int64_t size = 0, resident = 0;
+    statm >> size >> resident;
+    mine["rss_bytes"] = resident * ::sysconf(_SC_PAGESIZE);
+  }
   const auto all = gather_strings(mine.dump());
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& text : all) ranks.push_back(nlohmann::json::parse(text));

@@ -280,23 +280,23 @@ TensorSpec rows_spec(double rows, std::int64_t d) {
 
 }  // namespace
 
-OpId GraphBuilder::attention(const std::string& name, OpId x, Attention a, std::int64_t layer, double rows,
+OpId GraphBuilder::attention(const std::string& name, OpId z, Attention a, std::int64_t layer, double rows,
                              double nnz, const std::string& adjacency) {
-  const auto& s = spec(x);
-  require(!s.shape.empty() && a.heads >= 1 && a.width >= 1, name, "attention needs [..., d] and heads, width >= 1");
-  const std::int64_t d = s.shape.back(), out = a.concat ? a.heads * a.width : a.width;
+  const auto& s = spec(z);
+  require(a.heads >= 1 && a.width >= 1 && !s.shape.empty() && s.shape.back() == a.heads * a.width, name,
+          "attention needs [..., heads x width] projected rows, got " + graph::to_string(s));
+  const std::int64_t out = a.concat ? a.heads * a.width : a.width;
   const bool block = layer >= 0;
   Op op{name, block ? "block_attention" : "graph_attention",
-        {{"heads", a.heads}, {"width", a.width}, {"concat", a.concat}}, {in(x)},
+        {{"heads", a.heads}, {"width", a.width}, {"concat", a.concat}}, {in(z)},
         block ? rows_spec(rows, out) : TensorSpec{{s.shape[0], out}, s.dtype}};
   if (block) op.attrs["layer"] = layer;
-  else op.attrs["adjacency"] = adjacency, rows = static_cast<double>(s.shape[0]);
-  op.params = {{name + ".weight", {a.heads * a.width, d}}, {name + ".attn_l", {a.heads, a.width}},
-               {name + ".attn_r", {a.heads, a.width}}, {name + ".bias", {out}}};
-  const double in_rows = static_cast<double>(s.elements() / d), hw = static_cast<double>(a.heads * a.width);
-  op.forward_flops = 2.0 * in_rows * d * hw + 2.0 * in_rows * hw + 8.0 * nnz * hw;
+  else op.attrs["adjacency"] = adjacency;
+  op.params = {{name + ".attn_l", {a.heads, a.width}}, {name + ".attn_r", {a.heads, a.width}}};
+  const double in_rows = static_cast<double>(s.elements() / s.shape.back()), hw = static_cast<double>(a.heads * a.width);
+  op.forward_flops = 2.0 * in_rows * hw + 8.0 * nnz * hw;
   op.backward_flops = 2 * op.forward_flops;
-  op.activation_bytes = s.bytes() + static_cast<std::int64_t>(4 * (in_rows + 2 * nnz) * hw);
+  op.activation_bytes = s.bytes() + static_cast<std::int64_t>(4 * 2 * nnz * hw);
   return push(std::move(op));
 }
 

@@ -15,8 +15,9 @@
 //   graph_mlp  the MLP on the same nodes and labels, for comparison
 //   sageN      N GraphSAGE-mean layers (sage2 above; any N up to 16)
 //   gat2       GAT (Velickovic et al. 2018): 8 heads of 8 concatenated, elu,
-//              then one head of the classes; dropout 0.6 (Note [Graph
-//              attention] in nn/block_ops.h)
+//              then one head of the classes; dropout 0.6; each layer a
+//              linear projection, then attention (Note [Graph attention]
+//              in nn/sampled_blocks.h)
 // Hidden width 16 under `tiny` (64 for gcnii, as its paper), 64 under `paper`;
 // model.hidden sets it.
 //
@@ -215,24 +216,37 @@ graph::OpGraph sage(const ModelSpec& s, int layers) {
   return b.finish();
 }
 
-// GAT: 8 heads of model.hidden (8 by default) concatenated, elu, one head of the classes.
+// GAT: 8 heads of model.hidden (8 by default) concatenated, elu, one head of
+// the classes; on the full graph or, with fan-outs, on blocks.
 graph::OpGraph gat2(const ModelSpec& s) {
   GraphBuilder b("gat2");
   const GraphBuilder::Attention first{8, s.hidden > 0 ? s.hidden : 8, true};
-  if (s.fanouts.empty()) {
-    const auto in = graph_inputs(b, s);
-    OpId x = b.attention("conv0", b.dropout("conv0.dropout", in.x, 0.6), first, -1, 0, static_cast<double>(in.nnz));
-    x = b.activation("conv0.elu", "elu", x);
-    x = b.attention("conv1", b.dropout("conv1.dropout", x, 0.6), {1, in.classes, false}, -1, 0, static_cast<double>(in.nnz));
-    b.masked_cross_entropy("loss", x, in.label, in.mask);
-    return b.finish();
+  const bool sampled = !s.fanouts.empty();
+  std::int64_t classes = 0;
+  double nnz = 0;
+  Sampled in;
+  OpId x, mask = -1;
+  if (sampled) {
+    in = sampled_inputs(b, s, 2);
+    classes = in.classes;
+    x = b.block_features("features", in.node, in.rows[0], in.features, s.graph.empty() ? "csbm" : s.graph, s.fanouts,
+                         s.sample_replace);
+  } else {
+    const auto full = graph_inputs(b, s);
+    in.label = full.label, mask = full.mask, classes = full.classes, nnz = static_cast<double>(full.nnz);
+    x = full.x;
   }
-  const auto in = sampled_inputs(b, s, 2);
-  OpId x = b.block_features("features", in.node, in.rows[0], in.features, s.graph.empty() ? "csbm" : s.graph, s.fanouts, s.sample_replace);
-  x = b.attention("conv0", b.dropout("conv0.dropout", x, 0.6, 0), first, 0, in.rows[1], in.edges[0] + in.rows[1]);
-  x = b.activation("conv0.elu", "elu", x);
-  x = b.attention("conv1", b.dropout("conv1.dropout", x, 0.6, 1), {1, in.classes, false}, 1, in.rows[2], in.edges[1] + in.rows[2]);
-  b.cross_entropy("loss", x, in.label);
+  // A layer: dropout, the projection (its bias is the layer's: the attention weights sum to 1), attention.
+  auto layer = [&](int l, OpId h, GraphBuilder::Attention a) {
+    const auto p = "conv" + std::to_string(l);
+    h = b.linear(p, b.dropout(p + ".dropout", h, 0.6, sampled ? l : -1), a.heads * a.width);
+    return sampled ? b.attention(p + ".attend", h, a, l, in.rows[at(l + 1)], in.edges[at(l)] + in.rows[at(l + 1)])
+                   : b.attention(p + ".attend", h, a, -1, 0, nnz);
+  };
+  x = b.activation("conv0.elu", "elu", layer(0, x, first));
+  x = layer(1, x, {1, classes, false});
+  if (sampled) b.cross_entropy("loss", x, in.label);
+  else b.masked_cross_entropy("loss", x, in.label, mask);
   return b.finish();
 }
 

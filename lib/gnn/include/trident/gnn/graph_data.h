@@ -128,8 +128,9 @@ std::vector<std::int64_t> even_bounds(std::int64_t nodes, int parts);
 Adjacency constant_adjacency(const graph::OpGraph& g, std::string name = "");
 
 // Bytes one step of graph parallelism on `parts` parts moves: every
-// graph_aggregate of width d sends each halo row forward and its gradient
-// back, 8 d sum_p |B_p| in fp32 (0 without graph ops).
+// graph_aggregate of width d sends each halo row forward and, when its input
+// carries a gradient (not the data's features), its gradient back: 8 d
+// sum_p |B_p| in fp32, or 4 d sum_p |B_p| forward only (0 without graph ops).
 double partition_bytes(const graph::OpGraph& g, int parts);
 
 // GNNPipe mode (Note [Node chunks] in nn/node_chunks.h), chunks `bounds`

@@ -11,7 +11,8 @@
 //                    read and receives its halo; backward, it sends the
 //                    halo's gradients to their owners, who add them to
 //                    their rows' — 4 d bytes per halo row each way, so
-//                    8 d sum_p |halo_p| per aggregation and step. The
+//                    8 d sum_p |halo_p| per aggregation and step (4 d
+//                    when its input is the data: no gradient goes back). The
 //                    product runs over the whole graph's columns in their
 //                    order, so a row's sum is the one process's, bit for bit;
 //   dropout          draws the whole graph's mask and keeps its rows, so

@@ -32,6 +32,20 @@
 //   edges none: block_attention computes its own (GAT).
 // With every neighbour kept (fan-out -1) the weights are the full graph's,
 // so a batch's logits on its seeds equal the full-graph model's.
+//
+// Note [Graph attention]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// GAT's layer (Velickovic et al. 2018), multi-head: z = x W^T + b (a linear
+// op before the attention op) split into H heads of width d'; for an edge
+// u -> v, e = LeakyReLU_0.2(a_l.z_u + a_r.z_v); alpha = softmax of e over
+// v's in-edges, v's self loop included; v's output is sum_u alpha z_u per
+// head, the heads concatenated (or averaged, attr concat false). The
+// attention weights sum to 1, so the projection's bias b is the layer's
+// output bias. The full graph's op (graph_attention) takes
+// its edges from the adjacency constant (GCN's, whose pattern is A + I);
+// the block's (block_attention) from the block's sampled edges and a self
+// loop per destination — with every neighbour kept, the same edges. No
+// dropout on the attention weights.
 #pragma once
 
 #include <cstdint>

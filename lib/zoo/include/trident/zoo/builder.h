@@ -35,16 +35,16 @@
 //   identity_map {dim, beta}         [..., d] -> (1 - beta) x + beta x W^T; weight [d, d]
 //   masked_cross_entropy             (logits [N, C], label int64 [N], mask [N])
 //                                    -> sum(mask * CE) / sum(mask)
-//   graph_attention {adjacency, heads, width, concat}  [N, d] -> [N, H w] (or [N, w]):
-//                                    GAT over the adjacency's pattern (Note [Graph attention]
-//                                    in nn/block_ops.h); weight [H w, d], attn_l, attn_r [H, w], bias
+//   graph_attention {adjacency, heads, width, concat}  [N, H w] -> [N, H w] (or [N, w]):
+//                                    GAT's attention over the adjacency's pattern on projected
+//                                    rows (Note [Graph attention] in nn/sampled_blocks.h); attn_l, attn_r [H, w]
 // Sampled GNN ops (Note [Sampled blocks] in nn/sampled_blocks.h): a sample is
 // a seed node, and a tensor's per-sample shape [r, d] counts r, the rows a
 // seed adds to its block on average (no rows axis when r is 1: the seeds).
 //   block_features {graph, fanouts, replace}  (node int64 []) -> [r_0, F]: block 0's input rows
 //   block_aggregate {layer, norm}    [r_l, d] -> [r_l+1, d]: A_l X
 //   block_targets {layer}            [r_l, d] -> [r_l+1, d]: the destinations' rows
-//   block_attention {layer, heads, width, concat}  [r_l, d] -> [r_l+1, H w]: GAT on block l
+//   block_attention {layer, heads, width, concat}  [r_l, H w] -> [r_l+1, H w]: GAT on block l
 //   dropout {p, block_layer}         masks keyed by node id (rows of block `block_layer`)
 //
 // Note [Graph ops]
@@ -107,14 +107,15 @@ class GraphBuilder {
   OpId mix(const std::string& name, OpId a, OpId b, double alpha);
   OpId identity_map(const std::string& name, OpId x, double beta);
   OpId masked_cross_entropy(const std::string& name, OpId logits, OpId label, OpId mask);
-  // GAT (Note [Graph attention]): over the adjacency constant's pattern
-  // (`layer` < 0, nnz its entries) or over block `layer` (`rows` the
-  // destinations per seed, nnz its edges per seed, self loops included).
+  // GAT's attention (Note [Graph attention]) on projected rows z (a linear
+  // of width heads x width before it): over the adjacency constant's
+  // pattern (`layer` < 0, nnz its entries) or over block `layer` (`rows`
+  // the destinations per seed, nnz its edges per seed, self loops included).
   struct Attention {
     std::int64_t heads = 1, width = 8;
     bool concat = true;
   };
-  OpId attention(const std::string& name, OpId x, Attention a, std::int64_t layer, double rows, double nnz,
+  OpId attention(const std::string& name, OpId z, Attention a, std::int64_t layer, double rows, double nnz,
                  const std::string& adjacency = "adjacency");
   // Sampled GNN ops: `rows` per seed as in the table above, `edges` per seed.
   // `graph`, `fanouts`, `replace`: how the blocks are sampled, kept as attrs for the planner and report.
