@@ -60,7 +60,7 @@ Command add_diff_command(CLI::App& app) {
   c->add_option("b", d->b, "the other")->required();
   c->add_option("--rtol", d->rtol, "relative tolerance (torch.allclose)");
   c->add_option("--atol", d->atol, "absolute tolerance (torch.allclose)");
-  c->add_flag("--optimizer", d->optimizer, "compare the optimizer state too");
+  c->add_flag("--optimizer", d->optimizer, "compare the optimizer state and node embeddings too");
   return {c, [d] { return diff_runs(*d); }};
 }
 

@@ -21,6 +21,8 @@ void add_model_options(CLI::App* command, zoo::ModelSpec& model) {
       ->delimiter(',');
   command->add_flag("--sample-replace", model.sample_replace, "with --fanouts: sample neighbours with replacement");
   command->add_option("--hidden", model.hidden, "graph neural networks: the hidden width (0: the preset's)");
+  command->add_option("--node-embedding", model.node_embedding,
+                      "with --fanouts: a learnable embedding of this width per node (0: none)");
 }
 
 graph::OpGraph model_graph(zoo::ModelSpec& model) {

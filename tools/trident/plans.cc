@@ -31,6 +31,7 @@ planner::Planner planner_for(plan::Plan& p, const graph::OpGraph& g, const std::
   r.model = p.model, r.preset = p.preset, r.model_file = p.model_file, r.model_graph = p.model_graph;
   r.graph_chunks = p.graph_chunks;
   r.fanouts = p.fanouts, r.sample_replace = p.sample_replace, r.hidden = p.hidden;
+  r.node_embedding = p.node_embedding;
   r.devices = p.devices, r.mini_batch = p.mini_batch;
   r.optimizer_states = p.optimizer_states;
   r.precision = graph::precision_from_string(p.precision).value_or(graph::Precision::kFp32);

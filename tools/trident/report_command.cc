@@ -40,7 +40,7 @@ int run_report(const std::string& run_dir) {
     auto plan = plan::load_plan(run_dir + "/plan.json");
     if (!plan.cluster.is_null()) {
       const auto g = zoo::build_graph({plan.model, plan.preset, plan.model_file, "", plan.model_graph, plan.graph_chunks, plan.fanouts,
-                                        plan.sample_replace, plan.hidden});
+                                        plan.sample_replace, plan.hidden, plan.node_embedding});
       auto simulated = plan;
       const auto result = planner_for(simulated, g, run_dir + "/plan.json").predict(simulated);
       simulated_svg = report::timeline_svg(report::simulated_trace(result, simulated), 1);

@@ -28,7 +28,8 @@ void print_warnings(const planner::Planner& planner, const plan::Plan& p) {
 
 int run_simulate(const SimulateArgs& a) {
   auto p = plan::load_plan(a.plan);
-  const auto g = zoo::build_graph({p.model, p.preset, p.model_file, "", p.model_graph, p.graph_chunks, p.fanouts, p.sample_replace, p.hidden});
+  const auto g = zoo::build_graph({p.model, p.preset, p.model_file, "", p.model_graph, p.graph_chunks, p.fanouts, p.sample_replace, p.hidden,
+                                       p.node_embedding});
   const auto planner = planner_for(p, g, a.plan);
   const auto result = planner.predict(p);
   if (a.json) {

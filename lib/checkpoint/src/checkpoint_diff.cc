@@ -1,20 +1,46 @@
 #include "trident/checkpoint/checkpoint_diff.h"
 
 #include <algorithm>
+#include <set>
 
 namespace trident::checkpoint {
+
+namespace {
+
+// A key without its span, "NAME@OFFSET" -> "NAME" (a tensor sharded by ranks as flat spans).
+std::string whole_key(const std::string& key) { return key.substr(0, key.rfind('@')); }
+
+std::vector<std::string> whole_keys(const CheckpointReader& r, const std::string& prefix) {
+  std::set<std::string> keys;
+  for (const auto& k : r.keys(prefix)) keys.insert(whole_key(k));
+  return {keys.begin(), keys.end()};
+}
+
+// The tensor `key` names: itself, or its spans in offset order, flattened.
+torch::Tensor read_whole(const CheckpointReader& r, const std::string& key) {
+  if (r.has(key)) return r.read(key);
+  std::vector<std::pair<std::int64_t, std::string>> spans;
+  for (const auto& k : r.keys(key + "@")) spans.emplace_back(std::stoll(k.substr(key.size() + 1)), k);
+  std::sort(spans.begin(), spans.end());
+  std::vector<torch::Tensor> parts;
+  for (const auto& [offset, k] : spans) parts.push_back(r.read(k).reshape({-1}));
+  return torch::cat(parts);
+}
+
+}  // namespace
 
 CheckpointDiff diff_checkpoints(const CheckpointReader& a, const CheckpointReader& b, const std::string& prefix,
                                 double rtol, double atol) {
   CheckpointDiff d;
-  const auto ka = a.keys(prefix), kb = b.keys(prefix);
+  const auto ka = whole_keys(a, prefix), kb = whole_keys(b, prefix);
   std::set_difference(ka.begin(), ka.end(), kb.begin(), kb.end(), std::back_inserter(d.only_a));
   std::set_difference(kb.begin(), kb.end(), ka.begin(), ka.end(), std::back_inserter(d.only_b));
   std::vector<std::string> both;
   std::set_intersection(ka.begin(), ka.end(), kb.begin(), kb.end(), std::back_inserter(both));
   for (const auto& key : both) {
     ++d.compared;
-    const auto ta = a.read(key), tb = b.read(key);
+    auto ta = read_whole(a, key), tb = read_whole(b, key);
+    if (!a.has(key) || !b.has(key)) ta = ta.reshape({-1}), tb = tb.reshape({-1});  // spans on one side: compare flat
     if (ta.sizes() != tb.sizes() || ta.scalar_type() != tb.scalar_type()) {
       d.shape_differs.push_back(key);
       continue;

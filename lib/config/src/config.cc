@@ -172,6 +172,9 @@ void check_graph_chunks(const Reader& r, const YAML::Node& root, const TrainConf
 // Sampled training (Note [Sampled blocks] in nn/sampled_blocks.h): one
 // fan-out per layer, data parallel, not with GNNPipe's chunks.
 void check_fanouts(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
+  if (c.model.node_embedding > 0 && c.model.fanouts.empty())
+    r.fail("model.node_embedding", root["model"]["node_embedding"],
+           "learnable node embeddings train on sampled mini-batches: set model.fanouts too");
   if (c.model.fanouts.empty()) return;
   const int layers = zoo::sampled_layers(c.model.name);
   const auto& node = root["model"]["fanouts"];

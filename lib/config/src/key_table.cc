@@ -163,6 +163,11 @@ std::vector<Key> model_keys() {
   k.push_back(fanouts_key());
   k.push_back(bool_key("model.sample_replace", [](TrainConfig& c) -> auto& { return c.model.sample_replace; },
                        "with `model.fanouts`: sample neighbours with replacement (`true`) or without"));
+  k.push_back(int_key("model.node_embedding", [](TrainConfig& c) -> auto& { return c.model.node_embedding; }, bound(0),
+                      bound(1 << 16),
+                      "with `model.fanouts`: a learnable embedding of this width per node beside its features, rows "
+                      "held by their owners and updated there by sparse Adagrad (docs/gnn.md); 0: none",
+                      {nullptr, "0"}, true));
   k.push_back(int_key("model.hidden", [](TrainConfig& c) -> auto& { return c.model.hidden; }, bound(0), bound(1 << 20),
                       "graph neural networks: the hidden width (GAT: per head); 0: the preset's (16 tiny, 64 paper; "
                       "GAT 8)", {nullptr, "0"}, true));

@@ -39,6 +39,7 @@ planner::PlanRequest plan_request(const TrainConfig& config) {
   r.model = config.model.name, r.preset = config.model.preset, r.model_file = config.model.file;
   r.model_graph = config.model.graph, r.graph_chunks = config.model.graph_chunks;
   r.fanouts = config.model.fanouts, r.sample_replace = config.model.sample_replace, r.hidden = config.model.hidden;
+  r.node_embedding = config.model.node_embedding;
   r.devices = static_cast<int>(par.devices);
   r.mini_batch = static_cast<int>(config.train.mini_batch);
   if (par.micro_batch) r.micro_batch = static_cast<int>(par.micro_batch);

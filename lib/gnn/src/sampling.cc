@@ -20,26 +20,46 @@ Csr in_neighbours(const GraphData& g) {
   return c;
 }
 
-std::vector<std::int64_t> sample_neighbours(const Csr& csr, std::int64_t v, int layer, const SampleOptions& o) {
+namespace {
+
+// How many neighbours v keeps at a layer of fan-out k.
+std::int64_t kept(const Csr& csr, std::int64_t v, std::int64_t k, bool replace) {
+  const auto d = csr.degree(v);
+  return k < 0 || (!replace && d <= k) ? d : d == 0 ? 0 : k;
+}
+
+// Writes v's kept neighbours (kept() of them) to `out`; `picked` is scratch.
+void sample_into(const Csr& csr, std::int64_t v, int layer, const SampleOptions& o, std::int64_t* out,
+                 std::vector<std::int64_t>& picked) {
   const auto* first = csr.neighbours.data() + csr.offsets[v];
-  const std::int64_t d = csr.degree(v), k = o.fanouts.at(static_cast<std::size_t>(layer));
-  if (k < 0 || (!o.replace && d <= k)) return {first, first + d};
-  if (d == 0) return {};
+  const std::int64_t d = csr.degree(v), k = o.fanouts[static_cast<std::size_t>(layer)];
+  if (k < 0 || (!o.replace && d <= k)) {
+    std::copy(first, first + d, out);
+    return;
+  }
+  if (d == 0) return;
   KeyedRandom random({o.seed, static_cast<std::uint64_t>(o.epoch), static_cast<std::uint64_t>(layer),
                       static_cast<std::uint64_t>(v)});
-  std::vector<std::int64_t> out;
   if (o.replace) {
-    for (std::int64_t i = 0; i < k; ++i) out.push_back(first[random.below(d)]);
-    return out;
+    for (std::int64_t i = 0; i < k; ++i) out[i] = first[random.below(d)];
+    return;
   }
   // Floyd: k distinct positions of [0, d), each subset equally likely.
-  std::vector<std::int64_t> picked;
+  picked.clear();
   for (std::int64_t j = d - k; j < d; ++j) {
     const auto t = random.below(j + 1);
     picked.push_back(std::find(picked.begin(), picked.end(), t) == picked.end() ? t : j);
   }
   std::sort(picked.begin(), picked.end());
-  for (auto p : picked) out.push_back(first[p]);
+  for (std::size_t i = 0; i < picked.size(); ++i) out[i] = first[picked[i]];
+}
+
+}  // namespace
+
+std::vector<std::int64_t> sample_neighbours(const Csr& csr, std::int64_t v, int layer, const SampleOptions& o) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(kept(csr, v, o.fanouts.at(static_cast<std::size_t>(layer)), o.replace)));
+  std::vector<std::int64_t> picked;
+  sample_into(csr, v, layer, o, out.data(), picked);
   return out;
 }
 
@@ -108,34 +128,43 @@ SampledBatch sample_blocks(const Csr& csr, const std::vector<std::int64_t>& seed
   batch.seeds = seeds;
   batch.blocks.resize(o.fanouts.size());
   std::vector<std::int64_t> frontier = seeds;
-  std::vector<std::int64_t> local(static_cast<std::size_t>(csr.nodes()), -1);
+  // Local numbers by first appearance, in an array over the graph's nodes
+  // (-1: not yet numbered), kept per thread and reset after each block.
+  thread_local std::vector<std::int64_t> local;
+  if (static_cast<std::int64_t>(local.size()) != csr.nodes()) local.assign(static_cast<std::size_t>(csr.nodes()), -1);
   for (int layer = static_cast<int>(o.fanouts.size()) - 1; layer >= 0; --layer) {
-    // Each destination's sample is its own pure function: threads split them.
-    std::vector<std::vector<std::int64_t>> sampled(frontier.size());
-    const int threads = std::max(1, std::min<int>(o.threads, static_cast<int>(frontier.size())));
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        for (std::size_t i = static_cast<std::size_t>(t); i < frontier.size(); i += static_cast<std::size_t>(threads))
-          sampled[i] = sample_neighbours(csr, frontier[i], layer, o);
-      });
-    for (auto& th : pool) th.join();
+    // Each destination's sample is its own pure function: threads split
+    // them, each writing its destinations' runs of one flat array.
+    const std::int64_t k = o.fanouts[static_cast<std::size_t>(layer)];
+    std::vector<std::int64_t> at(frontier.size() + 1, 0);
+    for (std::size_t i = 0; i < frontier.size(); ++i) at[i + 1] = at[i] + kept(csr, frontier[i], k, o.replace);
+    std::vector<std::int64_t> sampled(static_cast<std::size_t>(at.back()));
+    const int threads = std::max(1, std::min<int>(o.threads, static_cast<int>(frontier.size() / 64 + 1)));
+    auto run = [&](int t) {
+      std::vector<std::int64_t> picked;
+      for (std::size_t i = static_cast<std::size_t>(t); i < frontier.size(); i += static_cast<std::size_t>(threads))
+        sample_into(csr, frontier[i], layer, o, sampled.data() + at[i], picked);
+    };
+    if (threads == 1) {
+      run(0);
+    } else {
+      std::vector<std::thread> pool;
+      for (int t = 0; t < threads; ++t) pool.emplace_back(run, t);
+      for (auto& th : pool) th.join();
+    }
     auto& b = batch.blocks[static_cast<std::size_t>(layer)];
     b.dst = frontier;
     b.src = frontier;
-    // Local numbers by first appearance, in an array over the graph's
-    // nodes (-1: not yet numbered), reset after the block.
     for (std::size_t i = 0; i < frontier.size(); ++i)
       if (local[static_cast<std::size_t>(frontier[i])] < 0) local[static_cast<std::size_t>(frontier[i])] = static_cast<std::int64_t>(i);
-    std::size_t edges = 0;
-    for (const auto& s : sampled) edges += s.size();
-    b.edge_dst.reserve(edges), b.edge_src.reserve(edges);
+    b.edge_dst.resize(sampled.size()), b.edge_src.resize(sampled.size());
     for (std::size_t i = 0; i < frontier.size(); ++i)
-      for (auto u : sampled[i]) {
-        auto& at = local[static_cast<std::size_t>(u)];
-        if (at < 0) at = static_cast<std::int64_t>(b.src.size()), b.src.push_back(u);
-        b.edge_dst.push_back(static_cast<std::int64_t>(i));
-        b.edge_src.push_back(at);
+      for (auto e = at[i]; e < at[i + 1]; ++e) {
+        const auto u = sampled[static_cast<std::size_t>(e)];
+        auto& id = local[static_cast<std::size_t>(u)];
+        if (id < 0) id = static_cast<std::int64_t>(b.src.size()), b.src.push_back(u);
+        b.edge_dst[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(i);
+        b.edge_src[static_cast<std::size_t>(e)] = id;
       }
     for (auto v : b.src) local[static_cast<std::size_t>(v)] = -1;
     frontier = b.src;

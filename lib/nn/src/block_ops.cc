@@ -112,6 +112,7 @@ std::shared_ptr<const SampledBlocks> on_device(std::shared_ptr<const SampledBloc
     for (auto* t : {&l.adjacency, &l.edge_dst, &l.edge_src})
       if (t->defined()) *t = t->to(device);
   out->features = out->features.to(device);
+  if (out->embedding.defined()) out->embedding = out->embedding.to(device);  // gradients flow back to the host's leaf
   return out;
 }
 
@@ -122,7 +123,14 @@ bool is_block_op(const std::string& kind) {
 
 OpFn block_op_of(const graph::Op& op) {
   if (op.kind == "block_features")
-    return [op](const std::vector<torch::Tensor>&) { return blocks_for(op).features; };
+    return [op, embedding = op.attrs.value("embedding", std::int64_t{0})](const std::vector<torch::Tensor>&) {
+      const auto& b = blocks_for(op);
+      if (!embedding) return b.features;
+      if (!b.embedding.defined() || b.embedding.size(1) != embedding)
+        throw Failure("op '" + op.name + "' (block_features) ends its rows with a " + std::to_string(embedding) +
+                      "-wide node embedding; the batch's blocks carry none of that width");
+      return torch::cat({b.features, b.embedding.to(b.features.scalar_type())}, 1);
+    };
   const auto l = op.attrs.value("layer", std::int64_t{-1});
   if (op.kind == "block_targets")
     return [op, l](const std::vector<torch::Tensor>& in) {

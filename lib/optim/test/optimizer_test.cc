@@ -1,5 +1,6 @@
 // Optimizers against torch.optim, and the learning-rate schedule.
 #include "trident/optim/optimizer.h"
+#include "trident/optim/sparse_adagrad.h"
 
 #include <gtest/gtest.h>
 
@@ -67,6 +68,35 @@ TEST(Optimizer, LinearAndStepSchedules) {
   EXPECT_DOUBLE_EQ(learning_rate(c, 4, 12), 1.0);
   EXPECT_DOUBLE_EQ(learning_rate(c, 5, 12), 0.5);
   EXPECT_DOUBLE_EQ(learning_rate(c, 11, 12), 0.125);
+}
+
+}  // namespace
+}  // namespace trident::optim
+
+namespace trident::optim {
+namespace {
+
+// Note [Sparse Adagrad]: touched rows follow Adagrad, the others stay.
+TEST(SparseAdagrad, UpdatesOnlyTheTouchedRowsAsAdagrad) {
+  auto table = torch::arange(12, torch::kFloat32).reshape({4, 3});
+  const auto before = table.clone();
+  SparseAdagrad opt(table);
+  const auto rows = torch::tensor({2, 0}, torch::kInt64);
+  const auto g = torch::tensor({{1.0f, -2.0f, 0.5f}, {0.25f, 0.0f, 4.0f}});
+  for (int t = 0; t < 2; ++t) opt.step(rows, g, 0.1);
+  // Torch's Adagrad on the touched rows alone (lr 0.1, eps 1e-10, no decay).
+  auto w = before.index_select(0, rows).clone().requires_grad_();
+  torch::optim::Adagrad ref({w}, torch::optim::AdagradOptions(0.1).eps(1e-10));
+  for (int t = 0; t < 2; ++t) {
+    ref.zero_grad();
+    w.mutable_grad() = g.clone();
+    ref.step();
+  }
+  EXPECT_TRUE(torch::allclose(table.index_select(0, rows), w.detach(), 1e-6, 1e-7));
+  EXPECT_TRUE(torch::equal(table[1], before[1]));  // Bitwise: untouched rows are not written
+  EXPECT_TRUE(torch::equal(table[3], before[3]));  // Bitwise: as above
+  EXPECT_TRUE(torch::allclose(opt.state()[2], 2 * g[0] * g[0]));
+  EXPECT_THROW(opt.load_state(torch::zeros({3, 3})), std::invalid_argument);
 }
 
 }  // namespace

@@ -142,6 +142,7 @@ nlohmann::json Plan::to_json() const {
   if (!fanouts.empty()) doc["fanouts"] = fanouts;
   if (sample_replace) doc["sample_replace"] = true;
   if (hidden) doc["hidden"] = hidden;
+  if (node_embedding) doc["node_embedding"] = node_embedding;
   return doc;
 }
 
@@ -205,6 +206,8 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
     if (doc.contains("fanouts")) p.fanouts = field<std::vector<int>>(doc, "fanouts", "", origin, "a sampled GNN's fan-outs");
     if (doc.contains("sample_replace")) p.sample_replace = field<bool>(doc, "sample_replace", "", origin, "true or false");
     if (doc.contains("hidden")) p.hidden = field<std::int64_t>(doc, "hidden", "", origin, "a GNN's hidden width");
+    if (doc.contains("node_embedding"))
+      p.node_embedding = field<std::int64_t>(doc, "node_embedding", "", origin, "a sampled GNN's node embedding width");
     p.cluster = doc.value("cluster", nlohmann::json());
     p.cost_model = doc.value("cost_model", nlohmann::json{{"kind", "analytic"}});
     p.devices = field<int>(doc, "devices", "", origin, "an integer");

@@ -297,6 +297,7 @@ plan::Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_b
   plan.model = request_.model, plan.preset = request_.preset, plan.model_file = request_.model_file;
   plan.model_graph = request_.model_graph, plan.graph_chunks = request_.graph_chunks;
   plan.fanouts = request_.fanouts, plan.sample_replace = request_.sample_replace, plan.hidden = request_.hidden;
+  plan.node_embedding = request_.node_embedding;
   plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
   plan.partitioner = partitioner, plan.schedule = request_.schedule;
   plan.optimizer_states = request_.optimizer_states;
@@ -395,6 +396,7 @@ plan::Plan Planner::make(std::optional<plan::Plan> given) const {
     p.model_file = request_.model_file;
     p.model_graph = request_.model_graph, p.graph_chunks = request_.graph_chunks;
     p.fanouts = request_.fanouts, p.sample_replace = request_.sample_replace, p.hidden = request_.hidden;
+    p.node_embedding = request_.node_embedding;
     fill_sync(p);  // methods the plan leaves out: the request's rule
   }
   if (given || !request_.sync_overrides.empty()) {

@@ -1,9 +1,11 @@
 // See sampled_graph.h and Note [Sampled blocks] in nn/sampled_blocks.h.
 #include "sampled_graph.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
+#include "trident/base/keyed_random.h"
 #include "trident/base/test_hooks.h"
 #include "trident/data/dataset.h"
 #include "trident/gnn/graph_data.h"
@@ -46,6 +48,7 @@ SampledGraph::SampledGraph(const config::TrainConfig& c, const graph::OpGraph& m
   for (const auto& op : model.ops()) {
     if (op.kind == "block_aggregate") norm_ = op.attrs.value("norm", std::string("mean"));
     if (op.kind == "block_attention") norm_ = "edges";
+    if (op.kind == "block_features") embedding_dim_ = op.attrs.value("embedding", std::int64_t{0});
   }
   graph_ = gnn::load_graph(c.model.graph.empty() ? "csbm" : c.model.graph, /*with_features=*/true);
   csr_ = gnn::in_neighbours(graph_);
@@ -69,12 +72,77 @@ data::Sources SampledGraph::seeds() const {
 
 void SampledGraph::shard(comm::Group group) {
   rank_ = group.world_rank();
+  rank_in_group_ = group.rank();
   const auto bounds = gnn::even_bounds(graph_.nodes, group.size());
   const auto lo = bounds[static_cast<std::size_t>(group.rank())], hi = bounds[static_cast<std::size_t>(group.rank()) + 1];
   auto mine = whole_.narrow(0, lo, hi - lo).clone();
   whole_ = torch::Tensor();
   std::vector<float>().swap(graph_.x);  // only this rank's rows stay
+  if (embedding_dim_ > 0) {  // See Note [Sparse Adagrad]: rows start uniform in [-1, 1), keyed by (seed, node)
+    auto rows = torch::empty({hi - lo, embedding_dim_}, torch::kFloat32);
+    auto* w = rows.data_ptr<float>();
+    for (auto v = lo; v < hi; ++v) {
+      KeyedRandom random({options_.seed, 0xe3bedd1aULL, static_cast<std::uint64_t>(v)});
+      for (std::int64_t j = 0; j < embedding_dim_; ++j) w[(v - lo) * embedding_dim_ + j] = static_cast<float>(random.uniform(-1, 1));
+    }
+    embedding_ = std::make_unique<sync::RowStore>(group, bounds, rows);
+    adagrad_ = std::make_unique<optim::SparseAdagrad>(embedding_->shard());  // updates the store's rows in place
+  }
   store_ = std::make_unique<sync::RowStore>(std::move(group), bounds, std::move(mine));
+}
+
+void SampledGraph::update_embeddings(double lr) {
+  if (!embedding_) return;
+  std::vector<torch::Tensor> ids, grads;
+  for (const auto& [nodes, leaf] : pulled_) {
+    ids.push_back(nodes);
+    grads.push_back(leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf));
+  }
+  pulled_.clear();
+  const auto all = ids.empty() ? torch::empty({0}, torch::kInt64) : torch::cat(ids);
+  const auto g = grads.empty() ? torch::empty({0, embedding_dim_}) : torch::cat(grads);
+  const auto pushed = embedding_->push(all, g);
+  adagrad_->step(pushed.rows, pushed.sums, lr);
+  embedding_->take_stats();  // the metrics count feature pulls only
+}
+
+checkpoint::NamedTensors SampledGraph::embedding_entries() const {
+  if (!embedding_) return {};
+  const auto at = "@" + std::to_string(embedding_->bounds()[static_cast<std::size_t>(rank_in_group_)] * embedding_dim_);
+  return {{"embedding/node" + at, embedding_->shard().reshape({-1})}, {"embedding/adagrad" + at, adagrad_->state().reshape({-1})}};
+}
+
+namespace {
+
+// A table written as flat spans KEY@OFFSET by any number of ranks, whole.
+torch::Tensor whole_of(const checkpoint::CheckpointReader& ck, const std::string& key, std::int64_t numel) {
+  std::vector<std::pair<std::int64_t, std::string>> parts;
+  for (const auto& k : ck.keys(key + "@")) parts.emplace_back(std::stoll(k.substr(key.size() + 1)), k);
+  std::sort(parts.begin(), parts.end());
+  std::vector<torch::Tensor> spans;
+  std::int64_t at = 0;
+  for (const auto& [offset, k] : parts) {
+    if (offset != at) break;
+    spans.push_back(ck.read(k).reshape({-1}));
+    at += spans.back().numel();
+  }
+  if (at != numel)
+    throw checkpoint::CheckpointError("--resume " + ck.path() + ": the checkpoint's " + key + " holds " + std::to_string(at) +
+                                      " of the " + std::to_string(numel) + " values the node embedding needs (" +
+                                      "model.node_embedding or the graph changed?)");
+  return torch::cat(spans);
+}
+
+}  // namespace
+
+void SampledGraph::load_embeddings(const checkpoint::CheckpointReader& ck) {
+  if (!embedding_) return;
+  torch::NoGradGuard no_grad;
+  const auto n = embedding_->rows() * embedding_dim_;
+  const auto lo = embedding_->bounds()[static_cast<std::size_t>(rank_in_group_)] * embedding_dim_;
+  const auto size = embedding_->shard().numel();
+  embedding_->shard().copy_(whole_of(ck, "embedding/node", n).narrow(0, lo, size).view_as(embedding_->shard()));
+  adagrad_->load_state(whole_of(ck, "embedding/adagrad", n).narrow(0, lo, size).reshape(embedding_->shard().sizes()).clone());
 }
 
 gnn::SampleOptions SampledGraph::options_at(std::int64_t epoch, bool training) const {
@@ -120,14 +188,22 @@ std::shared_ptr<const nn::SampledBlocks> SampledGraph::blocks(const torch::Tenso
   const double sample_s = seconds_since(start);
   if (!tree_log_.empty() && training) log_trees(batch);
   start = std::chrono::steady_clock::now();
-  auto rows = store_->pull(torch::tensor(batch.input_nodes(), torch::kInt64));
+  const auto input = torch::tensor(batch.input_nodes(), torch::kInt64);
+  auto rows = store_->pull(input);
   const auto pulled = store_->take_stats();
+  torch::Tensor embedding;
+  if (embedding_) {  // See Note [Sparse Adagrad]: a leaf whose gradient goes back to the rows' owners
+    embedding = embedding_->pull(input);
+    if (training) embedding.requires_grad_(true), pulled_.emplace_back(input, embedding);
+  }
   if (training) {  // the metrics are training's (evaluation pulls every neighbour)
     stats_.sample_s += sample_s, stats_.fetch_s += seconds_since(start);
     stats_.rows += pulled;
     ++stats_.batches;
   }
-  return nn::make_blocks(batch, norm_, degrees_, std::move(rows));
+  auto out = nn::make_blocks(batch, norm_, degrees_, std::move(rows));
+  out->embedding = embedding;
+  return out;
 }
 
 SampledGraph::Stats SampledGraph::take_stats() {

@@ -15,7 +15,9 @@
 #include "trident/config/config.h"
 #include "trident/data/source.h"
 #include "trident/gnn/sampling.h"
+#include "trident/checkpoint/sharded_checkpoint.h"
 #include "trident/nn/sampled_blocks.h"
+#include "trident/optim/sparse_adagrad.h"
 #include "trident/sync/row_store.h"
 
 namespace trident::runtime {
@@ -51,6 +53,19 @@ class SampledGraph {
   // trainer asks a step ahead: at most two steps' batches are held.
   void prefetch(std::int64_t step, std::vector<torch::Tensor> nodes, std::int64_t epoch);
 
+  // Learnable node embeddings (model.node_embedding; Note [Sparse
+  // Adagrad]): after a step's backward, every rank calls this once — the
+  // gradients of the rows its micro-batches pulled go to their owners, who
+  // update them at `lr`. Nothing without embeddings.
+  void update_embeddings(double lr);
+  // This rank's embedding rows and their Adagrad state, for its checkpoint
+  // shard ("embedding/node@OFFSET", "embedding/adagrad@OFFSET": flat spans
+  // of the [N, D] tables), and their loading from a checkpoint written on
+  // any number of processes. Throws checkpoint::CheckpointError when the
+  // checkpoint lacks them or they do not fit.
+  checkpoint::NamedTensors embedding_entries() const;
+  void load_embeddings(const checkpoint::CheckpointReader& ck);
+
   struct Stats {
     std::int64_t batches = 0;
     double sample_s = 0;       // sampling this rank waited for (not what ran ahead)
@@ -76,6 +91,10 @@ class SampledGraph {
   gnn::SampleOptions options_;
   std::int64_t step_ = 0, epoch_ = 0;
   std::unique_ptr<sync::RowStore> store_;
+  std::int64_t embedding_dim_ = 0;
+  std::unique_ptr<sync::RowStore> embedding_;  // See Note [Sparse Adagrad]
+  std::unique_ptr<optim::SparseAdagrad> adagrad_;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> pulled_;  // this step's (ids, embedding leaf) per micro-batch
   torch::Tensor whole_;  // the features before shard(), [N, F]
   struct Ahead {
     std::vector<std::int64_t> nodes;
@@ -85,7 +104,7 @@ class SampledGraph {
   std::vector<Ahead> ahead_;
   Stats stats_;
   std::string tree_log_;  // TRIDENT_TEST_SAMPLE_LOG's file for seed trees, or empty
-  int rank_ = 0;
+  int rank_ = 0, rank_in_group_ = 0;
   int threads_ = 1;  // sampling what was not sampled ahead
 };
 

@@ -401,6 +401,7 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   block_rows_learnt_ = true;
   StepTotals t;
   const auto stepped = sync_and_step(lr, trace);
+  if (sampled_) sampled_->update_embeddings(lr);  // See Note [Sparse Adagrad]
   t.exposed_s = stepped.exposed_s, t.grad_norm = stepped.grad_norm;
   if (sync_) t.read_staleness = sync_->stats().read_staleness;
   const auto bad = static_cast<double>(loader_->bad().size());

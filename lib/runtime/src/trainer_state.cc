@@ -142,6 +142,8 @@ void Trainer::save(double wall_s) {
       for (const auto& [name, p] : stage_->params()) mine.emplace_back("param/" + name, p);
     for (auto& entry : state_to_write()) mine.push_back(std::move(entry));
   }
+  if (sampled_)  // See Note [Sparse Adagrad]: each rank's rows of the node embedding
+    for (auto& entry : sampled_->embedding_entries()) mine.push_back(std::move(entry));
   const auto file = "rank-" + std::to_string(rank_) + ".bin";
   if (kill_requested(rank_, step_)) {
     checkpoint::write_shard(partial, file, checkpoint::NamedTensors(mine.begin(), mine.begin() + std::min<std::size_t>(1, mine.size())));
@@ -218,6 +220,7 @@ void Trainer::load(const std::string& run_dir) {
     throw TrainingError(std::string("--resume: ") + e.what());
   }
   optimizer_->load_state(std::move(state));
+  if (sampled_) sampled_->load_embeddings(ck);
   step_ = ck.step();
   check_data_state(ck);
   if (leader()) show_plan_change(ck);

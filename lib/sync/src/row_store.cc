@@ -124,4 +124,51 @@ torch::Tensor RowStore::pull(const torch::Tensor& ids) {
   return out;
 }
 
+RowStore::Pushed RowStore::push(const torch::Tensor& ids, const torch::Tensor& values) {
+  const auto start = std::chrono::steady_clock::now();
+  ++calls_;
+  const int p = group_.size(), me = group_.rank();
+  const auto flat = ids.to(torch::kCPU, torch::kInt64).reshape({-1});
+  const auto v = values.to(torch::kCPU).contiguous();
+  if (flat.numel() && (flat.min().item<std::int64_t>() < 0 || flat.max().item<std::int64_t>() >= rows()))
+    throw comm::CommError("row store: a push names a row outside the table of " + std::to_string(rows()) + " rows");
+  const auto [unique, inverse, counts_unused] = torch::_unique2(flat, /*sorted=*/true, /*return_inverse=*/true);
+  (void)counts_unused;
+  const auto mine = torch::zeros({unique.numel(), v.size(1)}, v.options()).index_add_(0, inverse, v);
+  const auto* u = unique.data_ptr<std::int64_t>();
+  std::vector<std::int64_t> begin(static_cast<std::size_t>(p) + 1, 0);
+  for (int q = 0; q < p; ++q)
+    begin[static_cast<std::size_t>(q) + 1] =
+        std::lower_bound(u, u + unique.numel(), bounds_[static_cast<std::size_t>(q) + 1]) - u;
+  auto part = [&](const torch::Tensor& t, int q) {
+    return t.narrow(0, begin[static_cast<std::size_t>(q)], begin[static_cast<std::size_t>(q) + 1] - begin[static_cast<std::size_t>(q)]);
+  };
+  const auto lo = bounds_[static_cast<std::size_t>(me)];
+  std::vector<torch::Tensor> got_ids(static_cast<std::size_t>(p)), got_values(static_cast<std::size_t>(p));
+  got_ids[static_cast<std::size_t>(me)] = part(unique, me), got_values[static_cast<std::size_t>(me)] = part(mine, me);
+  if (p > 1) {
+    std::vector<torch::Tensor> counts, out_ids, out_values;
+    for (int q = 0; q < p; ++q) {
+      const bool self = q == me;
+      counts.push_back(torch::full({1}, self ? 0 : part(unique, q).numel(), torch::kInt64));
+      out_ids.push_back(self ? unique.narrow(0, 0, 0) : part(unique, q));
+      out_values.push_back(self ? mine.narrow(0, 0, 0) : part(mine, q));
+    }
+    const auto asked = exchange(counts, std::vector<std::int64_t>(static_cast<std::size_t>(p), 1), counts[0], "push count exchange");
+    std::vector<std::int64_t> coming;
+    for (const auto& a : asked) coming.push_back(a.item<std::int64_t>());
+    const auto ids_in = exchange(out_ids, coming, unique, "push id exchange");
+    const auto values_in = exchange(out_values, coming, mine, "push row exchange");
+    for (int q = 0; q < p; ++q)
+      if (q != me) got_ids[static_cast<std::size_t>(q)] = ids_in[static_cast<std::size_t>(q)], got_values[static_cast<std::size_t>(q)] = values_in[static_cast<std::size_t>(q)];
+  }
+  // Sums per row, in member order.
+  const auto all_ids = torch::cat(got_ids) - lo, all_values = torch::cat(got_values);
+  const auto [rows_out, at, counts2_unused] = torch::_unique2(all_ids, /*sorted=*/true, /*return_inverse=*/true);
+  (void)counts2_unused;
+  Pushed out{rows_out, torch::zeros({rows_out.numel(), v.size(1)}, v.options()).index_add_(0, at, all_values)};
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
 }  // namespace trident::sync

@@ -105,3 +105,35 @@ TEST(RowStore, RefusesAShardThatIsNotItsRangeAndAnIdOutsideTheTable) {
 
 }  // namespace
 }  // namespace trident::sync
+
+namespace trident::sync {
+namespace {
+
+// push: every member's rows reach their owners, summed per row.
+TEST(RowStore, PushSumsEveryMembersRowsAtTheirOwners) {
+  const auto table = torch::zeros({10, 1});
+  for (int members : {1, 2, 3}) {
+    auto s = make_stores(table, members);
+    std::vector<torch::Tensor> ids, values;
+    for (int r = 0; r < members; ++r) {
+      ids.push_back(torch::tensor({9, 0, 9, r + 3}, torch::kInt64));
+      values.push_back(torch::tensor({{1.0f}, {2.0f}, {4.0f}, {8.0f * (r + 1)}}));
+    }
+    std::vector<RowStore::Pushed> got(static_cast<std::size_t>(members));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < members; ++r) threads.emplace_back([&, r] { got[r] = s.stores[r]->push(ids[r], values[r]); });
+    for (auto& t : threads) t.join();
+    auto whole = torch::zeros({10});  // what one process would sum
+    for (int r = 0; r < members; ++r) whole.index_add_(0, ids[r], values[r].squeeze(1));
+    auto seen = torch::zeros({10});
+    for (int r = 0; r < members; ++r) {
+      const auto lo = s.stores[r]->bounds()[r];
+      seen.index_add_(0, got[r].rows + lo, got[r].sums.squeeze(1));
+      EXPECT_TRUE(got[r].rows.numel() == 0 || got[r].rows.max().item<std::int64_t>() < s.stores[r]->shard().size(0));
+    }
+    EXPECT_TRUE(torch::equal(seen, whole)) << members << " members";  // Bitwise: sums of small integers, exact in float32
+  }
+}
+
+}  // namespace
+}  // namespace trident::sync

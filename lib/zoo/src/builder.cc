@@ -301,10 +301,14 @@ OpId GraphBuilder::attention(const std::string& name, OpId z, Attention a, std::
 }
 
 OpId GraphBuilder::block_features(const std::string& name, OpId node, double rows, std::int64_t features,
-                                  const std::string& graph, const std::vector<int>& fanouts, bool replace) {
+                                  const std::string& graph, const std::vector<int>& fanouts, bool replace,
+                                  std::int64_t embedding) {
   require(spec(node) == TensorSpec{{}, graph::DType::kInt64}, name, "block_features reads the int64 [] seed node id");
-  return push({name, "block_features", {{"graph", graph}, {"fanouts", fanouts}, {"replace", replace}}, {in(node)},
-               rows_spec(rows, features)});
+  require(embedding >= 0, name, "block_features: an embedding width >= 0");
+  Op op{name, "block_features", {{"graph", graph}, {"fanouts", fanouts}, {"replace", replace}}, {in(node)},
+        rows_spec(rows, features + embedding)};
+  if (embedding) op.attrs["embedding"] = embedding;
+  return push(std::move(op));
 }
 
 OpId GraphBuilder::block_aggregate(const std::string& name, OpId x, std::int64_t layer, const std::string& norm,

@@ -141,6 +141,13 @@ Sampled sampled_inputs(GraphBuilder& b, const ModelSpec& s, int layers) {
 
 std::size_t at(int l) { return static_cast<std::size_t>(l); }
 
+// Block 0's input rows: the features, each followed by the node's learnable
+// embedding when model.node_embedding is set.
+OpId block_inputs(GraphBuilder& b, const ModelSpec& s, const Sampled& in) {
+  return b.block_features("features", in.node, in.rows[0], in.features, s.graph.empty() ? "csbm" : s.graph, s.fanouts,
+                          s.sample_replace, std::max<std::int64_t>(0, s.node_embedding));
+}
+
 OpId gcn_layer(GraphBuilder& b, const Inputs& in, const std::string& p, OpId x, std::int64_t out) {
   return aggregate(b, in, p + ".aggregate", b.linear(p, x, out));
 }
@@ -152,7 +159,7 @@ graph::OpGraph sampled_gcn2(const ModelSpec& s) {
     const auto p = "conv" + std::to_string(l);
     return b.block_aggregate(p + ".aggregate", b.linear(p, x, out), l, "gcn", in.rows[at(l + 1)], in.edges[at(l)] + in.rows[at(l + 1)]);
   };
-  OpId x = b.block_features("features", in.node, in.rows[0], in.features, s.graph.empty() ? "csbm" : s.graph, s.fanouts, s.sample_replace);
+  OpId x = block_inputs(b, s, in);
   x = b.activation("conv0.relu", "relu", layer(0, b.dropout("conv0.dropout", x, 0.5, 0), hidden(s, 16)));
   x = layer(1, b.dropout("conv1.dropout", x, 0.5, 1), in.classes);
   b.cross_entropy("loss", x, in.label);
@@ -198,7 +205,7 @@ graph::OpGraph sage(const ModelSpec& s, int layers) {
     return b.finish();
   }
   const auto in = sampled_inputs(b, s, layers);
-  OpId x = b.block_features("features", in.node, in.rows[0], in.features, s.graph.empty() ? "csbm" : s.graph, s.fanouts, s.sample_replace);
+  OpId x = block_inputs(b, s, in);
   for (int l = 0; l < layers; ++l) {
     const auto p = "conv" + std::to_string(l);
     x = b.dropout(p + ".dropout", x, 0.5, l);
@@ -229,8 +236,7 @@ graph::OpGraph gat2(const ModelSpec& s) {
   if (sampled) {
     in = sampled_inputs(b, s, 2);
     classes = in.classes;
-    x = b.block_features("features", in.node, in.rows[0], in.features, s.graph.empty() ? "csbm" : s.graph, s.fanouts,
-                         s.sample_replace);
+    x = block_inputs(b, s, in);
   } else {
     const auto full = graph_inputs(b, s);
     in.label = full.label, mask = full.mask, classes = full.classes, nnz = static_cast<double>(full.nnz);
@@ -333,10 +339,13 @@ int sampled_layers(const std::string& name) {
 }
 
 graph::OpGraph gnn_model(const ModelSpec& spec) {
+  if (spec.node_embedding > 0 && spec.fanouts.empty())
+    throw graph::GraphError("model.node_embedding = " + std::to_string(spec.node_embedding) +
+                            ": learnable node embeddings train on sampled mini-batches; set model.fanouts too");
   if (spec.name == "gcn2") return gcn2(spec);
   if (spec.name == "gat2") return gat2(spec);
   if (int n = depth_of(spec.name, "sage"); n && n <= 16) return sage(spec, n);
-  if (!spec.fanouts.empty())
+  if (!spec.fanouts.empty() || spec.node_embedding)
     throw graph::GraphError("model.fanouts: model '" + spec.name + "' trains on the whole graph only; sampled "
                             "training (fan-outs) is built for gcn2, sageN and gat2");
   if (spec.name == "appnp") return appnp(spec);

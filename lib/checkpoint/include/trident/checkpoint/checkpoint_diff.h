@@ -21,7 +21,10 @@ struct CheckpointDiff {
 };
 
 // Compares the tensors whose keys start with `prefix` ("param/": weights;
-// "": weights and optimizer state) with torch::allclose(a, b, rtol, atol).
+// "": weights, optimizer state, node embeddings) with torch::allclose(a, b,
+// rtol, atol). A tensor that ranks wrote as flat spans (KEY@OFFSET: a
+// parameter server's optimizer state, a node embedding's rows) is compared
+// whole, so checkpoints of different process counts compare.
 CheckpointDiff diff_checkpoints(const CheckpointReader& a, const CheckpointReader& b, const std::string& prefix,
                                 double rtol, double atol);
 

@@ -7,7 +7,10 @@
 // SampledBlocks, which the runtime opens around the forward (and the
 // recomputed forward) of each micro-batch. Four ops read it:
 //   block_features          block 0's source rows of the input features,
-//                           [S_0, F] (from the feature store);
+//                           [S_0, F] (from the feature store), each followed
+//                           by its node's learnable embedding when the model
+//                           has one (attr embedding; Note [Sparse Adagrad]
+//                           in optim/sparse_adagrad.h);
 //   block_aggregate (l)     A_l X: [S_l, d] -> [D_l, d], A_l the layer's
 //                           sparse [D_l, S_l] weights, coalesced (entries
 //                           by destination, then local source) — the full
@@ -70,6 +73,7 @@ struct SampledLayer {
 struct SampledBlocks {
   std::vector<SampledLayer> layers;  // layers[l] is block l
   torch::Tensor features;            // float32 [layers[0].src, F]
+  torch::Tensor embedding;           // [layers[0].src, D]: learnable rows (a leaf when training), or undefined
   std::uint64_t hash = 0;            // gnn::SampledBatch::hash() of the blocks
 };
 

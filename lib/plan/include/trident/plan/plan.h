@@ -78,7 +78,7 @@ struct Plan {
   // JSON "fanouts", "sample_replace", "hidden": a sampled GNN's (zoo::ModelSpec's of those names).
   std::vector<int> fanouts;
   bool sample_replace = false;
-  std::int64_t hidden = 0;
+  std::int64_t hidden = 0, node_embedding = 0;  // JSON "node_embedding" too
   nlohmann::json cluster;     // ClusterSpec::to_json(), so a plan stands alone
   nlohmann::json cost_model;  // CostModel::describe()
   int devices = 0, mini_batch = 0;

@@ -159,7 +159,7 @@ struct PlanRequest {
   std::int64_t graph_chunks = 0;  // recorded in the plan: GNNPipe mode's chunks (Note [Node chunks])
   std::vector<int> fanouts;        // recorded in the plan: a sampled GNN's (Note [Sampled blocks])
   bool sample_replace = false;
-  std::int64_t hidden = 0;
+  std::int64_t hidden = 0, node_embedding = 0;
   int devices = 1;
   int mini_batch = 1;
   std::optional<int> micro_batch;  // default: searched

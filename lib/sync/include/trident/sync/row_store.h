@@ -16,7 +16,8 @@
 // in place, never sent), then the rows back. Each id is asked for once per
 // call (the ids are deduplicated first). A member that stops mid-pull makes
 // the others' pull throw comm::CommError naming the lost ranks, as every
-// collective of trident's does.
+// collective of trident's does. push(ids, values) is the way back: values
+// summed per id go to their owners (for sparse updates of learnable rows).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,17 @@ class RowStore {
 
   std::int64_t rows() const { return bounds_.back(); }
   std::int64_t width() const { return shard_.size(1); }
+  // The rows `values` [n, F'] (any width) of `ids` to their owners, summed
+  // per id (a batch's embedding gradients): returns, on every member, the
+  // rows of its shard any member sent (local indices, ascending) and their
+  // sums over every member's, added in member order. A collective like
+  // pull (it does not touch the table).
+  struct Pushed {
+    torch::Tensor rows;  // int64 [k]: indices into this member's shard
+    torch::Tensor sums;  // [k, F']
+  };
+  Pushed push(const torch::Tensor& ids, const torch::Tensor& values);
+
   int owner(std::int64_t id) const;
   const std::vector<std::int64_t>& bounds() const { return bounds_; }
   const torch::Tensor& shard() const { return shard_; }

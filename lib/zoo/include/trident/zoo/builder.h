@@ -41,7 +41,8 @@
 // Sampled GNN ops (Note [Sampled blocks] in nn/sampled_blocks.h): a sample is
 // a seed node, and a tensor's per-sample shape [r, d] counts r, the rows a
 // seed adds to its block on average (no rows axis when r is 1: the seeds).
-//   block_features {graph, fanouts, replace}  (node int64 []) -> [r_0, F]: block 0's input rows
+//   block_features {graph, fanouts, replace, embedding}  (node int64 []) -> [r_0, F + E]: block 0's
+//                                    input rows, each followed by its node's learnable embedding (E wide)
 //   block_aggregate {layer, norm}    [r_l, d] -> [r_l+1, d]: A_l X
 //   block_targets {layer}            [r_l, d] -> [r_l+1, d]: the destinations' rows
 //   block_attention {layer, heads, width, concat}  [r_l, H w] -> [r_l+1, H w]: GAT on block l
@@ -118,9 +119,11 @@ class GraphBuilder {
   OpId attention(const std::string& name, OpId z, Attention a, std::int64_t layer, double rows, double nnz,
                  const std::string& adjacency = "adjacency");
   // Sampled GNN ops: `rows` per seed as in the table above, `edges` per seed.
-  // `graph`, `fanouts`, `replace`: how the blocks are sampled, kept as attrs for the planner and report.
+  // `graph`, `fanouts`, `replace`: how the blocks are sampled, kept as attrs
+  // for the planner and report; `embedding` > 0: each row ends with the
+  // node's learnable embedding of that width.
   OpId block_features(const std::string& name, OpId node, double rows, std::int64_t features, const std::string& graph,
-                      const std::vector<int>& fanouts, bool replace);
+                      const std::vector<int>& fanouts, bool replace, std::int64_t embedding = 0);
   OpId block_aggregate(const std::string& name, OpId x, std::int64_t layer, const std::string& norm, double rows,
                        double edges);
   OpId block_targets(const std::string& name, OpId x, std::int64_t layer, double rows);

@@ -37,6 +37,9 @@ struct ModelSpec {
   bool sample_replace = false;
   // A GNN's hidden width; 0: the preset's (model.hidden).
   std::int64_t hidden = 0;
+  // Sampled training: a learnable embedding of this width per node, beside
+  // the features (model.node_embedding; Note [Sparse Adagrad]); 0: none.
+  std::int64_t node_embedding = 0;
 };
 
 const std::vector<std::string>& model_names();
