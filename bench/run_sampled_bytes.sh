@@ -23,9 +23,14 @@ echo "|---|---|---|---|---|---|---|"
 for p in 1 2 4; do
   plan=$("$bin" plan --model sage2 --graph "$src" --fanouts 10,5 --devices $p --mini-batch 512 --micro-batch 512 \
          --partitioner dp --cluster cpu-local | grep "^sampled mini-batches")
-  "$bin" train --set model.name=sage2 --set "model.graph=$src" --set model.fanouts=10,5 --set data.name=graph \
-    --set train.mini_batch=512 --set train.steps=$steps --set train.threads=1 --set train.eval=false \
-    --set train.log_every=5 --set checkpoint.every=0 --set name=bytes$p --set runs_dir=$work/runs --nproc $p \
+  cat > "$work/bytes.yaml" <<YAML
+model: {name: sage2, graph: "$src", fanouts: [10, 5]}
+data: {name: graph}
+train: {mini_batch: 512, steps: $steps, threads: 1, eval: false, log_every: 5}
+optimizer: {name: adam, lr: 0.003}
+checkpoint: {every: 0}
+YAML
+  "$bin" train --config "$work/bytes.yaml" --set name=bytes$p --set runs_dir=$work/runs --nproc $p \
     > "$work/train$p.log" 2>&1 || { echo "train failed: $(tail -3 "$work/train$p.log")" >&2; exit 1; }
   python3 - "$plan" "$work/runs/bytes$p/metrics.jsonl" "$p" <<'PY'
 import json, re, sys

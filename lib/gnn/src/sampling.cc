@@ -176,12 +176,10 @@ PullEstimate estimate_pulls(const Csr& csr, const std::vector<std::int64_t>& tra
                             int processes, const SampleOptions& o, std::int64_t width, int batches) {
   PullEstimate e;
   if (train_nodes.empty() || seeds < 1 || batches < 1) return e;
-  const auto bounds = even_bounds(csr.nodes(), std::max(1, processes));
   KeyedRandom pick({0x5eed'e571ULL, static_cast<std::uint64_t>(seeds), static_cast<std::uint64_t>(processes)});
   auto pool = train_nodes;
   const auto n = static_cast<std::int64_t>(pool.size()), take = std::min(seeds, n);
   for (int b = 0; b < batches; ++b) {
-    const int me = static_cast<int>(pick.below(std::max(1, processes)));  // the process whose pull this is
     for (std::int64_t i = 0; i < take; ++i)  // distinct seeds, as an epoch's batches hold
       std::swap(pool[static_cast<std::size_t>(i)], pool[static_cast<std::size_t>(i + pick.below(n - i))]);
     const std::vector<std::int64_t> batch(pool.begin(), pool.begin() + take);
@@ -191,9 +189,9 @@ PullEstimate estimate_pulls(const Csr& csr, const std::vector<std::int64_t>& tra
     std::vector<std::int64_t> distinct(input.begin(), input.end());
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    double remote = 0;
-    for (auto v : distinct) remote += (v < bounds[static_cast<std::size_t>(me)] || v >= bounds[static_cast<std::size_t>(me) + 1]);
-    e.rows += static_cast<double>(distinct.size()), e.remote += remote;
+    // Whichever process pulls this batch: the mean over them of the rows it does not own.
+    const double rows = static_cast<double>(distinct.size());
+    e.rows += rows, e.remote += processes > 1 ? rows - rows / processes : 0;
   }
   e.rows /= batches, e.remote /= batches;
   e.bytes = processes > 1 ? 8.0 * processes + e.remote * (8.0 + 4.0 * static_cast<double>(width)) : 0;

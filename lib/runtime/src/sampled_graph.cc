@@ -52,6 +52,8 @@ SampledGraph::SampledGraph(const config::TrainConfig& c, const graph::OpGraph& m
   }
   graph_ = gnn::load_graph(c.model.graph.empty() ? "csbm" : c.model.graph, /*with_features=*/true);
   csr_ = gnn::in_neighbours(graph_);
+  std::vector<std::int64_t>().swap(graph_.src);  // the CSR holds the structure now
+  std::vector<std::int64_t>().swap(graph_.dst);
   for (std::int64_t v = 0; v < csr_.nodes(); ++v) degrees_.push_back(csr_.degree(v));
   options_.fanouts = c.model.fanouts;
   options_.replace = c.model.sample_replace;

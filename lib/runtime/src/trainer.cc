@@ -519,14 +519,13 @@ void Trainer::write_window(const WindowMetrics& w, double lr, double steps_per_s
     window_samples_ = samples, window_read_s_ = read_s;
   }
   if (w.bad_samples > 0) line["bad_samples"] = w.bad_samples;
-  if (sampled_) {  // See Note [Sampled blocks]: rank 0's, per step
+  if (sampled_) {  // See Note [Sampled blocks]: per step, the mean over the processes (every rank ends a window)
     const auto s = sampled_->take_stats();
-    const double n = static_cast<double>(std::max<std::int64_t>(1, w.steps));
-    line["sampled"] = {{"rows_local", static_cast<double>(s.rows.local_rows) / n},
-                       {"rows_remote", static_cast<double>(s.rows.remote_rows) / n},
-                       {"feature_bytes", static_cast<double>(s.rows.bytes_received) / n},
-                       {"sample_s", s.sample_s / n},
-                       {"fetch_s", s.fetch_s / n}};
+    const double n = static_cast<double>(std::max<std::int64_t>(1, w.steps)) * size_;
+    const auto v = sum_over_ranks({static_cast<double>(s.rows.local_rows), static_cast<double>(s.rows.remote_rows),
+                                   static_cast<double>(s.rows.bytes_received), s.sample_s, s.fetch_s});
+    line["sampled"] = {{"rows_local", v[0] / n}, {"rows_remote", v[1] / n}, {"feature_bytes", v[2] / n},
+                       {"sample_s", v[3] / n}, {"fetch_s", v[4] / n}};
   }
   if (plan_.stages.size() > 1 || plan_.stages.front().partition == "nodes")  // stage edges, or halo rows
     line["p2p_bytes_per_step"] = w.p2p_bytes / std::max<std::int64_t>(1, w.summed);

@@ -77,7 +77,9 @@ SampledBatch sample_blocks(const Csr& csr, const std::vector<std::int64_t>& seed
 // sync/row_store.h), estimated by sampling `batches` random batches of
 // `seeds` training nodes (a generator of its own: not the run's batches)
 // with `o`'s fan-outs: the distinct input rows a pull reads, how many of
-// them other processes own (contiguous even ranges over `processes`), and
+// them other processes own (contiguous even ranges over `processes`, so
+// over the processes a (1 - 1/P) share on average, however skewed the
+// graph's degrees make any one process's share), and
 // the bytes a pull receives — every member's count (8 bytes each), the ids
 // others ask of it (as many as it asks, on average, 8 bytes each) and the
 // rows it asks for (`width` float32 each).
