@@ -105,8 +105,10 @@ std::string gnnpipe_line(const graph::OpGraph& g, const Plan& plan) {
 }
 
 // See Note [Sampled blocks] in nn/sampled_blocks.h: what a sampled step
-// pulls per process, estimated by sampling ("" for other models).
-std::string sampled_lines(const graph::OpGraph& g, const Plan& plan) {
+// pulls per process, estimated by sampling, and its time on the cluster's
+// link among the processes: a pull is three all-to-alls (counts, ids,
+// rows), each paying the link's latency per peer ("" for other models).
+std::string sampled_lines(const graph::OpGraph& g, const Plan& plan, const cost::ClusterSpec& cluster) {
   const auto it = std::find_if(g.ops().begin(), g.ops().end(), [](const graph::Op& op) { return op.kind == "block_features"; });
   if (it == g.ops().end() || plan.stages.empty()) return "";
   const auto& st = plan.stages.front();
@@ -131,6 +133,12 @@ std::string sampled_lines(const graph::OpGraph& g, const Plan& plan) {
       << processes - 1 << " other process" << (processes > 2 ? "es" : "") << ": " << human_bytes(e.bytes * static_cast<double>(pulls))
       << " of features a step per process (estimated from 8 sampled batches); each holds 1/" << processes << " of the features ("
       << human_bytes(4.0 * static_cast<double>(graph.features) * static_cast<double>(graph.nodes) / processes) << ")";
+  if (processes > 1) {
+    const auto& link = cluster.group_link(st.devices);
+    const double pull_s = 3.0 * (processes - 1) * link.latency_s + (link.bandwidth > 0 ? e.bytes / link.bandwidth : 0);
+    s << "; pulling them takes about " << fmt("%.2f", 1e3 * pull_s * static_cast<double>(pulls))
+      << " ms a step on the cluster's link (not in the prediction above)";
+  }
   s << "\n";
   return s.str();
 }
@@ -237,7 +245,7 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
   if (plan.stages.size() > 1)
     s << "between stages: " << human_bytes(plan::stage_transfer_bytes(plan, planner.graph()))
       << " per step (activations forward, their gradients backward)\n";
-  s << graph_lines(planner.graph(), plan) << sampled_lines(planner.graph(), plan);
+  s << graph_lines(planner.graph(), plan) << sampled_lines(planner.graph(), plan, planner.cluster());
   if (std::any_of(plan.stages.begin(), plan.stages.end(), [](const PlanStage& st) { return st.recompute; }))
     s << "recompute: the stage keeps only its inputs per micro-batch in flight (the activations column) and runs its "
          "forward again before each backward (in F+B)\n";
