@@ -1,5 +1,7 @@
 #include "trident/checkpoint/checkpoint_diff.h"
 
+#include "trident/checkpoint/spans.h"
+
 #include <algorithm>
 #include <set>
 
@@ -18,13 +20,7 @@ std::vector<std::string> whole_keys(const CheckpointReader& r, const std::string
 
 // The tensor `key` names: itself, or its spans in offset order, flattened.
 torch::Tensor read_whole(const CheckpointReader& r, const std::string& key) {
-  if (r.has(key)) return r.read(key);
-  std::vector<std::pair<std::int64_t, std::string>> spans;
-  for (const auto& k : r.keys(key + "@")) spans.emplace_back(std::stoll(k.substr(key.size() + 1)), k);
-  std::sort(spans.begin(), spans.end());
-  std::vector<torch::Tensor> parts;
-  for (const auto& [offset, k] : spans) parts.push_back(r.read(k).reshape({-1}));
-  return torch::cat(parts);
+  return r.has(key) ? r.read(key) : read_spans(r, key);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "trident/base/keyed_random.h"
 #include "trident/base/test_hooks.h"
+#include "trident/checkpoint/spans.h"
 #include "trident/data/dataset.h"
 #include "trident/gnn/graph_data.h"
 
@@ -105,7 +106,6 @@ void SampledGraph::update_embeddings(double lr) {
   const auto g = grads.empty() ? torch::empty({0, embedding_dim_}) : torch::cat(grads);
   const auto pushed = embedding_->push(all, g);
   adagrad_->step(pushed.rows, pushed.sums, lr);
-  embedding_->take_stats();  // the metrics count feature pulls only
 }
 
 checkpoint::NamedTensors SampledGraph::embedding_entries() const {
@@ -118,21 +118,12 @@ namespace {
 
 // A table written as flat spans KEY@OFFSET by any number of ranks, whole.
 torch::Tensor whole_of(const checkpoint::CheckpointReader& ck, const std::string& key, std::int64_t numel) {
-  std::vector<std::pair<std::int64_t, std::string>> parts;
-  for (const auto& k : ck.keys(key + "@")) parts.emplace_back(std::stoll(k.substr(key.size() + 1)), k);
-  std::sort(parts.begin(), parts.end());
-  std::vector<torch::Tensor> spans;
-  std::int64_t at = 0;
-  for (const auto& [offset, k] : parts) {
-    if (offset != at) break;
-    spans.push_back(ck.read(k).reshape({-1}));
-    at += spans.back().numel();
-  }
-  if (at != numel)
-    throw checkpoint::CheckpointError("--resume " + ck.path() + ": the checkpoint's " + key + " holds " + std::to_string(at) +
-                                      " of the " + std::to_string(numel) + " values the node embedding needs (" +
-                                      "model.node_embedding or the graph changed?)");
-  return torch::cat(spans);
+  auto whole = checkpoint::read_spans(ck, key);
+  if (whole.numel() != numel)
+    throw checkpoint::CheckpointError("--resume " + ck.path() + ": the checkpoint's " + key + " holds " +
+                                      std::to_string(whole.numel()) + " of the " + std::to_string(numel) +
+                                      " values the node embedding needs (model.node_embedding or the graph changed?)");
+  return whole;
 }
 
 }  // namespace

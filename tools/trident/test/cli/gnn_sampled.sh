@@ -47,7 +47,9 @@ if [ "$got" != ok ]; then echo "FAIL sampled-metrics: $got"; fails=$((fails+1));
 # there. 1, 2 and 3 processes end with the same embeddings and weights (diff --optimizer compares the
 # embedding's rows and Adagrad state whole, whichever ranks wrote them); 6 steps on 2 processes, resumed on 3,
 # equal 12 straight (measured within 1.3e-5, on Adagrad's G of order 1, against rtol 1e-4 + atol 1e-5); the
-# embeddings do change (step 6 differs from step 12).
+# embeddings do change (step 6 differs from step 12). Stable (Note [Stable trajectories]): Adagrad's step is
+# lr g / sqrt(G), so a gradient's rounding moves it only relatively, except for an element within rounding of
+# zero, whose first step is +-lr; dropout's zeros are exact zeros on every process count, and the plan is pinned.
 emb=(--set model.node_embedding=4 --set checkpoint.every=6)
 for p in 1 2 3; do
   out=$("$bin" train "${cfg[@]}" "${emb[@]}" --nproc $p --set runs_dir="$work/emb-$p" 2>&1) ||

@@ -31,8 +31,7 @@ namespace trident::sync {
 
 struct RowStats {
   std::int64_t local_rows = 0, remote_rows = 0;  // distinct rows read from the shard and pulled
-  std::int64_t bytes_received = 0, bytes_sent = 0;  // rows and ids, this member's
-  double seconds = 0;                               // spent in pull
+  std::int64_t bytes_received = 0;               // counts, ids and rows, this member's
   RowStats& operator+=(const RowStats& o);
 };
 
@@ -61,13 +60,23 @@ class RowStore {
   };
   Pushed push(const torch::Tensor& ids, const torch::Tensor& values);
 
-  int owner(std::int64_t id) const;
   const std::vector<std::int64_t>& bounds() const { return bounds_; }
   const torch::Tensor& shard() const { return shard_; }
   // What pulls did since the last take_stats().
   RowStats take_stats();
 
  private:
+  // `ids` sorted and distinct (with each original id's place in them), and
+  // where each member's run of them begins: begin[q] .. begin[q + 1].
+  struct Runs {
+    torch::Tensor unique, inverse;
+    std::vector<std::int64_t> begin;
+    torch::Tensor of(const torch::Tensor& t, int q) const;  // member q's rows of t (aligned with unique)
+  };
+  Runs by_owner(const torch::Tensor& ids, const char* call) const;
+  // Sends each member q how many rows this member sends it (sends[q]);
+  // returns how many each sends this member.
+  std::vector<std::int64_t> trade_counts(const std::vector<std::int64_t>& sends);
   std::vector<torch::Tensor> exchange(const std::vector<torch::Tensor>& out, const std::vector<std::int64_t>& in_rows,
                                       const torch::Tensor& like, const char* what);
   [[noreturn]] void fail(const std::string& what, const std::exception& e) const;
@@ -77,6 +86,7 @@ class RowStore {
   torch::Tensor shard_;
   RowStats stats_;
   std::int64_t calls_ = 0;
+  const char* call_ = "pull";  // the call under way, for errors
 };
 
 }  // namespace trident::sync
