@@ -1,5 +1,6 @@
 #include "trident/schedule/schedule.h"
 
+#include "trident/schedule/delayed.h"
 #include "trident/schedule/simulator.h"
 #include "zero_bubble.h"
 
@@ -9,23 +10,6 @@
 #include <sstream>
 
 namespace trident::schedule {
-namespace {
-
-// Warm-up w forwards, then one forward / one backward, then the remaining
-// backwards; w = m gives GPipe's order.
-StageActions one_f_one_b(int warmup, int m) {
-  warmup = std::clamp(warmup, 0, m);
-  StageActions a;
-  for (int i = 0; i < warmup; ++i) a.push_back({Action::Kind::kForward, i});
-  for (int i = 0; i < m - warmup; ++i) {
-    a.push_back({Action::Kind::kForward, warmup + i});
-    a.push_back({Action::Kind::kBackward, i});
-  }
-  for (int i = m - warmup; i < m; ++i) a.push_back({Action::Kind::kBackward, i});
-  return a;
-}
-
-}  // namespace
 
 const std::vector<std::string>& schedule_names() {
   static const std::vector<std::string> names{"gpipe", "1f1b", "graph-1f1b"};

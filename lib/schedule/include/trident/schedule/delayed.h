@@ -1,0 +1,73 @@
+// Delayed (asynchronous) pipelines: PipeDream-2BW's schedule on a stage DAG
+// (parallel.pipeline_delay: 1). See Note [Delayed pipelines].
+//
+// Note [Delayed pipelines]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// A synchronous 1F1B list (1f1b or graph-1f1b; Note [Micro-batch ratios] for
+// the counts) is, per stage of n micro-batches, w warm-up forwards, then
+// n − w pairs of a forward and a backward, then w backwards. Under a delay
+// the pipeline never drains between mini-batches: the w warm-up forwards of
+// mini-batch t + 1 move into the w trailing backwards of mini-batch t,
+// F(t+1, j) right before B(t, n − w + j), as in a 1F1B schedule over an
+// endless stream of micro-batches. A step's list (its *body*) is then the
+// synchronous list without its warm-up and with those forwards in the
+// cooldown; in it, micro-batch n + j means micro-batch j of the next
+// mini-batch. A step after a drain (the first, and one after evaluation or
+// a checkpoint) starts with the warm-up; a step that drains (before those)
+// runs the synchronous list's remainder instead of the body, so warm-up +
+// drain is the synchronous list itself.
+//
+// A stage's weights take PipeDream-2BW's rule W(t+1) = W(t) − opt(∇f(W(t−1))):
+// every micro-batch of mini-batch t runs forward and backward on version
+// t − 1 (W(−1) = W(0)), and a stage updates after its last backward of t.
+// The forwards of t + 1 in t's body use version t, which exists by then;
+// those of t + 2 come only in t + 1's body, after the update that makes
+// version t + 1 has overwritten t − 1, whose last user was mini-batch t. So
+// a stage holds two versions, whatever its depth, by construction.
+//
+// Steps meet at no barrier (the runtime lags the loss's all-reduce), but a
+// step's actions must need only actions of the same or earlier steps: the
+// rows a stage forwards early must have been forwarded early by each
+// predecessor too. 1F1B's warm-ups count more rows upstream, so generated
+// lists always pass; delay_schedule checks it for any list, and proves the
+// unrolled steps free of deadlock with the schedule validator.
+#pragma once
+
+#include <vector>
+
+#include "trident/schedule/schedule.h"
+#include "trident/schedule/simulator.h"
+
+namespace trident::schedule {
+
+// Warm-up w forwards, then one forward / one backward, then the remaining
+// backwards (PipeDream-Flush's list; w = m − 1 is GPipe's order).
+StageActions one_f_one_b(int warmup, int m);
+
+// One stage's lists under a delay (see Note [Delayed pipelines]).
+struct DelayedStage {
+  int count = 0;        // the stage's micro-batches per mini-batch
+  StageActions warmup;  // F0 .. F(w−1): after a drain, before the body
+  StageActions body;    // a step that continues: micro-batch count + j is the next mini-batch's j
+  StageActions drain;   // a step that drains: the synchronous list less its warm-up
+};
+
+// Per stage, from a synchronous schedule; throws ScheduleError naming the
+// stage when its list is not 1F1B's (w warm-up forwards, pairs, w
+// backwards: W actions and hand-made orders are refused), when it forwards
+// early rows its predecessor does not, or when the unrolled steps deadlock.
+std::vector<DelayedStage> delay_schedule(const StageGraph& graph, const Schedule& sync);
+
+// `steps` steps run back to back as one schedule, micro-batch m of step s
+// numbered s·count + m: the warm-up, steps − 1 bodies, one drain.
+Schedule unroll(const Schedule& sync, const std::vector<DelayedStage>& delayed, int steps);
+
+// One step of the delayed pipeline in its steady state: the time between
+// two updates of the unrolled steps (no fill or drain), at least each
+// stage's own compute per step plus its gradient sync beyond its last
+// backward and its optimizer step; busy_s and bubble_fraction per step;
+// peak_memory_bytes and in_flight as the synchronous schedule's (the
+// weight copy is the planner's to add). Throws as delay_schedule.
+SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch);
+
+}  // namespace trident::schedule

@@ -1,0 +1,84 @@
+// Delayed pipelines (Note [Delayed pipelines] in schedule/delayed.h): the
+// per-step lists, their validation, and the steady-state prediction.
+#include <gtest/gtest.h>
+
+#include "trident/schedule/delayed.h"
+
+namespace trident::schedule {
+namespace {
+
+StageGraph chain(int p, double f, double b) {
+  StageGraph g;
+  for (int i = 0; i < p; ++i) g.stages.push_back({"s" + std::to_string(i), 1, f, b});
+  for (int i = 0; i + 1 < p; ++i) g.edges.push_back({i, i + 1});
+  return g;
+}
+
+TEST(Delayed, NextForwardsMoveIntoTheCooldown) {
+  auto g = chain(3, 1, 2);
+  const auto s = make_schedule("1f1b", g, 4);
+  const auto d = delay_schedule(g, s);
+  EXPECT_EQ(to_string(s.stages[0]), "F0 F1 F2 B0 F3 B1 B2 B3");
+  EXPECT_EQ(to_string(d[0].warmup), "F0 F1");
+  EXPECT_EQ(to_string(d[0].body), "F2 B0 F3 B1 F4 B2 F5 B3");  // F4, F5: the next mini-batch's 0 and 1
+  EXPECT_EQ(to_string(d[0].drain), "F2 B0 F3 B1 B2 B3");
+  EXPECT_EQ(to_string(d[2].body), "F0 B0 F1 B1 F2 B2 F3 B3");  // the last stage has no warm-up
+  // Warm-up and drain make the synchronous list again.
+  for (std::size_t st = 0; st < d.size(); ++st) {
+    auto again = d[st].warmup;
+    again.insert(again.end(), d[st].drain.begin(), d[st].drain.end());
+    EXPECT_EQ(again, s.stages[st]) << "stage " << st;
+  }
+}
+
+TEST(Delayed, StepsHoldAtMostTheirMicroBatchesInFlight) {
+  for (const auto& name : {"1f1b", "graph-1f1b", "gpipe"})
+    for (int p : {2, 4, 6})
+      for (int m : {2, 4, 8}) {
+        auto g = chain(p, 1, 2);
+        const auto s = make_schedule(name, g, m);
+        const auto u = unroll(s, delay_schedule(g, s), 4);
+        const auto check = validate(g, u);
+        for (int st = 0; st < p; ++st) EXPECT_LE(check.in_flight[st], m) << name << " p=" << p << " m=" << m;
+      }
+}
+
+TEST(Delayed, RefusesSplitBackwardsAndOrdersItCannotCarry) {
+  auto g = chain(3, 1, 2);
+  EXPECT_THROW(delay_schedule(g, make_schedule("zb-h1", g, 4)), ScheduleError);
+  auto s = make_schedule("1f1b", g, 4);
+  s.stages[1] = parse_actions("F0 B0 F1 B1 F2 F3 B2 B3");
+  try {
+    delay_schedule(g, s);
+    FAIL() << "a list that is not 1F1B's";
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 1"), std::string::npos) << e.what();
+  }
+  // The last stage warming up more than its predecessor would need the next step's rows.
+  s = make_schedule("1f1b", g, 4);
+  s.stages[2] = one_f_one_b(2, 4);
+  EXPECT_THROW(delay_schedule(g, s), ScheduleError);
+}
+
+// A chain of p stages with m micro-batches: a synchronous step takes
+// (m + p − 1)(F + B); the delayed steady state m(F + B), no bubble.
+TEST(Delayed, SteadyStateHasNoFillOrDrain) {
+  const double F = 1, B = 2;
+  for (int p : {2, 4})
+    for (int m : {4, 8}) {
+      auto g = chain(p, F, B);
+      const auto s = make_schedule("1f1b", g, m);
+      const auto sync = simulate(g, s, m);
+      const auto delayed = simulate_delayed(g, s, m);
+      EXPECT_NEAR(sync.iteration_s, (m + p - 1) * (F + B), 1e-9);
+      EXPECT_NEAR(delayed.iteration_s, m * (F + B), 1e-9) << "p=" << p << " m=" << m;
+      EXPECT_NEAR(delayed.bubble_fraction, 0, 1e-9);
+    }
+  // A stage's own optimizer bounds the step from below.
+  auto g = chain(2, F, B);
+  g.stages[1].optimizer_s = 5;
+  EXPECT_NEAR(simulate_delayed(g, make_schedule("1f1b", g, 4), 4).iteration_s, 4 * (F + B) + 5, 1e-9);
+}
+
+}  // namespace
+}  // namespace trident::schedule
