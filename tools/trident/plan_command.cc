@@ -23,7 +23,7 @@ struct PlanArgs {
   std::string cluster = "auto", partitioner = "graphpipe", schedule;
   std::string grad_sync = "hybrid", optimizer = "adam", profile, out, dot, recompute = "auto", precision = "fp32";
   std::string placement = "auto";
-  int devices = 1, mini_batch = 0, micro_batch = 0, max_replicas = 0, micro_batch_ratio = 0;
+  int devices = 1, mini_batch = 0, micro_batch = 0, max_replicas = 0, micro_batch_ratio = 0, pipeline_delay = 0;
   double device_memory_gb = 0;
   int sync_rows = 12;
 };
@@ -43,6 +43,9 @@ config::TrainConfig plan_config(const PlanArgs& a) {
   par.schedule = a.schedule.empty() ? "auto" : a.schedule;
   par.grad_sync = a.grad_sync, par.max_replicas = a.max_replicas, par.recompute = a.recompute;
   par.micro_batch_ratio = a.micro_batch_ratio;
+  if (a.pipeline_delay != 0 && a.pipeline_delay != 1)
+    throw plan::PlanError("--pipeline-delay " + std::to_string(a.pipeline_delay) + ": allowed: 0, 1");
+  par.pipeline_delay = a.pipeline_delay;
   if (const auto k = a.model.graph_chunks; k > 1) {  // GNNPipe mode, as `trident train` reads it (Note [Node chunks])
     if (a.mini_batch != k)
       throw plan::PlanError("--mini-batch " + std::to_string(a.mini_batch) + ": GNNPipe mode trains every chunk once a "
@@ -110,6 +113,9 @@ Command add_plan_command(CLI::App& app) {
   c->add_option("--partitioner", a->partitioner, "graphpipe | pipedream | dp");
   c->add_option("--schedule", a->schedule,
                 "gpipe | 1f1b | graph-1f1b | zb-h1 | zb-h2 | graph-zb (default: graph-1f1b for graphpipe, else 1f1b)");
+  c->add_option("--pipeline-delay", a->pipeline_delay,
+                "0 | 1: plan for PipeDream-2BW's delayed update (parallel.pipeline_delay; 1f1b or graph-1f1b); the "
+                "delayed prediction is printed beside the synchronous one either way");
   c->add_option("--grad-sync", a->grad_sync, "hybrid | allreduce | ps | sfb");
   c->add_option("--optimizer", a->optimizer, "adam | sgd | sgd-plain (sets optimizer-state memory)");
   c->add_option("--precision", a->precision, "fp32 | bf16 (train.precision: activation memory and edge bytes)");

@@ -260,6 +260,25 @@ void check_recipe(const Reader& r, const YAML::Node& root, const TrainConfig& c,
                " must split evenly among parallel.devices = " + std::to_string(c.parallel.devices));
 }
 
+// See Note [Delayed pipelines] in schedule/delayed.h: one asynchrony at a
+// time, on models whose steps are independent of each other's data.
+void check_delay(const Reader& r, const YAML::Node& root, const TrainConfig& c) {
+  if (!c.parallel.pipeline_delay) return;
+  const YAML::Node& given = root["parallel"]["pipeline_delay"];
+  if (c.parallel.staleness > 0)
+    r.fail("parallel.pipeline_delay", given, "cannot combine with parallel.staleness > 0 (two asynchronies); set one");
+  if (c.parallel.schedule != "auto" && c.parallel.schedule != "1f1b" && c.parallel.schedule != "graph-1f1b" &&
+      c.parallel.schedule != "gpipe")
+    r.fail("parallel.pipeline_delay", given,
+           "runs 1F1B's lists; parallel.schedule = " + c.parallel.schedule + " is not one (use 1f1b, graph-1f1b or auto)");
+  if (!c.model.fanouts.empty() || c.model.graph_chunks || !c.model.graph.empty())
+    r.fail("parallel.pipeline_delay", given, "applies to models of independent samples, not graph models (model.graph)");
+  if (c.optimizer.clip_norm > 0)
+    r.fail("parallel.pipeline_delay", given,
+           "cannot clip (optimizer.clip_norm): a stage updates when its own backwards are done, without the "
+           "other stages' gradients; set clip_norm 0");
+}
+
 void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
   if (!std::regex_match(c.name, std::regex("[A-Za-z0-9._-]+")))
     r.fail("name", root["name"], "must be letters, digits, '.', '_' or '-' (it names the run directory)");
@@ -297,6 +316,7 @@ void check_relations(const Reader& r, const YAML::Node& root, TrainConfig& c) {
   if (c.parallel.devices > 1 && c.parallel.staleness > 0 && kind == PartitionerKind::kSearch)
     r.fail("parallel.staleness", root["parallel"]["staleness"],
            "applies to data-parallel replicas; use parallel.partitioner=dp (now " + p + "), or staleness 0");
+  check_delay(r, root, c);
 }
 
 // The sections and keys of `root` after `overrides`, every value and relation checked.

@@ -433,6 +433,11 @@ std::vector<Key> parallel_keys() {
                       bound(kMostStaleness),
                       "0 (BSP) to 1000; > 0 only with `ps` or `hybrid` and `partitioner: dp`: stale-synchronous parallel, no rank "
                       "more than s clocks ahead of the slowest (docs/distributed.md)"));
+  k.push_back(int_key("parallel.pipeline_delay", [](TrainConfig& c) -> auto& { return c.parallel.pipeline_delay; },
+                      bound(0), bound(1),
+                      "0 (every step fills and drains the pipeline) or 1: PipeDream-2BW's delayed update W(t+1) = "
+                      "W(t) - opt(grad at W(t-1)), two weight versions per stage, no flush between steps; 1f1b and "
+                      "graph-1f1b schedules (docs/pipelines.md)"));
   k.push_back(text_key("parallel.comm_dtype", [](TrainConfig& c) -> auto& { return c.parallel.comm_dtype; },
                        {"fp32", "bf16"},
                        "`fp32`, `bf16`: the dtype of the parameter server's gradient pushes (`ps`, and the `ps` part "

@@ -49,6 +49,7 @@ planner::PlanRequest plan_request(const TrainConfig& config) {
   r.grad_sync = par.grad_sync;
   r.optimizer_states = optimizer_states_for(config.optimizer.name, config.optimizer.momentum);
   r.staleness = static_cast<int>(par.staleness);
+  r.pipeline_delay = static_cast<int>(par.pipeline_delay);
   r.max_replicas = dp ? 0 : static_cast<int>(par.max_replicas);
   r.threads = static_cast<int>(config.train.threads);
   r.bucket_bytes = par.bucket_mb * cost::kBytesPerMiB;

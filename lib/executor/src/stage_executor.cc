@@ -126,6 +126,13 @@ void StageExecutor::build() {
   }
   for (const auto& a : schedule::parse_actions(st.actions))
     if (a.kind != schedule::Action::Kind::kStep) actions_.push_back(a);  // the step follows the last action anyway
+  if (delayed()) {  // See Note [Delayed pipelines]; validate_plan checked the whole schedule
+    schedule::StageGraph sg;  // the stage DAG: which warm-up forwards may run a step early
+    sg.stages.resize(plan_.stages.size());
+    for (const auto& e : plan_.edges) sg.edges.push_back({e.from, e.to});
+    delayed_ = schedule::delay_schedule(sg, plan::schedule_of(plan_)).at(static_cast<std::size_t>(stage_));
+    if (module_) versions_ = std::make_unique<WeightVersions>(params_, 0);
+  }
   layout(0);
   open_node_parts();
   open_node_chunks();
@@ -341,12 +348,43 @@ StageResult StageExecutor::run(const FieldSource& source, double divisor,
   Pass p;
   p.source = &source, p.divisor = divisor, p.before_last_backward = before_last_backward, p.trace = trace;
   count_masked(source, 0, plan_.mini_batch);
-  return pass(*layouts_.at(0), actions_, p);
+  if (!delayed()) return pass(*layouts_.at(0), actions_, p);
+  // See Note [Delayed pipelines]: the warm-up after a drain, then the body or the drain.
+  std::vector<schedule::Action> list = warm_ ? std::vector<schedule::Action>{} : delayed_.warmup;
+  const auto& rest = drain_ ? delayed_.drain : delayed_.body;
+  list.insert(list.end(), rest.begin(), rest.end());
+  p.result = next_result_;
+  next_result_ = {};
+  const auto r = pass(*layouts_.at(0), list, p);
+  next_result_ = p.next;
+  warm_ = !drain_;
+  return r;
+}
+
+void StageExecutor::begin_update() {
+  if (!versions_) return;
+  if (versions_->newest() != random_step_)
+    throw PipelineError("the update after step " + std::to_string(random_step_) + " found weight version " +
+                        std::to_string(versions_->newest()) + " the newest (expected " + std::to_string(random_step_) + ")",
+                        ErrorKind::kFailure, context());
+  versions_->begin_update(backend_->versions_in_flight());
+}
+
+int StageExecutor::tag_span(const Layout& l) const { return delayed() ? 2 * l.tag_micro_batches : l.tag_micro_batches; }
+
+int StageExecutor::message_number(const Piece& piece, int m, const Layout& l) const {
+  if (!delayed()) return piece.message(m);
+  const int next = m >= micro_batches_ ? 1 : 0;  // See Note [Tags]: two mini-batches in flight
+  const auto parity = static_cast<int>((random_step_ + next) % 2);
+  return piece.message(m - next * micro_batches_) + parity * l.tag_micro_batches;
 }
 
 StageResult StageExecutor::evaluate(const FieldSource& source, std::int64_t rows) {
   StageResult total;
   if (stage_ < 0 || !module_) return total;
+  if (warm_)
+    throw PipelineError("evaluation while forwards of the next mini-batch are in flight; drain the step before "
+                        "(set_drain, Note [Delayed pipelines])", ErrorKind::kFailure, context());
   torch::NoGradGuard no_grad;
   if (node_chunks_) {  // See Note [Pipelined evaluation]: every chunk in one micro-batch
     count_masked(source, 0, rows);
@@ -381,7 +419,9 @@ StageResult StageExecutor::pass(const Layout& l, const std::vector<schedule::Act
   }
   // Activations arrive on the in-pieces, gradients (of differentiable tensors only) on the out-pieces.
   x.dir[0].pieces = &l.in, x.dir[1].pieces = &l.out;
-  const int window = in_flight(actions, split);
+  // Under a delay a step's list starts with backwards of forwards the step
+  // before ran: the synchronous list counts the same micro-batches in flight.
+  const int window = std::max(in_flight(actions, split), delayed() ? in_flight(actions_, split_of(actions_)) : 0);
   for (int d = 0; d < 2; ++d) {
     x.dir[d].posted.resize(x.dir[d].pieces->size());
     for (int w = 0; w < window; ++w) post_next(x, d);
@@ -416,15 +456,23 @@ StageResult StageExecutor::pass(const Layout& l, const std::vector<schedule::Act
     }
     if (a.kind != Kind::kWeight) post_next(x, a.kind == Kind::kBackward ? 1 : 0);
   }
-  for (auto& sent : x.sends) {
+  wait_sends(next_sends_, "a send of the last iteration's next forwards did not complete, to");
+  std::vector<Posted> now;
+  for (auto& sent : x.sends) (sent.next ? next_sends_ : now).push_back(std::move(sent));
+  wait_sends(now, "a send of the last iteration did not complete, to");
+  backend_->finish(p);
+  return p.result;
+}
+
+void StageExecutor::wait_sends(std::vector<Posted>& sends, const std::string& what) {
+  for (auto& sent : sends) {
     try {
       sent.work->wait(world_.timeout());
     } catch (const std::exception& e) {
-      fail("a send of the last iteration did not complete, to", sent.peer, e);
+      fail(what, sent.peer, e);
     }
   }
-  backend_->finish(p);
-  return p.result;
+  sends.clear();
 }
 
 void StageExecutor::post_next(Exchange& x, int d) {
@@ -439,7 +487,7 @@ void StageExecutor::post_next(Exchange& x, int d) {
     auto buffer = backend_->buffer(c, rows);
     std::vector<at::Tensor> v{buffer};
     c10::intrusive_ptr<c10d::Work> work;
-    const auto t = tag(pieces[i].k, pieces[i].message(m), x.layout->tag_micro_batches, d);
+    const auto t = tag(pieces[i].k, message_number(pieces[i], m, *x.layout), tag_span(*x.layout), d);
     try {
       work = link(d).pg().recv(v, pieces[i].peer, static_cast<int>(t));
     } catch (const std::exception& e) {
@@ -500,8 +548,9 @@ void StageExecutor::send(Exchange& x, const Piece& piece, const torch::Tensor& v
 void StageExecutor::post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d) {
   std::vector<at::Tensor> v{message};
   try {
-    const auto t = tag(piece.k, piece.message(m), x.layout->tag_micro_batches, d);
-    x.sends.push_back({message, link(d).pg().send(v, piece.peer, static_cast<int>(t)), piece.peer});
+    const auto t = tag(piece.k, message_number(piece, m, *x.layout), tag_span(*x.layout), d);
+    x.sends.push_back({message, link(d).pg().send(v, piece.peer, static_cast<int>(t)), piece.peer,
+                       delayed() && d == 0 && m >= micro_batches_});
     bytes_sent_ += static_cast<std::int64_t>(message.nbytes());
   } catch (const std::exception& e) {
     fail("could not send " + std::string(d ? "gradients of " : "activations of ") + crossings_[piece.k].name +
@@ -545,6 +594,7 @@ std::unique_ptr<sync::GradSync> make_stage_sync(StageExecutor& stage, const plan
                                      std::move(shares));
   stage.executor().set_observer(sync->observer());
   stage.executor().set_gate(sync->gate());
+  stage.set_next_forwards([s = sync.get()](bool next) { s->next_forwards(next); });
   return sync;
 }
 

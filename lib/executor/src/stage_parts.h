@@ -44,8 +44,10 @@ struct Posted {
   torch::Tensor buffer;
   c10::intrusive_ptr<c10d::Work> work;
   int peer = 0;
+  bool next = false;  // a send of the next mini-batch's forward (Note [Delayed pipelines]): waited a step later
 };
 
+// See Note [Tags]; m is the message's number (StageExecutor::message_number).
 inline std::uint32_t tag(int k, int m, int micro_batches, int direction) {
   return static_cast<std::uint32_t>((static_cast<std::int64_t>(k) * micro_batches + m) * 2 + direction);
 }
@@ -96,6 +98,7 @@ struct StageExecutor::Pass {
   std::function<void()> before_last_backward;
   TraceLog* trace = nullptr;
   StageResult result;
+  StageResult next;  // the next mini-batch's forwards' (Note [Delayed pipelines])
   // Now on the trace's compute clock (0 without a trace).
   std::int64_t stamp() const { return trace ? trace->stamp() : 0; }
 };
@@ -118,6 +121,8 @@ class StageExecutor::Backend {
   virtual void weight(Pass& p, int m, bool last, const std::string& action) = 0;
   // After every action and send of the pass.
   virtual void finish(Pass&) {}
+  // The weight versions micro-batches in flight use (Note [Weight versions]).
+  virtual std::set<std::int64_t> versions_in_flight() const { return {}; }
 
  protected:
   StageExecutor& s_;
@@ -133,7 +138,14 @@ class StageExecutor::TensorBackend final : public Backend {
   void forward(Exchange& x, Pass& p, int m, const std::string& action) override;
   void backward(Exchange& x, Pass& p, int m, Part part, const std::string& action) override;
   void weight(Pass& p, int m, bool last, const std::string& action) override;
-  void finish(Pass&) override { saved_.clear(); }
+  // Drops what the pass kept; under a delay the next mini-batch's forwards
+  // stay, renumbered as the next pass counts them.
+  void finish(Pass&) override;
+  std::set<std::int64_t> versions_in_flight() const override {
+    std::set<std::int64_t> v;
+    for (const auto& [m, saved] : saved_) v.insert(saved.version);
+    return v;
+  }
 
  private:
   struct Saved {
@@ -142,7 +154,11 @@ class StageExecutor::TensorBackend final : public Backend {
     std::shared_ptr<const nn::SampledBlocks> blocks;  // See Note [Sampled blocks]: the forward's, for its recomputation
     std::vector<torch::Tensor> roots, grads;  // a split backward's, for its W
     std::shared_ptr<WeightPass> weight_pass;  // See Note [Weight pass]
+    std::int64_t version = 0;  // the weight version its forward ran on (Note [Weight versions])
   };
+  // Under a delay: points the parameters at micro-batch m's version; a
+  // backward checks that its forward ran on it.
+  void use_version(int m, Saved& saved, bool forward);
   void recompute(Pass& p, int m, const Layout& l, Saved& saved, const std::string& action);
   // See Note [Slowed processes]: waits (slowdown - 1) x the compute since
   // `start`, less `waited` seconds of waiting for inputs.

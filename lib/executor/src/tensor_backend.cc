@@ -50,25 +50,31 @@ void StageExecutor::TensorBackend::forward(Exchange& x, Pass& p, int m, const st
     return;
   }
   nn::Batch fields;
+  // See Note [Delayed pipelines]: micro-batch count + j is the next mini-batch's j.
+  const bool next = training && s_.delayed() && m >= s_.micro_batches_;
+  if (training) use_version(m, saved, true);
   std::optional<nn::RandomScope> random;  // See Note [Random ops]: training draws by (seed, step, micro-batch)
-  if (training) random.emplace(nn::RandomKey{s_.random_seed_, s_.random_step_, m});
+  if (training) random.emplace(nn::RandomKey{s_.random_seed_, s_.random_step_ + next, m - next * s_.micro_batches_});
   const auto base = p.first_row + m * l.micro_batch;
   if (!s_.fields_.empty()) fields = (*p.source)(base + l.row_begin, base + l.row_end, s_.fields_);
   const auto nodes = s_.node_scope(&fields);  // See Note [Node partitions]
   const auto chunks = s_.chunk_scope(base + l.row_begin, l.row_end - l.row_begin, training);  // Note [Node chunks]
   std::optional<nn::BlockScope> blocks;  // See Note [Sampled blocks]
   if (s_.blocks_) saved.blocks = s_.blocks_(fields.at("node").cpu(), training), blocks.emplace(saved.blocks);
+  if (next && s_.next_forwards_) s_.next_forwards_(true);  // observers file its captures under the next step
   saved.outputs =
       s_.executor_->forward_on_demand([&](graph::OpId producer) { return receive(l.input_k_of.at(producer)); }, fields);
+  if (next && s_.next_forwards_) s_.next_forwards_(false);
   slow_down(started, waited_s);
   for (const auto& piece : l.out)
     if (piece.in(m)) s_.send(x, piece, saved.outputs.at(s_.crossings_[piece.k].op), m, 0);
   if (s_.has_loss_) {
     torch::NoGradGuard no_grad;
-    p.result.loss_sum += saved.outputs.at(s_.graph_.loss()).item<double>();
+    auto& result = next ? p.next : p.result;
+    result.loss_sum += saved.outputs.at(s_.graph_.loss()).item<double>();
     auto value = [&](graph::OpId id) { return saved.outputs.count(id) ? saved.outputs.at(id) : saved.inputs.at(id); };
     if (s_.classifies_)
-      p.result.correct += nn::correct_predictions(s_.loss_kind_, value(s_.logits_), value(s_.labels_),
+      result.correct += nn::correct_predictions(s_.loss_kind_, value(s_.logits_), value(s_.labels_),
                                                   s_.mask_ >= 0 ? value(s_.mask_) : torch::Tensor(), s_.ignore_index_);
   }
   if (!training) saved_.erase(m);  // evaluation keeps nothing
@@ -80,6 +86,7 @@ void StageExecutor::TensorBackend::backward(Exchange& x, Pass& p, int m, Part pa
   const auto& l = *x.layout;
   auto& saved = saved_.at(m);
   const auto nodes = s_.node_scope();
+  use_version(m, saved, false);
   if (s_.recompute_) recompute(p, m, l, saved, action);
   const auto t0 = p.stamp();
   std::vector<torch::Tensor> roots, grads;
@@ -146,6 +153,33 @@ void StageExecutor::TensorBackend::weight(Pass& p, int m, bool last, const std::
   slow_down(started, 0);
   saved_.erase(m);
   if (p.trace) p.trace->add_stamped(action, "weight", t0, p.stamp());
+}
+
+// See Note [Weight versions].
+void StageExecutor::TensorBackend::use_version(int m, Saved& saved, bool forward) {
+  auto* versions = s_.versions_.get();
+  if (!versions) return;
+  const auto v = s_.version_of(m);
+  if (forward) {
+    saved.version = v;
+    versions->use(v);
+    s_.most_versions_ = std::max(s_.most_versions_, static_cast<int>(versions_in_flight().size()));
+    return;
+  }
+  if (saved.version != v || !versions->holds(v))
+    throw PipelineError("the backward of micro-batch " + std::to_string(m) + " would run on weight version " +
+                        std::to_string(v) + (versions->holds(v) ? "" : " (no longer resident)") +
+                        " but its forward ran on version " + std::to_string(saved.version));
+  versions->use(v);
+}
+
+void StageExecutor::TensorBackend::finish(Pass&) {
+  if (!s_.delayed()) return saved_.clear();
+  // See Note [Delayed pipelines]: the next mini-batch's forwards stay, numbered as the next step counts them.
+  std::map<int, Saved> kept;
+  for (auto& [m, saved] : saved_)
+    if (m >= s_.micro_batches_) kept.emplace(m - s_.micro_batches_, std::move(saved));
+  saved_ = std::move(kept);
 }
 
 void StageExecutor::TensorBackend::recompute(Pass& p, int m, const Layout& l, Saved& saved,

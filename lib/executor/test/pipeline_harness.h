@@ -73,7 +73,16 @@ struct Result {
   std::vector<std::set<std::string>> held;    // every parameter each rank's module holds
   std::vector<std::set<std::pair<std::int64_t, std::int64_t>>> rows;  // the dataset rows [b, e) each rank read
   std::vector<std::int64_t> bytes_sent;  // stage-to-stage bytes each rank sent, all steps
+  std::vector<int> versions;  // under a delay: the most weight versions each rank held in flight
 };
+
+// TRIDENT_TEST_IGNORE_DELAY=1: the pipeline runs synchronously though its
+// plan is delayed (the reference stays delayed) — the check that the
+// delayed tests can fail.
+inline bool ignore_delay() {
+  const char* v = std::getenv("TRIDENT_TEST_IGNORE_DELAY");
+  return v && std::string(v) == "1";
+}
 
 using Update = std::function<void(const std::string&, torch::Tensor&, const torch::Tensor&)>;
 
@@ -82,17 +91,35 @@ using Update = std::function<void(const std::string&, torch::Tensor&, const torc
 // (see Note [Random ops] in nn/random.h); one process runs one micro-batch.
 constexpr std::uint64_t kRandomSeed = 3;
 
+// With `delay` (Note [Delayed pipelines] in schedule/delayed.h), PipeDream-2BW's
+// rule written out on plain copies: step t's gradient at W(t − 1) (W(−1) =
+// W(0)) updates W(t).
 inline void train_single(const graph::OpGraph& g, nn::GraphModule& m, const std::vector<nn::Batch>& batches,
-                  const Update& update, Result& res) {
+                  const Update& update, Result& res, bool delay = false) {
   nn::GraphExecutor ex(m, graph::whole_graph(g));
+  auto weights = [&] {
+    std::vector<torch::Tensor> w;
+    for (auto& p : m.parameters()) w.push_back(p.detach().clone());
+    return w;
+  };
+  auto set = [&](const std::vector<torch::Tensor>& w) {
+    torch::NoGradGuard no_grad;
+    auto ps = m.parameters();
+    for (std::size_t i = 0; i < ps.size(); ++i) ps[i].copy_(w[i]);
+  };
+  auto previous = weights();
   for (std::size_t s = 0; s < batches.size(); ++s) {
     const auto& b = batches[s];
+    const auto current = weights();
+    if (delay) set(previous);
     nn::RandomScope random(nn::RandomKey{kRandomSeed, static_cast<std::int64_t>(s), 0});
     auto sum = ex.forward({}, b).at(g.loss());
     res.single_loss.push_back(sum.item<double>());
     auto loss = sum / nn::loss_divisor(g.op(g.loss()), b.at("label"));  // see Note [Loss scale]
     loss.backward();
+    if (delay) set(current);
     for (auto& w : m.parameters()) update("", w, w.grad()), w.mutable_grad().zero_();
+    previous = current;
   }
   for (const auto& q : m.named_parameters()) res.single[q.key()] = q.value().detach().clone();
 }
@@ -130,7 +157,8 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
     w.sub_(grad, 0.05);
   };
   Result res;
-  train_single(g, *modules[n], batches, update, res);
+  const bool delay = p.pipeline_delay > 0 && !ignore_delay();
+  train_single(g, *modules[n], batches, update, res, p.pipeline_delay > 0);
   res.ranks.resize(n);
   res.errors.resize(n);
   res.loss.assign(steps, 0);
@@ -138,6 +166,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
   res.held.resize(n);
   res.rows.resize(n);
   res.bytes_sent.assign(n, 0);
+  res.versions.assign(n, 0);
   std::mutex mu;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::thread> threads;
@@ -162,28 +191,37 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
             return comm::store_process_group(std::move(s), rank, size, timeout, matching);
           });
         keep.push_back(world);
-        executor::StageExecutor ex(*modules[r], p, world, per_direction ? executor::Placement().with_link_per_direction() : executor::Placement());
+        auto run_plan = p;
+        if (!delay) run_plan.pipeline_delay = 0;
+        executor::StageExecutor ex(*modules[r], run_plan, world, per_direction ? executor::Placement().with_link_per_direction() : executor::Placement());
         executor::TiedSync tied(p, g, world, ex.params());  // see Note [Tied parameters], as the trainer
         auto sync = executor::make_stage_sync(ex, p, world, 25 << 20, 0, tied.names());
+        // See Note [Weight versions]: a delayed stage's update writes around the version counters.
+        const Update step_update = delay ? executor::WeightVersions::unseen(update) : Update(update);
         for (int s = 0; s < steps; ++s) {
           ex.set_random_key(kRandomSeed, s);
+          ex.set_drain(s + 1 == steps);
           auto source = [&](std::int64_t b, std::int64_t e, const std::set<std::string>& fields) {
             nn::Batch out;
-            for (const auto& f : fields) out[f] = batches[s].at(f).slice(0, b, e);
+            const int at = s + (b >= batch ? 1 : 0);  // rows of the next batch: the next mini-batch's forwards
+            const auto off = at > s ? batch : 0;
+            for (const auto& f : fields) out[f] = batches.at(at).at(f).slice(0, b - off, e - off);
             res.fields[r].insert(fields.begin(), fields.end());
-            res.rows[r].insert({b, e});
+            res.rows[r].insert({b - off, e - off});
             return out;
           };
           auto out = ex.run(source, nn::loss_divisor(g.op(g.loss()), batches[s].at("label")), [&] {
             if (sync) sync->arm();
           });
+          if (delay) ex.begin_update();
           tied.all_reduce();
           if (sync) {
             sync->finish();
-            sync->apply(update);
+            sync->apply(step_update);
+            if (delay) sync->flush();  // PS pulls land in the new version's buffer
           } else {
             for (auto [name, w] : ex.params())
-              if (w.grad().defined()) update(name, w, w.grad());
+              if (w.grad().defined()) step_update(name, w, w.grad());
           }
           for (auto& [name, w] : ex.params())
             if (w.grad().defined()) w.mutable_grad().zero_();
@@ -192,6 +230,7 @@ inline Result train_once(const graph::OpGraph& g, const plan::Plan& p, int steps
         }
         if (sync) sync->flush();  // PS pulls land in the next forward, else here (as in the trainer)
         for (const auto& [name, w] : ex.params()) res.ranks[r][name] = w.detach().clone();
+        res.versions[r] = ex.most_versions();
         res.bytes_sent[r] = ex.bytes_sent();
         if (after) (*after)(ex, r);
         for (const auto& q : modules[r]->named_parameters()) res.held[r].insert(q.key());

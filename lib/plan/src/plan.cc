@@ -1,5 +1,7 @@
 #include "trident/plan/plan.h"
 
+#include "trident/schedule/delayed.h"
+
 #include <algorithm>
 #include <set>
 
@@ -110,6 +112,11 @@ nlohmann::json Plan::to_json() const {
   if (!space.empty()) doc["space"] = space;
   if (precision != "fp32") doc["precision"] = precision;
   if (comm_dtype != "fp32") doc["comm_dtype"] = comm_dtype;
+  if (pipeline_delay) doc["pipeline_delay"] = pipeline_delay;
+  for (const auto& [key, pr] : {std::pair{"synchronous", &synchronous}, std::pair{"delayed", &delayed}})
+    if (*pr)
+      doc[key] = {{"iteration_s", (*pr)->iteration_s}, {"samples_per_s", (*pr)->samples_per_s},
+                  {"bubble_fraction", (*pr)->bubble_fraction}, {"depth", (*pr)->depth}};
   write_predictions(doc, "space_best", space_best);
   write_predictions(doc, "schedule_best", schedule_best);
   write_predictions(doc, "placement_best", placement_best);
@@ -231,6 +238,15 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
       p.predicted = {pr.value("iteration_s", 0.0), pr.value("samples_per_s", 0.0), pr.value("bubble_fraction", 0.0),
                      value_checked(pr, "depth", 0)};
     }
+    if (doc.contains("pipeline_delay")) {
+      p.pipeline_delay = field<int>(doc, "pipeline_delay", "", origin, "0 or 1");
+      if (p.pipeline_delay != 0 && p.pipeline_delay != 1)
+        throw PlanError("plan " + origin + ": pipeline_delay = " + std::to_string(p.pipeline_delay) + ": allowed: 0, 1");
+    }
+    for (const auto& [key, pr] : {std::pair{"synchronous", &p.synchronous}, std::pair{"delayed", &p.delayed}})
+      if (doc.contains(key))
+        *pr = Prediction{doc[key].value("iteration_s", 0.0), doc[key].value("samples_per_s", 0.0),
+                         doc[key].value("bubble_fraction", 0.0), value_checked(doc[key], "depth", 0)};
     p.search_seconds = doc.value("search_seconds", 0.0);
     p.space = doc.value("space", "");
     read_predictions(doc, "space_best", p.space_best);
@@ -406,6 +422,7 @@ void check_actions(const Plan& plan, const schedule::StageGraph& sg) {
   const auto s = schedule_of(plan);
   try {
     schedule::validate(sg, s);
+    if (plan.pipeline_delay) schedule::delay_schedule(sg, s);  // See Note [Delayed pipelines]
   } catch (const schedule::ScheduleError& e) {
     throw PlanError(std::string("plan schedule: ") + e.what());
   }

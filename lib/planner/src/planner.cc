@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "trident/planner/estimate.h"
+#include "trident/schedule/delayed.h"
 #include "trident/base/text.h"
 #include "trident/cost/network.h"
 #include "trident/graph/sp.h"
@@ -198,6 +199,15 @@ schedule::SimResult Planner::predict(plan::Plan& plan) const {
     for (auto& st : plan.stages) st.actions = schedule::to_string(s.stages[st.id]);
   }
   auto r = schedule::simulate(sg, s, plan.mini_batch);
+  plan.synchronous = plan::Prediction{r.iteration_s, r.samples_per_s, r.bubble_fraction, r.depth};
+  plan.delayed.reset();
+  std::optional<schedule::SimResult> delayed;
+  try {  // See Note [Delayed pipelines]: only 1F1B lists have a delayed form
+    delayed = schedule::simulate_delayed(sg, s, plan.mini_batch);
+    plan.delayed = plan::Prediction{delayed->iteration_s, delayed->samples_per_s, delayed->bubble_fraction, delayed->depth};
+  } catch (const schedule::ScheduleError& e) {
+    if (plan.pipeline_delay) throw plan::PlanError(std::string("parallel.pipeline_delay = 1: ") + e.what());
+  }
   for (auto& st : plan.stages) {
     const auto& c = sg.stages[st.id];
     st.in_flight = r.in_flight[st.id];
@@ -210,7 +220,9 @@ schedule::SimResult Planner::predict(plan::Plan& plan) const {
     st.sync_s = 0;
     for (const auto& t : c.sync) st.sync_s += t.seconds;
     st.predicted_tps_s = (c.forward_s + c.backward_s) / st.micro_batch + st.sync_s / plan.mini_batch;
+    if (plan.pipeline_delay) st.memory_bytes += st.param_bytes;  // the second weight version
   }
+  if (plan.pipeline_delay && delayed) r = *delayed;
   plan.predicted = {r.iteration_s, r.samples_per_s, r.bubble_fraction, r.depth};
   return r;
 }
@@ -300,6 +312,7 @@ plan::Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_b
   plan.node_embedding = request_.node_embedding;
   plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
   plan.partitioner = partitioner, plan.schedule = request_.schedule;
+  plan.pipeline_delay = request_.pipeline_delay;
   plan.optimizer_states = request_.optimizer_states;
   plan.precision = graph::to_string(request_.precision);
   plan.comm_dtype = request_.ps_push_scale < 1 ? "bf16" : "fp32";  // See Note [Push dtype]
@@ -399,7 +412,9 @@ plan::Plan Planner::make(std::optional<plan::Plan> given) const {
     p.node_embedding = request_.node_embedding;
     fill_sync(p);  // methods the plan leaves out: the request's rule
   }
-  if (given || !request_.sync_overrides.empty()) {
+  const bool delay_changed = p.pipeline_delay != request_.pipeline_delay;
+  p.pipeline_delay = request_.pipeline_delay;  // the run's setting, whatever a plan file says
+  if (given || delay_changed || !request_.sync_overrides.empty()) {
     override_sync(p);
     predict(p);  // for this planner's cluster, shown beside the measurements
     stamp(p);
@@ -516,7 +531,8 @@ plan::Plan Planner::plan() const {
 
 plan::Plan Planner::with_best_schedule(plan::Plan base) const {
   constexpr double kMargin = 0.01;
-  if (!schedule_auto_ || base.stages.size() < 2 || request_.grad_sync == "sfb") return base;
+  // A delayed pipeline runs 1F1B's lists (Note [Delayed pipelines]): no zero-bubble schedule.
+  if (!schedule_auto_ || base.stages.size() < 2 || request_.grad_sync == "sfb" || request_.pipeline_delay) return base;
   std::vector<StageChoice> stages;
   for (const auto& st : base.stages) {
     StageChoice c;

@@ -198,7 +198,15 @@ std::string stage_table(const Planner& planner, const Plan& plan) {
     << " stages, depth " << p.depth
     << "; search " << fmt("%.3f", plan.search_seconds) << " s\n"
     << "predicted: " << fmt("%.1f", p.samples_per_s) << " samples/s, iteration " << fmt("%.2f", p.iteration_s * 1e3)
-    << " ms, bubble " << fmt("%.1f", 100 * p.bubble_fraction) << "%\n";
+    << " ms, bubble " << fmt("%.1f", 100 * p.bubble_fraction) << "%"
+    << (plan.pipeline_delay ? " (pipeline delay 1: the steady state, no fill or drain)" : "") << "\n";
+  // See Note [Delayed pipelines]: the other mode, labelled; never chosen unasked.
+  if (const auto& other = plan.pipeline_delay ? plan.synchronous : plan.delayed; other) {
+    s << (plan.pipeline_delay ? "synchronous (pipeline_delay 0): " : "delayed (parallel.pipeline_delay=1, PipeDream-2BW): ")
+      << fmt("%.1f", other->samples_per_s) << " samples/s, iteration " << fmt("%.2f", other->iteration_s * 1e3)
+      << " ms, bubble " << fmt("%.1f", 100 * other->bubble_fraction) << "%"
+      << (plan.pipeline_delay ? "" : "; one more weight copy per stage, not chosen unless set") << "\n";
+  }
   if (plan.space_best.size() > 1) {
     s << "search spaces:";
     for (const auto& [name, best] : plan.space_best)

@@ -65,19 +65,26 @@ EmulationResult run_emulation(config::TrainConfig config, const std::string& clu
     }
   };
   barrier();
+  // See Note [Delayed pipelines]: a delayed pipeline's steps meet at no
+  // barrier (the trainer lags its loss sums); its steady state is the time
+  // between step ends, the first (filling) and the last (draining) left out.
+  const bool delayed = planned.plan.pipeline_delay > 0;
+  int counted = 0;
   for (int s = 0; s < steps; ++s) {
     executor::TraceLog trace;
     const auto start = executor::now_us();
+    stage.set_drain(s + 1 == steps);
     stage.run({}, static_cast<double>(config.train.mini_batch), {}, &trace);
-    barrier();  // as the trainer's per-step all-reduce of the loss
+    if (!delayed) barrier();  // as the trainer's per-step all-reduce of the loss
     const auto end = executor::now_us();
     trace.add("step " + std::to_string(s), "step", executor::kCommLane, start, end);
-    if (s > 0) measured += static_cast<double>(end - start) / 1e6 / dilation;
+    if (s > 0 && (!delayed || s + 1 < steps)) measured += static_cast<double>(end - start) / 1e6 / dilation, ++counted;
     if (s >= steps - executor::kTracedSteps) events.insert(events.end(), trace.events.begin(), trace.events.end());
   }
+  if (delayed) barrier();
   EmulationResult result;
-  result.steps = std::max(1, steps - 1);
-  result.iteration_s = steps > 1 ? measured / (steps - 1) : 0;
+  result.steps = std::max(1, counted);
+  result.iteration_s = counted ? measured / counted : 0;
   result.predicted_iteration_s = planned.plan.predicted.iteration_s;
   const auto all = comm::allgather_strings(group, to_json(events).dump(), "gathering the emulated trace");
   if (leader) {

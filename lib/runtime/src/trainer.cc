@@ -256,11 +256,11 @@ Evaluation Trainer::evaluate(const data::Source& split) {
 }
 
 // See Note [Test hooks]: TRIDENT_TEST_SAMPLE_LOG, a line per sample given.
-void Trainer::log_samples(const torch::Tensor& ids, const data::Batch& batch) const {
+void Trainer::log_samples(const torch::Tensor& ids, const data::Batch& batch, std::int64_t step) const {
   std::string lines;
   for (std::int64_t r = 0; r < ids.size(0); ++r)
     for (const auto& [field, t] : batch)
-      lines += std::to_string(step_) + " " + std::to_string(ids[r].item<std::int64_t>()) + " " + field + " " +
+      lines += std::to_string(step) + " " + std::to_string(ids[r].item<std::int64_t>()) + " " + field + " " +
                std::to_string(row_hash(t, r)) + "\n";
   std::ofstream(sample_log_ + "/samples.rank" + std::to_string(rank_) + ".txt", std::ios::app) << lines;
 }
@@ -268,19 +268,23 @@ void Trainer::log_samples(const torch::Tensor& ids, const data::Batch& batch) co
 // The optimizer step for one parameter (or a PS block of it) at `lr`. By
 // value: a PS server may apply it during backward or after apply() returns
 // (see Note [Sharded parameter server], see Note [Staleness]).
+// Under a pipeline delay it writes the new version around the parameters'
+// version counters (Note [Weight versions]).
 sync::GradSync::Update Trainer::update_at(double lr, double scale) const {
-  return [optimizer = optimizer_.get(), lr, scale](const std::string& name, torch::Tensor& p,
-                                                   const torch::Tensor& grad) {
+  sync::GradSync::Update update = [optimizer = optimizer_.get(), lr, scale](const std::string& name, torch::Tensor& p,
+                                                                          const torch::Tensor& grad) {
     optimizer->step(name, p, scale == 1 ? grad : grad * scale, lr);
   };
+  return stage_->delayed() ? executor::WeightVersions::unseen(std::move(update)) : update;
 }
 
 void Trainer::arm_sync(double lr) {
   if (!sync_) return;
   sync_armed_us_ = executor::now_us();
   // A PS server may update during backward, unless the update waits for the
-  // global norm (see Note [Global gradient norm]).
-  if (config_.optimizer.clip_norm <= 0) sync_->set_update(update_at(lr));
+  // global norm (see Note [Global gradient norm]) or writes a new weight
+  // version (Note [Weight versions]: it begins after the backward).
+  if (config_.optimizer.clip_norm <= 0 && !stage_->delayed()) sync_->set_update(update_at(lr));
   sync_->arm();
 }
 
@@ -313,7 +317,13 @@ Trainer::Stepped Trainer::sync_and_step(double lr, executor::TraceLog& trace) {
     if (c.scale != 1)
       for (const auto& [name, p] : params)
         if (p.grad().defined()) p.grad().mul_(c.scale);
-    optimizer_->apply(params, lr);
+    if (stage_->delayed()) {  // See Note [Weight versions]: around the version counters
+      const auto update = update_at(lr);
+      for (auto [name, p] : params)
+        if (p.grad().defined()) update(name, p, p.grad()), p.mutable_grad().zero_();
+    } else {
+      optimizer_->apply(params, lr);
+    }
     trace.add_stamped("optimizer", "optimizer", t0, trace.stamp());
     return {0, c.norm};
   }
@@ -323,6 +333,7 @@ Trainer::Stepped Trainer::sync_and_step(double lr, executor::TraceLog& trace) {
   trace.add_stamped("wait for sync", "wait", t0, t1);
   const auto c = clip();
   sync_->apply(update_at(lr, c.scale));
+  if (stage_->delayed()) sync_->flush();  // PS pulls land in the new version's buffer (Note [Weight versions])
   for (const auto& e : sync_->stats().events)
     trace.add(e.name, "sync", executor::kCommLane, sync_armed_us_ + static_cast<std::int64_t>(e.start_s * 1e6),
               sync_armed_us_ + static_cast<std::int64_t>(e.end_s * 1e6));
@@ -364,6 +375,7 @@ std::string Trainer::banner() const {
     layout = ", " + std::to_string(size_) + " processes, " + plan_.partitioner + " plan of " +
              std::to_string(plan_.stages.size()) + " stages, " + report::micro_batch_summary(plan_) + ", " +
              plan_.schedule;
+  if (plan_.pipeline_delay) layout += ", pipeline delay 1 (PipeDream-2BW: no flush between steps)";
   const auto model = config_.model.file.empty() ? config_.model.name + "/" + config_.model.preset
                                                  : config_.model.name + " (" + config_.model.file + ")";
   return "trident: training " + model + " on " + config_.data.name + " (" +
@@ -386,8 +398,15 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   const double divisor =
       nn::loss_divisor(loss_op_, data_.train->read(indices, {"label"}, sampler_->epoch_of(step_)).at("label"));
   auto source = [&](std::int64_t begin, std::int64_t end, const std::set<std::string>& fields) {
+    // See Note [Delayed pipelines]: rows past the mini-batch are the next step's.
+    const auto mini = config_.train.mini_batch;
+    if (begin >= mini) {
+      auto batch = loader_->rows(step_ + 1, begin - mini, end - mini, fields);
+      if (!sample_log_.empty()) log_samples(sampler_->batch_indices(step_ + 1).slice(0, begin - mini, end - mini), batch, step_ + 1);
+      return placement_.batch(std::move(batch));
+    }
     auto batch = loader_->rows(step_, begin, end, fields);
-    if (!sample_log_.empty()) log_samples(indices.slice(0, begin, end), batch);
+    if (!sample_log_.empty()) log_samples(indices.slice(0, begin, end), batch, step_);
     if (sampled_ && !block_rows_learnt_) block_rows_.emplace_back(begin, end);
     return placement_.batch(std::move(batch));
   };
@@ -396,10 +415,13 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
   const auto sent_before = stage_->bytes_sent();
   const auto reads_before = local_chunk_reads();
   stage_->set_random_key(config_.train.seed, step_);
+  const bool drain = drains(step_);
+  stage_->set_drain(drain);
   if (slow_step_ms() && step_ % size_ == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(slow_step_ms()));
   const auto r = stage_->run(source, divisor, [this, lr] { arm_sync(lr); }, &trace);
   block_rows_learnt_ = true;
   StepTotals t;
+  stage_->begin_update();  // See Note [Weight versions]; nothing without a delay
   const auto stepped = sync_and_step(lr, trace);
   if (sampled_) sampled_->update_embeddings(lr);  // See Note [Sparse Adagrad]
   t.exposed_s = stepped.exposed_s, t.grad_norm = stepped.grad_norm;
@@ -417,9 +439,23 @@ Trainer::StepTotals Trainer::step(double lr, executor::TraceLog& trace) {
     throw TrainingError("step " + std::to_string(step_) + ": loss is " + std::to_string(global.loss) +
                         "; lower optimizer.lr (now " + fixed(lr, 6) + ") or check the data");
   t.loss = global.loss, t.correct = global.correct, t.stop = global.stop, t.steps = global.steps;
+  if (stage_->delayed() && !drain && (t.stop || stop_pending_)) {  // stop after the next step, which drains
+    stop_pending_ = true;
+    t.stop = false;
+  }
   t.p2p_bytes = global.p2p_bytes, t.chunk_reads = global.chunk_reads, t.bad_samples = global.bad_samples;
   t.data_wait_s = loader_->take_wait_s();
   return t;
+}
+
+// See Note [Delayed pipelines]: a step drains before evaluation, a
+// checkpoint, the end, and a stop every rank has seen; else it hands over
+// to the next one. Every rank decides alike.
+bool Trainer::drains(std::int64_t step) const {
+  const auto next = step + 1;
+  const auto every = config_.checkpoint.every;
+  return next >= total_steps_ || stop_pending_ || (config_.train.eval && next % sampler_->steps_per_epoch() == 0) ||
+         (every && next % every == 0);
 }
 
 // See Note [Sampled blocks]: the next step's blocks, sampled on a thread
@@ -443,11 +479,14 @@ void Trainer::prefetch_blocks() {
 // step (see Note [Staleness] in sync/grad_sync.h). So with staleness s the sum
 // of step t is started asynchronously and read at step t + s (every rank at
 // the same step, so all stop together), and all are read at the last step.
+// A delayed pipeline (Note [Delayed pipelines] in schedule/delayed.h) lags
+// its sums by one step alike: its steps meet at no barrier.
 // The step's sums: loss, correct, stop, p2p bytes, bad samples; then the chunk reads.
 constexpr std::size_t kFixedSums = 5;
 
 Trainer::StepTotals Trainer::sum_step(std::vector<double> values) {
-  const auto s = config_.parallel.staleness;
+  // A delayed pipeline's steps meet at no barrier either (Note [Delayed pipelines]).
+  const auto s = std::max<std::int64_t>(config_.parallel.staleness, stage_->delayed() ? 1 : 0);
   StepTotals t;
   if (s == 0 || size_ == 1) {
     const auto v = sum_over_ranks(std::move(values));

@@ -138,8 +138,12 @@ void Trainer::save(double wall_s) {
   gather_strings("");  // the directory exists for every rank
   checkpoint::NamedTensors mine;
   if (stage_->stage() >= 0) {
-    if (stage_->replica() == 0)
+    if (stage_->replica() == 0) {
       for (const auto& [name, p] : stage_->params()) mine.emplace_back("param/" + name, p);
+      // See Note [Weight versions]: the older version, which the next step computes on.
+      if (auto* versions = stage_->versions())
+        for (auto& [name, w] : versions->older()) mine.emplace_back("delayed/" + name, w);
+    }
     for (auto& entry : state_to_write()) mine.push_back(std::move(entry));
   }
   if (sampled_)  // See Note [Sparse Adagrad]: each rank's rows of the node embedding
@@ -222,9 +226,28 @@ void Trainer::load(const std::string& run_dir) {
   optimizer_->load_state(std::move(state));
   if (sampled_) sampled_->load_embeddings(ck);
   step_ = ck.step();
+  load_older_weights(ck);
   check_data_state(ck);
   if (leader()) show_plan_change(ck);
   wall_offset_s_ = ck.manifest().value("wall_s", 0.0);
+}
+
+// See Note [Weight versions]: a delayed run resumes with the checkpoint's
+// older version where it has one (a delayed run's); from a synchronous
+// checkpoint both versions start equal, as W(−1) = W(0) at the start.
+void Trainer::load_older_weights(const checkpoint::CheckpointReader& ck) {
+  auto* versions = stage_->versions();
+  if (!versions) return;
+  versions->reset(step_);
+  std::map<std::string, torch::Tensor> older;
+  for (const auto& [name, p] : stage_->params())
+    if (ck.has("delayed/" + name)) older[name] = ck.read("delayed/" + name).to(p.device());
+  if (older.empty()) return;
+  if (older.size() != stage_->params().size())
+    throw TrainingError("--resume " + ck.path() + ": the checkpoint holds the older weight version of " +
+                        std::to_string(older.size()) + " of this stage's " + std::to_string(stage_->params().size()) +
+                        " parameters");
+  versions->load_older(older);
 }
 
 // Note [Data in checkpoints]
@@ -270,6 +293,7 @@ void Trainer::record_memory() {
                       {"peak_rss_bytes", peak_rss_bytes()},
                       {"planned_bytes", stage >= 0 ? plan_.stages[stage].memory_bytes : 0.0}};
   if (placement_.on_gpu()) mine["peak_gpu_bytes"] = placement_.peak_device_bytes();
+  if (stage_->delayed()) mine["weight_versions"] = stage_->most_versions();  // Note [Weight versions]: at most 2
   if (sampled_) {  // See Note [Row store]: this rank's shard of the features, and its resident memory now
     mine["feature_bytes_held"] = sampled_->held_bytes();
     std::ifstream statm("/proc/self/statm");

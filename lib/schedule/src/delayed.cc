@@ -16,27 +16,28 @@ StageActions one_f_one_b(int warmup, int m) {
   return a;
 }
 
-namespace {
-
-DelayedStage delay_stage(const StageActions& list, int count, StageId st) {
+DelayedStage delay_stage(const StageActions& list, int count, StageId stage, int early) {
   int forwards = 0;
   while (forwards < static_cast<int>(list.size()) && list[forwards].kind == Action::Kind::kForward) ++forwards;
   const int w = std::max(0, forwards - 1);
   if (list != one_f_one_b(w, count))
-    throw ScheduleError("stage " + std::to_string(st) + ": parallel.pipeline_delay needs a 1F1B list (warm-up forwards, "
+    throw ScheduleError("stage " + std::to_string(stage) + ": parallel.pipeline_delay needs a 1F1B list (warm-up forwards, "
                         "then a forward and a backward in turn, then backwards; schedule 1f1b or graph-1f1b), got '" +
                         to_string(list) + "'");
+  early = early < 0 ? w : std::min(early, w);
   DelayedStage d;
   d.count = count;
-  d.warmup.assign(list.begin(), list.begin() + w);
-  d.drain.assign(list.begin() + w, list.end());
+  d.warmup.assign(list.begin(), list.begin() + early);
+  d.drain.assign(list.begin() + early, list.end());
   for (const auto& a : d.drain) {
-    if (a.kind == Action::Kind::kBackward && a.micro_batch >= count - w)
-      d.body.push_back({Action::Kind::kForward, count + a.micro_batch - (count - w)});
+    if (a.kind == Action::Kind::kBackward && a.micro_batch >= count - early)
+      d.body.push_back({Action::Kind::kForward, count + a.micro_batch - (count - early)});
     d.body.push_back(a);
   }
   return d;
 }
+
+namespace {
 
 // Micro-batch m of step s: s·count + m; the body's next-step micro-batches fall in step s + 1.
 StageActions renumbered(const StageActions& list, int step, int count) {
@@ -45,29 +46,30 @@ StageActions renumbered(const StageActions& list, int step, int count) {
   return out;
 }
 
-// The early forwards of every stage need only early forwards of its
-// predecessors (see Note [Delayed pipelines]): a step needs no later step.
-void check_early_rows(const StageGraph& graph, const std::vector<DelayedStage>& d) {
-  for (const auto& e : graph.edges) {
-    const int early = static_cast<int>(d[e.to].warmup.size());
-    if (!early) continue;
-    const auto [first, last] = overlapping(early - 1, d[e.to].count, d[e.from].count);
-    (void)first;
-    if (last > static_cast<int>(d[e.from].warmup.size()))
-      throw ScheduleError("stage " + std::to_string(e.to) + " forwards " + std::to_string(early) +
-                          " micro-batches of the next mini-batch early, but its predecessor stage " +
-                          std::to_string(e.from) + " only " + std::to_string(d[e.from].warmup.size()) +
-                          "; parallel.pipeline_delay needs each stage to warm up with at least the rows of its successors "
-                          "(schedule 1f1b or graph-1f1b)");
+// The forwards a stage runs early (Note [Delayed pipelines]): its warm-up,
+// less what its predecessors do not run early, so that a step needs no
+// later step.
+std::vector<int> early_forwards(const StageGraph& graph, const Schedule& sync) {
+  std::vector<int> early(graph.size());
+  const auto preds = graph.predecessors();
+  for (StageId st : graph.topo_order()) {
+    const auto& list = sync.stages.at(st);
+    int forwards = 0;
+    while (forwards < static_cast<int>(list.size()) && list[forwards].kind == Action::Kind::kForward) ++forwards;
+    early[st] = std::max(0, forwards - 1);
+    for (StageId p : preds[st])
+      while (early[st] > 0 && overlapping(early[st] - 1, sync.count(st), sync.count(p)).second > early[p]) --early[st];
   }
+  return early;
 }
 
 }  // namespace
 
 std::vector<DelayedStage> delay_schedule(const StageGraph& graph, const Schedule& sync) {
   std::vector<DelayedStage> d;
-  for (StageId st = 0; st < graph.size(); ++st) d.push_back(delay_stage(sync.stages.at(st), sync.count(st), st));
-  check_early_rows(graph, d);
+  for (StageId st = 0; st < graph.size(); ++st) delay_stage(sync.stages.at(st), sync.count(st), st);  // the form first
+  const auto early = early_forwards(graph, sync);
+  for (StageId st = 0; st < graph.size(); ++st) d.push_back(delay_stage(sync.stages.at(st), sync.count(st), st, early[st]));
   validate(graph, unroll(sync, d, 3));  // no deadlock over steps, in-flight counts
   return d;
 }

@@ -54,10 +54,22 @@ TEST(Delayed, RefusesSplitBackwardsAndOrdersItCannotCarry) {
   } catch (const ScheduleError& e) {
     EXPECT_NE(std::string(e.what()).find("stage 1"), std::string::npos) << e.what();
   }
-  // The last stage warming up more than its predecessor would need the next step's rows.
-  s = make_schedule("1f1b", g, 4);
-  s.stages[2] = one_f_one_b(2, 4);
-  EXPECT_THROW(delay_schedule(g, s), ScheduleError);
+}
+
+// A successor that warms up over more rows than its predecessor (per-stage
+// sizes, the predecessor's warm-up clamped to its count) moves only the
+// forwards its predecessor runs early; the rest start its step.
+TEST(Delayed, EarlyForwardsStayWithinThePredecessors) {
+  // Stage 0 has 2 micro-batches of 4 rows (warm-up clamped to 1: 4 rows);
+  // stage 1 has 8 of 1 row and warms up over 5 — it moves only 4 early.
+  auto g = chain(7, 1, 2);
+  const auto s = make_schedule("graph-1f1b", g, std::vector<int>{2, 8, 8, 8, 8, 8, 8});
+  EXPECT_EQ(to_string(s.stages[0]), "F0 F1 B0 B1");
+  EXPECT_EQ(s.stages[1][5].kind, Action::Kind::kForward);  // F0 .. F5 before B0: a warm-up of 5
+  const auto d = delay_schedule(g, s);
+  EXPECT_EQ(to_string(d[0].warmup), "F0");
+  EXPECT_EQ(to_string(d[1].warmup), "F0 F1 F2 F3");
+  EXPECT_EQ(to_string(d[1].body), "F4 F5 B0 F6 B1 F7 B2 B3 F8 B4 F9 B5 F10 B6 F11 B7");
 }
 
 // A chain of p stages with m micro-batches: a synchronous step takes

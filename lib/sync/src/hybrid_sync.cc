@@ -58,6 +58,9 @@ class HybridSync final : public GradSync {
       for (const auto& g : all) g(id);
     };
   }
+  void next_forwards(bool next) override {
+    for (auto& p : parts_) p->next_forwards(next);
+  }
 
  private:
   void merge() {

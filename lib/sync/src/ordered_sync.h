@@ -22,6 +22,7 @@ class OrderedSync;
 struct HookState {
   std::mutex mu;
   OrderedSync* owner = nullptr;
+  bool next = false;  // SFB: captures belong to the next iteration (GradSync::next_forwards)
 };
 
 class OrderedSync : public GradSync {

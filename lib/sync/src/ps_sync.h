@@ -102,7 +102,10 @@ class PsSync final : public OrderedSync {
     return buffer.narrow(0, 0, size() * length).view({size(), length});
   }
   // A parameter's elements, flat, sharing its storage.
-  torch::Tensor flat(int i) const { return params_[i].second.detach().view(-1); }
+  // The parameter's current storage, written without bumping its version
+  // counter: under a pipeline delay the next mini-batch's forwards saved the
+  // parameter while the update writes a new version (Note [Weight versions]).
+  torch::Tensor flat(int i) const { return params_[i].second.variable_data().view(-1); }
   // Backward produced bucket b's gradients: push its pieces, piece k's row j
   // to server j, as room allows (see Note [PS pieces]).
   void launch(std::size_t b) override;

@@ -39,7 +39,7 @@ class SfbSync final : public detail::OrderedSync {
       std::lock_guard<std::mutex> lock(state->mu);
       auto& f = factors_[p];
       // In the dtype the product ran in (the output's): bf16 under the bf16 policy.
-      f.a.push_back(inputs[0].detach().reshape({-1, f.m}).to(output.scalar_type()));
+      (state->next ? f.a_next : f.a).push_back(inputs[0].detach().reshape({-1, f.m}).to(output.scalar_type()));
       output.register_hook([state, p](torch::Tensor grad) {
         std::lock_guard<std::mutex> lock(state->mu);
         if (!state->owner) return;
@@ -53,11 +53,16 @@ class SfbSync final : public detail::OrderedSync {
   }
 
   std::string name() const override { return "sfb"; }
+  void next_forwards(bool next) override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->next = next;
+  }
 
  private:
   struct Factors {
     std::int64_t m = 0, n = 0;
     std::vector<torch::Tensor> a, d;  // per micro-batch: [rows, M], [rows, N]
+    std::vector<torch::Tensor> a_next;  // the next iteration's inputs, captured early (GradSync::next_forwards)
     torch::Tensor a_all, d_all;       // this rank's, concatenated
     std::vector<std::vector<at::Tensor>> a_out, d_out;
     c10::intrusive_ptr<c10d::Work> wa, wd;
@@ -117,7 +122,9 @@ class SfbSync final : public detail::OrderedSync {
     // ∇W = Σ_k δ_k a_kᵀ over every rank's rows: one GEMM, in the factors' dtype.
     set_grad(p, torch::cat(f.d_out[0]).t().mm(torch::cat(f.a_out[0])).to(params_[p].second.scalar_type()));
     event("sfb " + params_[p].first, f.start);
+    auto next = std::move(f.a_next);
     f = Factors{f.m, f.n};
+    f.a = std::move(next);
   }
 
   std::vector<Factors> factors_;

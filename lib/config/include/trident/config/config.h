@@ -72,6 +72,7 @@ struct ParallelConfig {
   std::int64_t micro_batch_ratio = 0;  // planner: PlanRequest::micro_batch_ratio (0: its default)
   std::string grad_sync = "allreduce";  // allreduce | ps | sfb | hybrid
   std::int64_t staleness = 0;
+  std::int64_t pipeline_delay = 0;  // 0 | 1: PipeDream-2BW (Note [Delayed pipelines] in schedule/delayed.h)
   std::string comm_dtype = "fp32";  // fp32 | bf16: PS gradient pushes (see Note [Push dtype] in sync/grad_sync.h)
   double timeout_s = 60;          // a collective waiting longer than this fails, naming it
   double bucket_mb = cost::kDefaultBucketBytes / cost::kBytesPerMiB;  // See Note [Gradient buckets] in cost/buckets.h

@@ -40,7 +40,9 @@
 // carries tag (k·M + m)·2 + direction (0 forward, 1 backward), m its
 // micro-batch of the finer side and M the most micro-batches any stage has.
 // Between two ranks there is at most one piece per (k, m, direction), so
-// tags never collide. Sends are asynchronous and waited for only at the end of the
+// tags never collide. Under a pipeline delay two mini-batches are in flight
+// (Note [Delayed pipelines] in schedule/delayed.h): m then runs over 2M,
+// micro-batch m of mini-batch t numbered m + (t mod 2)·M. Sends are asynchronous and waited for only at the end of the
 // iteration. Receives are posted ahead, in the order the stage's actions
 // consume them, at most `window` micro-batches per direction, where window
 // is the stage's in-flight count (the most forwards its schedule runs
@@ -146,9 +148,13 @@
 #include "trident/plan/plan.h"
 #include "trident/executor/tensor_placement.h"
 #include "trident/executor/trace.h"
+#include "trident/executor/weight_versions.h"
+#include "trident/schedule/delayed.h"
 #include "trident/schedule/schedule.h"
 
 namespace trident::executor {
+
+struct Posted;
 
 // A stage produced something its edge does not declare, or a plan cannot be
 // run by these processes; the message names the edge, stages and micro-batch.
@@ -242,6 +248,31 @@ class StageExecutor {
   // nn/random.h): the run's seed and the optimizer step.
   void set_random_key(std::uint64_t seed, std::int64_t step) { random_seed_ = seed, random_step_ = step; }
 
+  // Under plan.pipeline_delay (Note [Delayed pipelines] in schedule/delayed.h):
+  // whether the next run() drains (the default) or hands over to the next
+  // step, its cooldown running the next mini-batch's first forwards — rows
+  // [mini_batch, 2·mini_batch) of its FieldSource, the next global batch —
+  // whose losses count in the next run()'s result. Drain before evaluation,
+  // a checkpoint and the end: nothing is then in flight.
+  void set_drain(bool drain) { drain_ = drain; }
+  bool delayed() const { return plan_.pipeline_delay > 0; }
+  // Whether forwards of the next mini-batch are in flight.
+  bool holds_next() const { return warm_; }
+  // Under a delay, this stage's weight versions (Note [Weight versions]);
+  // null otherwise and when emulated.
+  WeightVersions* versions() { return versions_.get(); }
+  // Under a delay, after run(): the update to version step + 1 begins (the
+  // parameters point at its buffer, a copy of version step); write it
+  // through WeightVersions::unseen. Throws PipelineError when the stage
+  // holds another version than the step's, or a micro-batch in flight would
+  // need a third. Nothing without a delay.
+  void begin_update();
+  // Called with true before a forward of the next mini-batch and false
+  // after it (make_stage_sync passes GradSync::next_forwards).
+  void set_next_forwards(std::function<void(bool)> mark) { next_forwards_ = std::move(mark); }
+  // The most weight versions that micro-batches in flight used at once.
+  int most_versions() const { return most_versions_; }
+
   // A sampled GNN's blocks (Note [Sampled blocks] in nn/sampled_blocks.h):
   // called with each micro-batch's `node` field before its forward (an
   // empty one for a replica without rows, since it may be a collective),
@@ -304,6 +335,10 @@ class StageExecutor {
   torch::Tensor gather(Exchange& x, int d, int k, int m);
   void send(Exchange& x, const Piece& piece, const torch::Tensor& value, int m, int d);
   void post_send(Exchange& x, const Piece& piece, const torch::Tensor& message, int m, int d);
+  // The number message m of `piece` carries in its tag (Note [Tags]): under
+  // a delay, the micro-batch's mini-batch parity is part of it.
+  int message_number(const Piece& piece, int m, const Layout& layout) const;
+  int tag_span(const Layout& layout) const;  // the M of the tag formula: 2M under a delay
   // Throws CommError "<what> rank P (stage S) (<who stopped responding,
   // from heartbeats>): <cause>" with this rank's context; `what` ends with
   // "from" or "to".
@@ -336,6 +371,19 @@ class StageExecutor {
   std::vector<schedule::Action> actions_;  // F, B and W (see Note [Split backward]); S dropped
   std::unique_ptr<Backend> backend_;  // null when idle
   BlockFn blocks_;  // See Note [Sampled blocks]
+  // See Note [Delayed pipelines]: this stage's lists, whether this run
+  // drains, whether the next mini-batch's forwards are in flight, their
+  // sends (waited at the end of the next run) and losses.
+  schedule::DelayedStage delayed_;
+  bool drain_ = true, warm_ = false;
+  std::vector<Posted> next_sends_;
+  StageResult next_result_;
+  std::unique_ptr<WeightVersions> versions_;
+  int most_versions_ = 0;
+  std::function<void(bool)> next_forwards_;
+  // The version micro-batch m of this run computes on: its mini-batch − 1.
+  std::int64_t version_of(int m) const { return random_step_ + (m >= micro_batches_ ? 1 : 0) - 1; }
+  void wait_sends(std::vector<Posted>& sends, const std::string& what);
 };
 
 // The gradient sync among the replicas of this rank's stage, over a new

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -90,6 +91,13 @@ struct Plan {
   std::vector<PlanEdge> edges;
   std::map<std::string, std::string> grad_sync;  // parameter -> allreduce | ps | sfb
   Prediction predicted;
+  // See Note [Delayed pipelines] in schedule/delayed.h: JSON "pipeline_delay"
+  // (when 1): the stages train under PipeDream-2BW's delayed update and no
+  // step fills or drains; `predicted` is then the delayed steady state. Both
+  // predictions are kept, labelled, whichever runs ("synchronous",
+  // "delayed"; a delayed one only where the schedule is 1F1B's).
+  int pipeline_delay = 0;
+  std::optional<Prediction> synchronous, delayed;
   double search_seconds = 0;
   // Which search space the plan came from ("series-parallel", "sequential";
   // empty when not searched), and the best plan's predictions in each space
@@ -137,7 +145,8 @@ Plan load_plan(const std::string& path);
 // once, micro-batch sizes that divide the mini-batch and split among
 // replicas evenly or by shares that sum to them (Note [Replica shares]), neighbouring stages' micro-batch sizes that divide one another
 // (see Note [Micro-batch ratios]), parameters' sync methods known (sfb only on
-// Linear weights), and schedule actions that pass the schedule validator. Rebuilds `edges` from
+// Linear weights), and schedule actions that pass the schedule validator
+// (under pipeline_delay, also delay_schedule's checks). Rebuilds `edges` from
 // the graph when the plan has none. Throws PlanError naming the problem.
 // Also runs check_sfb_order.
 void validate_plan(Plan& plan, const graph::OpGraph& graph);

@@ -177,6 +177,11 @@ struct PlanRequest {
   // keeps a copy of its 1/r of the PS-synced weights (see Note [Server copy] in
   // sync/grad_sync.h), which the memory model counts.
   int staleness = 0;
+  // parallel.pipeline_delay (see Note [Delayed pipelines] in
+  // schedule/delayed.h): recorded in the plan, which then predicts the
+  // delayed steady state and holds one more copy of each stage's weights.
+  // The search itself ranks plans as synchronous.
+  int pipeline_delay = 0;
   std::optional<double> device_memory_bytes;  // default: the cluster's device memory
   double tolerance = 1e-3;  // relative, of the binary search on TPS
   int max_pieces = 64;      // coarsening: at most this many cut points per series

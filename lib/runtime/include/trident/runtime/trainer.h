@@ -252,6 +252,13 @@ class Trainer {
     c10::intrusive_ptr<c10d::Work> work;
   };
   std::deque<PendingSum> pending_sums_;
+  // See Note [Delayed pipelines] (schedule/delayed.h): whether the step
+  // about to run drains the pipeline (before evaluation, checkpoints, the
+  // end, and a stop: a stop then takes effect one step later), and a stop
+  // every rank has seen that waits for that drain.
+  bool drains(std::int64_t step) const;
+  bool stop_pending_ = false;
+  void load_older_weights(const checkpoint::CheckpointReader& ck);
   void save(double wall_s);
   // Rank 0 writes trace.json: every rank's events of the last traced steps.
   void write_trace() const;
@@ -289,7 +296,7 @@ class Trainer {
   bool block_rows_learnt_ = false;
   void prefetch_blocks();
   std::string sample_log_;  // TRIDENT_TEST_SAMPLE_LOG (Note [Test hooks])
-  void log_samples(const torch::Tensor& ids, const data::Batch& batch) const;
+  void log_samples(const torch::Tensor& ids, const data::Batch& batch, std::int64_t step) const;
   double bad_reported_ = 0;  // this rank's bad samples already summed
   std::int64_t window_samples_ = 0;  // the loader's totals at the last metrics line
   double window_read_s_ = 0;

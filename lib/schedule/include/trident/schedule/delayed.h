@@ -25,12 +25,15 @@
 // version t + 1 has overwritten t − 1, whose last user was mini-batch t. So
 // a stage holds two versions, whatever its depth, by construction.
 //
-// Steps meet at no barrier (the runtime lags the loss's all-reduce), but a
-// step's actions must need only actions of the same or earlier steps: the
-// rows a stage forwards early must have been forwarded early by each
-// predecessor too. 1F1B's warm-ups count more rows upstream, so generated
-// lists always pass; delay_schedule checks it for any list, and proves the
-// unrolled steps free of deadlock with the schedule validator.
+// A step's actions must need only actions of the same or earlier steps:
+// the rows a stage forwards early must have been forwarded early by each
+// predecessor too, or the two would wait for each other across the step's
+// end. 1F1B's warm-ups count more rows upstream, but a stage's warm-up is
+// clamped to its micro-batch count, so with per-stage sizes a successor
+// can warm up over more rows than its predecessor: it then moves only as
+// many forwards as its predecessors cover (in topological order), and runs
+// the rest of its warm-up at the start of the step. delay_schedule proves
+// the unrolled steps free of deadlock with the schedule validator.
 #pragma once
 
 #include <vector>
@@ -52,10 +55,15 @@ struct DelayedStage {
   StageActions drain;   // a step that drains: the synchronous list less its warm-up
 };
 
+// One stage's lists from its synchronous list of `count` micro-batches,
+// `early` of its warm-up forwards moved into the step before (−1: all);
+// throws ScheduleError naming `stage` when the list is not 1F1B's.
+DelayedStage delay_stage(const StageActions& list, int count, StageId stage, int early = -1);
+
 // Per stage, from a synchronous schedule; throws ScheduleError naming the
 // stage when its list is not 1F1B's (w warm-up forwards, pairs, w
-// backwards: W actions and hand-made orders are refused), when it forwards
-// early rows its predecessor does not, or when the unrolled steps deadlock.
+// backwards: W actions and hand-made orders are refused), or when the
+// unrolled steps deadlock.
 std::vector<DelayedStage> delay_schedule(const StageGraph& graph, const Schedule& sync);
 
 // `steps` steps run back to back as one schedule, micro-batch m of step s

@@ -147,6 +147,11 @@ class GradSync {
   // everything in apply().
   using OpGate = std::function<void(graph::OpId)>;
   virtual OpGate gate() { return {}; }
+  // Under a pipeline delay (Note [Delayed pipelines] in schedule/delayed.h)
+  // a stage runs forwards of the next iteration before this one's last
+  // backward: between next_forwards(true) and next_forwards(false) what the
+  // observer captures belongs to the next iteration (SFB's layer inputs).
+  virtual void next_forwards(bool next) { (void)next; }
   // Note [Global gradient norm]
   // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
   // Clipping by the global norm (optimizer.clip_norm) needs ‖g‖² over every
