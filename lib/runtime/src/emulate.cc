@@ -73,6 +73,7 @@ EmulationResult run_emulation(config::TrainConfig config, const std::string& clu
   for (int s = 0; s < steps; ++s) {
     executor::TraceLog trace;
     const auto start = executor::now_us();
+    stage.set_random_key(static_cast<std::uint64_t>(config.train.seed), s);  // the step: a delayed pipeline's tags hold its parity
     stage.set_drain(s + 1 == steps);
     stage.run({}, static_cast<double>(config.train.mini_batch), {}, &trace);
     if (!delayed) barrier();  // as the trainer's per-step all-reduce of the loss

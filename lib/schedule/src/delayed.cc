@@ -91,20 +91,30 @@ Schedule unroll(const Schedule& sync, const std::vector<DelayedStage>& delayed, 
 
 SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch) {
   const auto delayed = delay_schedule(graph, sync);
-  constexpr int kSteps = 3;
-  const auto a = simulate(graph, unroll(sync, delayed, kSteps), mini_batch * kSteps);
-  const auto b = simulate(graph, unroll(sync, delayed, kSteps + 1), mini_batch * (kSteps + 1));
-  auto r = simulate(graph, sync, mini_batch);
-  double period = b.iteration_s - a.iteration_s;
-  double busy = 0, devices = 0;
+  // Each stage ends its step with its gradient sync's tail beyond its last
+  // backward and its optimizer step, before the next step's actions: spread
+  // over its backwards, as the unrolled steps have no step in between.
+  StageGraph g = graph;
+  std::vector<double> per_step(graph.size(), 0);
   for (StageId st = 0; st < graph.size(); ++st) {
-    const auto& c = graph.stages[st];
-    r.busy_s[st] = b.busy_s[st] - a.busy_s[st];
+    auto& c = g.stages[st];
     double sync_s = 0;
     for (const auto& t : c.sync) sync_s += t.seconds;
-    const double own = r.busy_s[st] + std::max(0.0, sync_s - c.backward_s) + c.optimizer_s;
-    period = std::max(period, own);
-    busy += r.busy_s[st] * c.replicas, devices += c.replicas;
+    per_step[st] = std::max(0.0, sync_s - c.backward_s) + c.optimizer_s;
+    c.backward_s += per_step[st] / sync.count(st);
+    for (auto& r : c.per_replica) r.backward_s += per_step[st] / sync.count(st);
+    c.sync.clear(), c.optimizer_s = 0;
+  }
+  g.step_s = 0;  // the loss sums are read a step later: no barrier
+  constexpr int kSteps = 3;
+  const auto a = simulate(g, unroll(sync, delayed, kSteps), mini_batch * kSteps);
+  const auto b = simulate(g, unroll(sync, delayed, kSteps + 1), mini_batch * (kSteps + 1));
+  auto r = simulate(graph, sync, mini_batch);
+  const double period = b.iteration_s - a.iteration_s;
+  double busy = 0, devices = 0;
+  for (StageId st = 0; st < graph.size(); ++st) {
+    r.busy_s[st] = b.busy_s[st] - a.busy_s[st] - per_step[st];
+    busy += r.busy_s[st] * graph.stages[st].replicas, devices += graph.stages[st].replicas;
   }
   r.iteration_s = period;
   r.samples_per_s = period > 0 ? mini_batch / period : 0;

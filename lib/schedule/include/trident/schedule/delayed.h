@@ -71,11 +71,12 @@ std::vector<DelayedStage> delay_schedule(const StageGraph& graph, const Schedule
 Schedule unroll(const Schedule& sync, const std::vector<DelayedStage>& delayed, int steps);
 
 // One step of the delayed pipeline in its steady state: the time between
-// two updates of the unrolled steps (no fill or drain), at least each
-// stage's own compute per step plus its gradient sync beyond its last
-// backward and its optimizer step; busy_s and bubble_fraction per step;
-// peak_memory_bytes and in_flight as the synchronous schedule's (the
-// weight copy is the planner's to add). Throws as delay_schedule.
+// two updates of the unrolled steps (no fill or drain, and no barrier: the
+// runtime reads a step's loss sums a step later), each stage's gradient
+// sync beyond its last backward and its optimizer step counted once per
+// step; busy_s and bubble_fraction per step; peak_memory_bytes and
+// in_flight as the synchronous schedule's (the weight copy is the
+// planner's to add). Throws as delay_schedule.
 SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch);
 
 }  // namespace trident::schedule
