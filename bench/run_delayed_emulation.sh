@@ -2,7 +2,8 @@
 # Delayed pipelines on emulated paper-size plans (Note [Delayed pipelines] in schedule/delayed.h,
 # Note [Emulation] in executor/stage_executor.h): each model's graphpipe plan on DEVICES emulated
 # summit-v100 devices (16 samples per device) runs under graph-1f1b, graph-zb (the best synchronous
-# schedules on the same stages) and graph-1f1b with parallel.pipeline_delay=1. Prints a Markdown
+# schedules on the same stages; SFB parameters all-reduce, as SFB takes no split backward) and
+# graph-1f1b with parallel.pipeline_delay=1. Prints a Markdown
 # table: emulated and simulated iteration of each, the delayed run's emulated / simulated, and its
 # gain over the faster synchronous schedule (emulated and simulated). Modelled times are dilated
 # so that an iteration takes about TARGET_S seconds (at most MAX_DILATION).
@@ -31,7 +32,10 @@ for model in ${MODELS:-candle_uno dlrm mmt inception}; do
     "$bin" plan --model $model --preset paper --cluster summit-v100 --devices $d --mini-batch $mini \
       --partitioner graphpipe --schedule graph-1f1b --out "$work/graph-1f1b.json" > /dev/null
     python3 -c "
-import json; p = json.load(open('$work/graph-1f1b.json')); p['schedule'] = 'graph-zb'
+import json; p = json.load(open('$work/graph-1f1b.json'))
+p['grad_sync'] = {k: ('allreduce' if v == 'sfb' else v) for k, v in p['grad_sync'].items()}  # SFB takes no split backward
+json.dump(p, open('$work/graph-1f1b.json', 'w'))
+p['schedule'] = 'graph-zb'
 for st in p['stages']: st['actions'] = ''
 json.dump(p, open('$work/graph-zb.json', 'w'))"
     stages=$(python3 -c "import json; print(len(json.load(open('$work/graph-1f1b.json'))['stages']))")

@@ -83,6 +83,7 @@ Schedule unroll(const Schedule& sync, const std::vector<DelayedStage>& delayed, 
     for (int step = 0; step < steps; ++step) {
       const auto part = renumbered(step + 1 < steps ? d.body : d.drain, step, d.count);
       list.insert(list.end(), part.begin(), part.end());
+      if (step + 1 < steps) list.push_back({Action::Kind::kStep, kStepBetween});
     }
     s.counts.push_back(d.count * steps);
   }
@@ -92,18 +93,13 @@ Schedule unroll(const Schedule& sync, const std::vector<DelayedStage>& delayed, 
 SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch) {
   const auto delayed = delay_schedule(graph, sync);
   // Each stage ends its step with its gradient sync's tail beyond its last
-  // backward and its optimizer step, before the next step's actions: spread
-  // over its backwards, as the unrolled steps have no step in between.
+  // backward and its optimizer step (the S between unrolled steps).
   StageGraph g = graph;
-  std::vector<double> per_step(graph.size(), 0);
-  for (StageId st = 0; st < graph.size(); ++st) {
-    auto& c = g.stages[st];
+  for (auto& c : g.stages) {
     double sync_s = 0;
     for (const auto& t : c.sync) sync_s += t.seconds;
-    per_step[st] = std::max(0.0, sync_s - c.backward_s) + c.optimizer_s;
-    c.backward_s += per_step[st] / sync.count(st);
-    for (auto& r : c.per_replica) r.backward_s += per_step[st] / sync.count(st);
-    c.sync.clear(), c.optimizer_s = 0;
+    c.optimizer_s += std::max(0.0, sync_s - c.backward_s);
+    c.sync.clear();
   }
   g.step_s = 0;  // the loss sums are read a step later: no barrier
   constexpr int kSteps = 3;
@@ -113,7 +109,7 @@ SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mi
   const double period = b.iteration_s - a.iteration_s;
   double busy = 0, devices = 0;
   for (StageId st = 0; st < graph.size(); ++st) {
-    r.busy_s[st] = b.busy_s[st] - a.busy_s[st] - per_step[st];
+    r.busy_s[st] = b.busy_s[st] - a.busy_s[st];
     busy += r.busy_s[st] * graph.stages[st].replicas, devices += graph.stages[st].replicas;
   }
   r.iteration_s = period;

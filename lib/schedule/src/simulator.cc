@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "trident/schedule/delayed.h"
 #include "walk.h"
 
 namespace trident::schedule {
@@ -44,7 +45,7 @@ class Iteration {
       case Action::Kind::kForward: return c.forward_s;
       case Action::Kind::kBackward: return split_[st][a.micro_batch] ? c.backward_s - c.weight_s : c.backward_s;
       case Action::Kind::kWeight: return c.weight_s;
-      case Action::Kind::kStep: return 0;
+      case Action::Kind::kStep: return a.micro_batch == kStepBetween ? c.optimizer_s : 0;  // Note [Delayed pipelines]
     }
     return 0;
   }

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "trident/schedule/delayed.h"
 #include "trident/schedule/schedule.h"
 #include "walk.h"
 
@@ -17,7 +18,7 @@ int check_stage(const Schedule& schedule, StageId st) {
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
     const Action& a = list[i];
     if (a.kind == Action::Kind::kStep) {
-      if (i + 1 < static_cast<int>(list.size()))
+      if (i + 1 < static_cast<int>(list.size()) && a.micro_batch != kStepBetween)  // Note [Delayed pipelines]
         throw ScheduleError(where + "S comes before " + to_string(list[i + 1]) +
                             "; the optimizer step must follow every action of the stage");
       continue;

@@ -43,6 +43,12 @@
 
 namespace trident::schedule {
 
+// An S action with this micro_batch ends a step inside an unrolled delayed
+// schedule (unroll()): the stage's per-step sync tail and optimizer step,
+// StageCost::optimizer_s long, before its next step's actions; S written by
+// hand (micro_batch 0) must still be last.
+constexpr int kStepBetween = 1;
+
 // Warm-up w forwards, then one forward / one backward, then the remaining
 // backwards (PipeDream-Flush's list; w = m − 1 is GPipe's order).
 StageActions one_f_one_b(int warmup, int m);
@@ -67,7 +73,8 @@ DelayedStage delay_stage(const StageActions& list, int count, StageId stage, int
 std::vector<DelayedStage> delay_schedule(const StageGraph& graph, const Schedule& sync);
 
 // `steps` steps run back to back as one schedule, micro-batch m of step s
-// numbered s·count + m: the warm-up, steps − 1 bodies, one drain.
+// numbered s·count + m: the warm-up, steps − 1 bodies each ended by an S of
+// kStepBetween, one drain.
 Schedule unroll(const Schedule& sync, const std::vector<DelayedStage>& delayed, int steps);
 
 // One step of the delayed pipeline in its steady state: the time between

@@ -43,7 +43,9 @@ namespace trident::schedule {
 // split micro-batch holds its activations until W (so W counts in the
 // in-flight memory), and the stage's weight gradients are complete, and
 // synced, after its last B or W. `S` is the optimizer step; it follows a
-// stage's last action when not written, and when written it must be last.
+// stage's last action when not written, and when written it must be last —
+// except in delayed steps unrolled for simulation (Note [Delayed pipelines]
+// in delayed.h), where an S of micro_batch kStepBetween ends each step.
 struct Action {
   enum class Kind { kForward, kBackward, kWeight, kStep };
   Kind kind = Kind::kForward;
