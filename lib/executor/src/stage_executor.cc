@@ -130,7 +130,7 @@ void StageExecutor::build() {
     schedule::StageGraph sg;  // the stage DAG: which warm-up forwards may run a step early
     sg.stages.resize(plan_.stages.size());
     for (const auto& e : plan_.edges) sg.edges.push_back({e.from, e.to});
-    delayed_ = schedule::delay_schedule(sg, plan::schedule_of(plan_)).at(static_cast<std::size_t>(stage_));
+    delayed_ = schedule::delay_schedule(sg, plan::schedule_of(plan_), plan_.pipeline_early).at(static_cast<std::size_t>(stage_));
     if (module_) versions_ = std::make_unique<WeightVersions>(params_, 0);
   }
   layout(0);

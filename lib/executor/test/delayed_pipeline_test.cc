@@ -61,6 +61,20 @@ TEST(DelayedPipeline, ForkJoinWidthsSizesAndRecomputationEqualTheDelayedReferenc
   expect_delayed_equal(candle, delayed(uno, candle));
 }
 
+// See Note [Early forwards]: the planner may cap the forwards a stage runs
+// a step early; every cap trains the same weights.
+TEST(DelayedPipeline, EveryCapOnEarlyForwardsEqualsTheDelayedReference) {
+  const auto g = zoo::build_graph({"inception", "tiny"});
+  for (int cap : {0, 1}) {
+    auto p = fan_plan(g);
+    p.pipeline_early = cap;
+    SCOPED_TRACE("pipeline_early " + std::to_string(cap));
+    const auto res = train(g, delayed(p, g), kSteps);
+    expect_equal(res, p);
+    for (std::size_t r = 0; r < res.versions.size(); ++r) EXPECT_LE(res.versions[r], cap ? 2 : 1) << "rank " << r;
+  }
+}
+
 // Two stages of two replicas each, every parameter synced by one method.
 TEST(DelayedPipeline, ReplicatedStagesUnderEverySyncEqualTheDelayedReference) {
   const auto g = zoo::build_graph({"mmt", "tiny"});

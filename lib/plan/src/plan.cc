@@ -113,6 +113,7 @@ nlohmann::json Plan::to_json() const {
   if (precision != "fp32") doc["precision"] = precision;
   if (comm_dtype != "fp32") doc["comm_dtype"] = comm_dtype;
   if (pipeline_delay) doc["pipeline_delay"] = pipeline_delay;
+  if (pipeline_early >= 0) doc["pipeline_early"] = pipeline_early;
   for (const auto& [key, pr] : {std::pair{"synchronous", &synchronous}, std::pair{"delayed", &delayed}})
     if (*pr)
       doc[key] = {{"iteration_s", (*pr)->iteration_s}, {"samples_per_s", (*pr)->samples_per_s},
@@ -243,6 +244,8 @@ Plan Plan::from_json(const nlohmann::json& doc, const std::string& origin) {
       if (p.pipeline_delay != 0 && p.pipeline_delay != 1)
         throw PlanError("plan " + origin + ": pipeline_delay = " + std::to_string(p.pipeline_delay) + ": allowed: 0, 1");
     }
+    if (doc.contains("pipeline_early"))
+      p.pipeline_early = field<int>(doc, "pipeline_early", "", origin, "the most forwards a stage runs a step early");
     for (const auto& [key, pr] : {std::pair{"synchronous", &p.synchronous}, std::pair{"delayed", &p.delayed}})
       if (doc.contains(key))
         *pr = Prediction{doc[key].value("iteration_s", 0.0), doc[key].value("samples_per_s", 0.0),
@@ -422,7 +425,7 @@ void check_actions(const Plan& plan, const schedule::StageGraph& sg) {
   const auto s = schedule_of(plan);
   try {
     schedule::validate(sg, s);
-    if (plan.pipeline_delay) schedule::delay_schedule(sg, s);  // See Note [Delayed pipelines]
+    if (plan.pipeline_delay) schedule::delay_schedule(sg, s, plan.pipeline_early);  // See Note [Delayed pipelines]
   } catch (const schedule::ScheduleError& e) {
     throw PlanError(std::string("plan schedule: ") + e.what());
   }

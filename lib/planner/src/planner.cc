@@ -189,6 +189,24 @@ schedule::StageGraph Planner::stage_graph(const plan::Plan& plan) const {
   return sg;
 }
 
+// See Note [Early forwards]: the fastest cap, recorded in the plan; a
+// schedule without a delayed form is bad input for a delayed plan, and
+// shows no delayed prediction otherwise.
+std::optional<schedule::SimResult> Planner::predict_delayed(plan::Plan& plan, const schedule::StageGraph& sg,
+                                                             const schedule::Schedule& s) const {
+  plan.delayed.reset();
+  try {
+    auto choice = schedule::choose_delayed(sg, s, plan.mini_batch);
+    const auto& d = choice.result;
+    plan.delayed = plan::Prediction{d.iteration_s, d.samples_per_s, d.bubble_fraction, d.depth};
+    plan.pipeline_early = plan.pipeline_delay ? choice.cap : -1;
+    return std::move(choice.result);
+  } catch (const schedule::ScheduleError& e) {
+    if (plan.pipeline_delay) throw plan::PlanError(std::string("parallel.pipeline_delay = 1: ") + e.what());
+    return std::nullopt;
+  }
+}
+
 schedule::SimResult Planner::predict(plan::Plan& plan) const {
   const auto sg = stage_graph(plan);
   schedule::Schedule s;
@@ -200,14 +218,10 @@ schedule::SimResult Planner::predict(plan::Plan& plan) const {
   }
   auto r = schedule::simulate(sg, s, plan.mini_batch);
   plan.synchronous = plan::Prediction{r.iteration_s, r.samples_per_s, r.bubble_fraction, r.depth};
-  plan.delayed.reset();
+  // See Note [Delayed pipelines]: a delayed plan predicts its steady state
+  // (the search ranks plans as synchronous: make() delays the chosen one).
   std::optional<schedule::SimResult> delayed;
-  try {  // See Note [Delayed pipelines]: only 1F1B lists have a delayed form
-    delayed = schedule::simulate_delayed(sg, s, plan.mini_batch);
-    plan.delayed = plan::Prediction{delayed->iteration_s, delayed->samples_per_s, delayed->bubble_fraction, delayed->depth};
-  } catch (const schedule::ScheduleError& e) {
-    if (plan.pipeline_delay) throw plan::PlanError(std::string("parallel.pipeline_delay = 1: ") + e.what());
-  }
+  if (plan.pipeline_delay) delayed = predict_delayed(plan, sg, s);
   for (auto& st : plan.stages) {
     const auto& c = sg.stages[st.id];
     st.in_flight = r.in_flight[st.id];
@@ -312,7 +326,6 @@ plan::Plan Planner::assemble(const std::vector<StageChoice>& stages, int micro_b
   plan.node_embedding = request_.node_embedding;
   plan.devices = request_.devices, plan.mini_batch = request_.mini_batch;
   plan.partitioner = partitioner, plan.schedule = request_.schedule;
-  plan.pipeline_delay = request_.pipeline_delay;
   plan.optimizer_states = request_.optimizer_states;
   plan.precision = graph::to_string(request_.precision);
   plan.comm_dtype = request_.ps_push_scale < 1 ? "bf16" : "fp32";  // See Note [Push dtype]
@@ -412,12 +425,15 @@ plan::Plan Planner::make(std::optional<plan::Plan> given) const {
     p.node_embedding = request_.node_embedding;
     fill_sync(p);  // methods the plan leaves out: the request's rule
   }
-  const bool delay_changed = p.pipeline_delay != request_.pipeline_delay;
   p.pipeline_delay = request_.pipeline_delay;  // the run's setting, whatever a plan file says
-  if (given || delay_changed || !request_.sync_overrides.empty()) {
+  if (given || p.pipeline_delay || !request_.sync_overrides.empty()) {
     override_sync(p);
     predict(p);  // for this planner's cluster, shown beside the measurements
     stamp(p);
+  }
+  if (!p.pipeline_delay && p.stages.size() > 1) {  // the delayed prediction beside the synchronous one
+    const auto sg = stage_graph(p);
+    predict_delayed(p, sg, plan::schedule_of(p));
   }
   plan::check_sfb_order(p, graph_);  // now that the actions and sync methods are known
   return p;

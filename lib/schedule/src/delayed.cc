@@ -1,6 +1,7 @@
 #include "trident/schedule/delayed.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace trident::schedule {
 
@@ -49,7 +50,7 @@ StageActions renumbered(const StageActions& list, int step, int count) {
 // The forwards a stage runs early (Note [Delayed pipelines]): its warm-up,
 // less what its predecessors do not run early, so that a step needs no
 // later step.
-std::vector<int> early_forwards(const StageGraph& graph, const Schedule& sync) {
+std::vector<int> early_forwards(const StageGraph& graph, const Schedule& sync, int cap) {
   std::vector<int> early(graph.size());
   const auto preds = graph.predecessors();
   for (StageId st : graph.topo_order()) {
@@ -57,6 +58,7 @@ std::vector<int> early_forwards(const StageGraph& graph, const Schedule& sync) {
     int forwards = 0;
     while (forwards < static_cast<int>(list.size()) && list[forwards].kind == Action::Kind::kForward) ++forwards;
     early[st] = std::max(0, forwards - 1);
+    if (cap >= 0) early[st] = std::min(early[st], cap);
     for (StageId p : preds[st])
       while (early[st] > 0 && overlapping(early[st] - 1, sync.count(st), sync.count(p)).second > early[p]) --early[st];
   }
@@ -65,10 +67,10 @@ std::vector<int> early_forwards(const StageGraph& graph, const Schedule& sync) {
 
 }  // namespace
 
-std::vector<DelayedStage> delay_schedule(const StageGraph& graph, const Schedule& sync) {
+std::vector<DelayedStage> delay_schedule(const StageGraph& graph, const Schedule& sync, int cap) {
   std::vector<DelayedStage> d;
   for (StageId st = 0; st < graph.size(); ++st) delay_stage(sync.stages.at(st), sync.count(st), st);  // the form first
-  const auto early = early_forwards(graph, sync);
+  const auto early = early_forwards(graph, sync, cap);
   for (StageId st = 0; st < graph.size(); ++st) d.push_back(delay_stage(sync.stages.at(st), sync.count(st), st, early[st]));
   validate(graph, unroll(sync, d, 3));  // no deadlock over steps, in-flight counts
   return d;
@@ -90,8 +92,8 @@ Schedule unroll(const Schedule& sync, const std::vector<DelayedStage>& delayed, 
   return s;
 }
 
-SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch) {
-  const auto delayed = delay_schedule(graph, sync);
+SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch, int cap) {
+  const auto delayed = delay_schedule(graph, sync, cap);
   // Each stage ends its step with its gradient sync's tail beyond its last
   // backward and its optimizer step (the S between unrolled steps).
   StageGraph g = graph;
@@ -116,8 +118,28 @@ SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mi
   r.samples_per_s = period > 0 ? mini_batch / period : 0;
   r.bubble_fraction = period > 0 && devices > 0 ? std::max(0.0, 1 - busy / (devices * period)) : 0;
   for (StageId st = 0; st < graph.size(); ++st) r.utilisation[st] = period > 0 ? r.busy_s[st] / period : 0;
-  r.events.clear();
+  r.events = b.events;  // the unrolled steps: what `trident simulate --trace` and the report draw
   return r;
+}
+
+// See Note [Early forwards].
+DelayedChoice choose_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch) {
+  for (StageId st = 0; st < graph.size(); ++st) delay_stage(sync.stages.at(st), sync.count(st), st);  // the form: else throw
+  int most = 0;
+  for (StageId st = 0; st < graph.size(); ++st) most = std::max(most, sync.count(st) - 1);
+  std::vector<int> caps;  // every cap up to 8; beyond, halving (a step has at most so many micro-batches)
+  for (int cap = most; cap >= 0; cap = cap > 8 ? cap / 2 : cap - 1) caps.push_back(cap);
+  if (caps.back() != 0) caps.push_back(0);
+  std::optional<DelayedChoice> best;
+  for (int cap : caps) {
+    try {
+      auto r = simulate_delayed(graph, sync, mini_batch, cap);
+      if (!best || r.iteration_s < best->result.iteration_s * (1 - 1e-9)) best = DelayedChoice{cap, std::move(r)};
+    } catch (const ScheduleError&) {
+      if (cap == 0) throw;  // cap 0 is the synchronous list: its error is the schedule's
+    }
+  }
+  return *best;
 }
 
 }  // namespace trident::schedule

@@ -92,5 +92,21 @@ TEST(Delayed, SteadyStateHasNoFillOrDrain) {
   EXPECT_NEAR(simulate_delayed(g, make_schedule("1f1b", g, 4), 4).iteration_s, 4 * (F + B) + 5, 1e-9);
 }
 
+// See Note [Early forwards]: the chosen cap is never slower than the
+// synchronous schedule, and with micro-batches to fill the pipeline it
+// moves every warm-up forward.
+TEST(Delayed, TheChosenCapIsNeverSlowerThanSynchronous) {
+  for (int p : {2, 4, 6})
+    for (int m : {1, 2, 4, 8}) {
+      auto g = chain(p, 1, 2);
+      for (auto& c : g.stages) c.optimizer_s = 0.5;
+      const auto s = make_schedule("1f1b", g, m);
+      const auto choice = choose_delayed(g, s, m);
+      EXPECT_LE(choice.result.iteration_s, simulate(g, s, m).iteration_s + 1e-9) << "p=" << p << " m=" << m;
+      EXPECT_LE(choice.result.iteration_s, simulate_delayed(g, s, m, 0).iteration_s + 1e-9);
+      if (m >= p) EXPECT_EQ(choice.cap, m - 1) << "p=" << p << " m=" << m;
+    }
+}
+
 }  // namespace
 }  // namespace trident::schedule

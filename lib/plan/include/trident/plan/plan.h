@@ -97,6 +97,10 @@ struct Plan {
   // predictions are kept, labelled, whichever runs ("synchronous",
   // "delayed"; a delayed one only where the schedule is 1F1B's).
   int pipeline_delay = 0;
+  // See Note [Early forwards] in schedule/delayed.h: the most warm-up
+  // forwards a stage moves into the step before (JSON "pipeline_early";
+  // −1: every one), the planner's fastest in simulation.
+  int pipeline_early = -1;
   std::optional<Prediction> synchronous, delayed;
   double search_seconds = 0;
   // Which search space the plan came from ("series-parallel", "sequential";

@@ -260,6 +260,12 @@ class Planner {
   // Fills a plan's predictions (per-stage TPS, memory, in-flight, actions if
   // empty; iteration time, samples/s, bubble, depth) by simulating it.
   schedule::SimResult predict(plan::Plan& plan) const;
+  // The delayed steady state of `plan` (Note [Delayed pipelines]) into
+  // plan.delayed, with its cap on early forwards (Note [Early forwards]);
+  // nullopt for a schedule without a delayed form (PlanError when the plan
+  // is delayed).
+  std::optional<schedule::SimResult> predict_delayed(plan::Plan& plan, const schedule::StageGraph& sg,
+                                                     const schedule::Schedule& s) const;
   // Records in the plan the cluster and cost model its predictions are for
   // (plan() does it for its result; once per plan, not per search candidate:
   // a profiled cost model's description carries the whole profile).

@@ -66,11 +66,13 @@ struct DelayedStage {
 // throws ScheduleError naming `stage` when the list is not 1F1B's.
 DelayedStage delay_stage(const StageActions& list, int count, StageId stage, int early = -1);
 
-// Per stage, from a synchronous schedule; throws ScheduleError naming the
+// Per stage, from a synchronous schedule, each stage moving at most `cap`
+// forwards early (−1: its whole warm-up); throws ScheduleError naming the
 // stage when its list is not 1F1B's (w warm-up forwards, pairs, w
 // backwards: W actions and hand-made orders are refused), or when the
-// unrolled steps deadlock.
-std::vector<DelayedStage> delay_schedule(const StageGraph& graph, const Schedule& sync);
+// unrolled steps deadlock. With cap 0 a step is the synchronous list and
+// only the barrier between steps is gone; that never deadlocks.
+std::vector<DelayedStage> delay_schedule(const StageGraph& graph, const Schedule& sync, int cap = -1);
 
 // `steps` steps run back to back as one schedule, micro-batch m of step s
 // numbered s·count + m: the warm-up, steps − 1 bodies each ended by an S of
@@ -83,7 +85,26 @@ Schedule unroll(const Schedule& sync, const std::vector<DelayedStage>& delayed, 
 // sync beyond its last backward and its optimizer step counted once per
 // step; busy_s and bubble_fraction per step; peak_memory_bytes and
 // in_flight as the synchronous schedule's (the weight copy is the
-// planner's to add). Throws as delay_schedule.
-SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch);
+// planner's to add); events those of 4 unrolled steps, fill and drain
+// included. Throws as delay_schedule.
+SimResult simulate_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch, int cap = -1);
+
+// Note [Early forwards]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Moving a warm-up forward into the step before fills the pipeline, but
+// it also delays the trailing backward it goes before, and that backward's
+// gradients are what the stages upstream wait for. With at least as many
+// micro-batches as stages the fill wins (1F1B's steady state); with fewer,
+// or where per-stage sizes make the moved rows uneven, it may not, and on
+// some DAGs moving every warm-up forward deadlocks the unrolled steps. So
+// the planner simulates every cap on the forwards a stage moves, from its
+// largest warm-up down to 0, and keeps the fastest that validates (ties to
+// the larger cap); the plan records it (pipeline_early) and the runtime
+// runs exactly that.
+struct DelayedChoice {
+  int cap = 0;
+  SimResult result;
+};
+DelayedChoice choose_delayed(const StageGraph& graph, const Schedule& sync, int mini_batch);
 
 }  // namespace trident::schedule
