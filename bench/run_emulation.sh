@@ -18,14 +18,8 @@ steps=${1:-8}; shift || true
 devices=("${@:-8 16}"); [ $# -eq 0 ] && devices=(8 16)
 bin=${BUILD:-build}/tools/trident/trident
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-cat > "$work/emu.yaml" <<YAML
-name: emu
-model: {name: mmt, preset: paper}
-data: {name: synthetic, train_size: 256, test_size: 16}
-train: {steps: $steps, mini_batch: 128, seed: 0, threads: 1}
-optimizer: {name: adam, lr: 0.001}
-parallel: {devices: 8, partitioner: graphpipe, grad_sync: hybrid, timeout_s: 120}
-YAML
+. bench/lib.sh  # emulation_config
+emulation_config "$work/emu.yaml" "$steps"
 echo "| model | devices | mini-batch | partitioner | schedule | stages | dilation | emulated ms | simulated ms | emulated / simulated |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 declare -A rate sim

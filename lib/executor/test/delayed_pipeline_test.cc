@@ -46,14 +46,7 @@ TEST(DelayedPipeline, ForkJoinWidthsSizesAndRecomputationEqualTheDelayedReferenc
   auto fan = fan_plan(inception);  // the stem feeds two branch stages, which both feed the join
   expect_delayed_equal(inception, delayed(fan, inception));
   expect_delayed_equal(inception, delayed(widths_plan(inception), inception));  // 3 replicas into 2
-  std::vector<int> fan_sizes;  // the stem 4, the branch stages 8 and 2, the join 16
-  for (const auto& st : fan.stages) {
-    const bool stem = std::any_of(st.ops.begin(), st.ops.end(), [](const std::string& n) { return starts(n, "stem"); });
-    const bool join = std::any_of(st.ops.begin(), st.ops.end(), [&](const std::string& n) { return inception.id_of(n) == inception.loss(); });
-    const bool first = std::any_of(st.ops.begin(), st.ops.end(), [](const std::string& n) { return starts(n, "block1.b1."); });
-    fan_sizes.push_back(stem ? 4 : join ? 16 : first ? 8 : 2);
-  }
-  auto sized = resized(inception, fan, fan_sizes);
+  auto sized = resized(inception, fan, fan_sizes(inception, fan));
   for (auto& st : sized.stages) st.recompute = st.id % 2 == 0;
   expect_delayed_equal(inception, delayed(sized, inception));
   auto uno = make_plan(candle, request("graphpipe", "graph-1f1b", 4, 16, 4, 1));

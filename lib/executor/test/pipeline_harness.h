@@ -318,6 +318,20 @@ inline plan::Plan fan_plan(const graph::OpGraph& g) {
   return p;
 }
 
+// The fan plan's stages their own micro-batch sizes: the stem 4, the branch
+// stages 8 and 2, the join 16 (see Note [Micro-batch ratios]).
+inline std::vector<int> fan_sizes(const graph::OpGraph& g, const plan::Plan& fan) {
+  std::vector<int> sizes;
+  for (const auto& st : fan.stages) {
+    auto any = [&](const std::function<bool(const std::string&)>& is) { return std::any_of(st.ops.begin(), st.ops.end(), is); };
+    const bool stem = any([](const std::string& n) { return starts(n, "stem"); });
+    const bool join = any([&](const std::string& n) { return g.id_of(n) == g.loss(); });
+    const bool first = any([](const std::string& n) { return starts(n, "block1.b1."); });
+    sizes.push_back(stem ? 4 : join ? 16 : first ? 8 : 2);
+  }
+  return sizes;
+}
+
 // Inception in two stages of 3 and 2 replicas: every edge is split into overlapping pieces.
 inline plan::Plan widths_plan(const graph::OpGraph& g) {
   return hand_plan(g, request("graphpipe", "1f1b", 5, 12, 6, 0),

@@ -125,13 +125,6 @@ TEST(Pipeline, StagesWithTheirOwnMicroBatchSizesEqualSingleProcess) {
     uno_sizes.push_back(b);
   }
   const auto fan = fan_plan(inception);
-  std::vector<int> fan_sizes;  // the stem 4, the branch stages 8 and 2, the join 16
-  for (const auto& st : fan.stages) {
-    const bool stem = std::any_of(st.ops.begin(), st.ops.end(), [](const std::string& n) { return starts(n, "stem"); });
-    const bool join = std::any_of(st.ops.begin(), st.ops.end(), [&](const std::string& n) { return inception.id_of(n) == inception.loss(); });
-    const bool first = std::any_of(st.ops.begin(), st.ops.end(), [](const std::string& n) { return starts(n, "block1.b1."); });
-    fan_sizes.push_back(stem ? 4 : join ? 16 : first ? 8 : 2);
-  }
   const auto widths = widths_plan(inception);
   std::vector<int> widths_sizes{widths.stages[0].devices.size() == 3 ? 6 : 12, widths.stages[0].devices.size() == 3 ? 12 : 6};
   auto planned = make_plan(mmt, request("graphpipe", "graph-1f1b", 4, 16, 4, 1));
@@ -147,7 +140,7 @@ TEST(Pipeline, StagesWithTheirOwnMicroBatchSizesEqualSingleProcess) {
       plans.emplace_back(&g, resized(g, p, sizes));
     };
     with(candle, uno, uno_sizes);
-    with(inception, fan, fan_sizes);
+    with(inception, fan, fan_sizes(inception, fan));
     with(inception, widths, widths_sizes);
     with(mmt, planned, mmt_sizes);
     for (auto& st : plans.back().second.stages) st.recompute = st.id % 2 == 1;

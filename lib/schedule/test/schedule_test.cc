@@ -5,16 +5,12 @@
 
 #include "trident/schedule/schedule.h"
 #include "trident/schedule/simulator.h"
+#include "stage_graphs.h"
 
 namespace trident::schedule {
 namespace {
 
-StageGraph chain(int p, double f, double b) {
-  StageGraph g;
-  for (int i = 0; i < p; ++i) g.stages.push_back({"s" + std::to_string(i), 1, f, b});
-  for (int i = 0; i + 1 < p; ++i) g.edges.push_back({i, i + 1});
-  return g;
-}
+using test::chain;
 
 // s0 -> {s1, s2} -> s3
 StageGraph diamond(double f, double b) {
