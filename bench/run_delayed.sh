@@ -46,6 +46,7 @@ import json,sys
 m=[json.loads(l)['memory'] for l in open(sys.argv[1]) if '\"memory\"' in l][-1]
 print(' / '.join('%.0f MiB' % (r['peak_rss_bytes']/2**20) for r in sorted(m, key=lambda r: r['stage'])))" "$work/$mode-$rounds/metrics.jsonl")
   python3 -c "
-import statistics; r=[float(x) for x in '${rates[$mode]}'.split()]
-print('| $mode | %s | %.1f | $it | $bub | $mem |' % (', '.join('%.1f' % x for x in r), statistics.median(r)))"
+import statistics, sys; r=[float(x) for x in sys.argv[2].split()]
+print('| %s | %s | %.1f | %s | %s | %s |' % (sys.argv[1], ', '.join('%.1f' % x for x in r), statistics.median(r), *sys.argv[3:]))" \
+    "$mode" "${rates[$mode]}" "$it" "$bub" "$mem"
 done

@@ -5,9 +5,10 @@
 # schedules on the same stages; SFB parameters all-reduce, as SFB takes no split backward) and
 # graph-1f1b with parallel.pipeline_delay=1. Prints a Markdown
 # table: emulated and simulated iteration of each, the delayed run's emulated / simulated, and its
-# gain over the faster synchronous schedule (emulated and simulated). Modelled times are dilated
+# gain over the faster synchronous schedule (emulated and simulated); PER_DEVICE samples per device
+# (default 16) make the mini-batch. Modelled times are dilated
 # so that an iteration takes about TARGET_S seconds (at most MAX_DILATION).
-#   [TARGET_S=0.3] [MAX_DILATION=20] [MODELS="candle_uno dlrm mmt inception"] bash bench/run_delayed_emulation.sh [STEPS] [DEVICES...]
+#   [TARGET_S=0.3] [MAX_DILATION=20] [PER_DEVICE=16] [MODELS="candle_uno dlrm mmt inception"] bash bench/run_delayed_emulation.sh [STEPS] [DEVICES...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-10}; shift || true
@@ -20,7 +21,7 @@ echo "| model | devices | stages | graph-1f1b emulated / simulated ms | graph-zb
 echo "|---|---|---|---|---|---|---|---|---|"
 for model in ${MODELS:-candle_uno dlrm mmt inception}; do
   for d in "${devices[@]}"; do
-    mini=$((16 * d))
+    mini=$((${PER_DEVICE:-16} * d))
     declare -A em si
     # One graphpipe plan (graph-1f1b); graph-zb on its stages (actions cleared, the schedule's own made).
     "$bin" plan --model $model --preset paper --cluster summit-v100 --devices $d --mini-batch $mini \
@@ -40,7 +41,7 @@ json.dump(p, open('$work/graph-zb.json', 'w'))"
       predicted=$(python3 -c "import json; p=json.load(open('$work/tmp.json')); print(p['predicted']['iteration_s'])")
       dil=$(python3 -c "print(max(1, min(${MAX_DILATION:-20}, round(${TARGET_S:-0.3} / $predicted))))")
       "$bin" train --config "$work/emu.yaml" --emulate summit-v100 --dilation $dil --set model.name=$model \
-        --set parallel.devices=$d --set train.mini_batch=$mini --set parallel.partitioner=$file \
+        --set parallel.devices=$d --set train.mini_batch=$mini --set data.train_size=$((2 * mini)) --set parallel.partitioner=$file \
         --set parallel.pipeline_delay=$delay --set runs_dir=$work/runs --set name=$model-$d-$mode > "$work/out" 2>&1 ||
         { cat "$work/out"; exit 1; }
       read -r measured simulated < <(python3 -c "
