@@ -25,6 +25,59 @@ config::TrainConfig emulated_config(config::TrainConfig config, const std::strin
   return config;
 }
 
+namespace {
+
+// The emulated steps and what they measured: the seconds (undilated) of the
+// steps counted, and rank 0's trace events of the last traced steps.
+struct TimedSteps {
+  double measured_s = 0;
+  int counted = 0;
+  std::vector<executor::TraceEvent> events;
+};
+
+// Every rank meets the others before the first step and after each step
+// (as the trainer's per-step all-reduce of the loss); a delayed pipeline's
+// steps meet at no barrier (the trainer lags its loss sums), and its steady
+// state is the time between step ends, the first (filling) and the last
+// (draining) left out (See Note [Delayed pipelines]).
+TimedSteps emulate_steps(executor::StageExecutor& stage, comm::Group& group, const plan::Plan& plan, int steps,
+                         double dilation, const config::TrainLoopConfig& train) {
+  const auto rank = group.rank();
+  auto barrier = [&] {
+    auto t = torch::zeros({1});
+    std::vector<at::Tensor> v{t};
+    try {
+      group.pg().allreduce(v)->wait(group.timeout());
+    } catch (const std::exception& e) {
+      const auto lost = group.diagnose();
+      ErrorContext where;
+      where.rank = rank, where.action = "emulation step barrier";
+      throw comm::CommError("the ranks did not all finish the step" + (lost.empty() ? "" : " (" + lost + ")") + ": " +
+                                first_line(e),
+                            ErrorKind::kFailure, where);
+    }
+  };
+  const bool delayed = plan.pipeline_delay > 0;
+  TimedSteps out;
+  barrier();
+  for (int s = 0; s < steps; ++s) {
+    executor::TraceLog trace;
+    const auto start = executor::now_us();
+    stage.set_random_key(static_cast<std::uint64_t>(train.seed), s);  // the step: a delayed pipeline's tags hold its parity
+    stage.set_drain(s + 1 == steps);
+    stage.run({}, static_cast<double>(train.mini_batch), {}, &trace);
+    if (!delayed) barrier();
+    const auto end = executor::now_us();
+    trace.add("step " + std::to_string(s), "step", executor::kCommLane, start, end);
+    if (s > 0 && (!delayed || s + 1 < steps)) out.measured_s += static_cast<double>(end - start) / 1e6 / dilation, ++out.counted;
+    if (s >= steps - executor::kTracedSteps) out.events.insert(out.events.end(), trace.events.begin(), trace.events.end());
+  }
+  if (delayed) barrier();
+  return out;
+}
+
+}  // namespace
+
 EmulationResult run_emulation(config::TrainConfig config, const std::string& cluster, double dilation, std::ostream& out) {
   config = emulated_config(std::move(config), cluster, dilation);
   process::configure_process(1);  // emulated compute needs no threads; idle ones would only compete for the cores
@@ -48,44 +101,11 @@ EmulationResult run_emulation(config::TrainConfig config, const std::string& clu
         << planned.plan.stages.size() << " stages, " << report::micro_batch_summary(planned.plan) << ", "
         << planned.plan.schedule << "; " << steps << " iterations"
         << (dilation > 1 ? ", modelled times x" + std::to_string(static_cast<int>(dilation)) : std::string()) << std::endl;
-  std::vector<executor::TraceEvent> events;
-  double measured = 0;
-  auto barrier = [&] {
-    auto t = torch::zeros({1});
-    std::vector<at::Tensor> v{t};
-    try {
-      group.pg().allreduce(v)->wait(timeout);
-    } catch (const std::exception& e) {
-      const auto lost = group.diagnose();
-      ErrorContext where;
-      where.rank = world.rank, where.action = "emulation step barrier";
-      throw comm::CommError("the ranks did not all finish the step" + (lost.empty() ? "" : " (" + lost + ")") + ": " +
-                                first_line(e),
-                            ErrorKind::kFailure, where);
-    }
-  };
-  barrier();
-  // See Note [Delayed pipelines]: a delayed pipeline's steps meet at no
-  // barrier (the trainer lags its loss sums); its steady state is the time
-  // between step ends, the first (filling) and the last (draining) left out.
-  const bool delayed = planned.plan.pipeline_delay > 0;
-  int counted = 0;
-  for (int s = 0; s < steps; ++s) {
-    executor::TraceLog trace;
-    const auto start = executor::now_us();
-    stage.set_random_key(static_cast<std::uint64_t>(config.train.seed), s);  // the step: a delayed pipeline's tags hold its parity
-    stage.set_drain(s + 1 == steps);
-    stage.run({}, static_cast<double>(config.train.mini_batch), {}, &trace);
-    if (!delayed) barrier();  // as the trainer's per-step all-reduce of the loss
-    const auto end = executor::now_us();
-    trace.add("step " + std::to_string(s), "step", executor::kCommLane, start, end);
-    if (s > 0 && (!delayed || s + 1 < steps)) measured += static_cast<double>(end - start) / 1e6 / dilation, ++counted;
-    if (s >= steps - executor::kTracedSteps) events.insert(events.end(), trace.events.begin(), trace.events.end());
-  }
-  if (delayed) barrier();
+  const auto timed = emulate_steps(stage, group, planned.plan, steps, dilation, config.train);
+  const auto& events = timed.events;
   EmulationResult result;
-  result.steps = std::max(1, counted);
-  result.iteration_s = counted ? measured / counted : 0;
+  result.steps = std::max(1, timed.counted);
+  result.iteration_s = timed.counted ? timed.measured_s / timed.counted : 0;
   result.predicted_iteration_s = planned.plan.predicted.iteration_s;
   const auto all = comm::allgather_strings(group, to_json(events).dump(), "gathering the emulated trace");
   if (leader) {

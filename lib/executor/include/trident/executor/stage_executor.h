@@ -256,8 +256,6 @@ class StageExecutor {
   // a checkpoint and the end: nothing is then in flight.
   void set_drain(bool drain) { drain_ = drain; }
   bool delayed() const { return plan_.pipeline_delay > 0; }
-  // Whether forwards of the next mini-batch are in flight.
-  bool holds_next() const { return warm_; }
   // Under a delay, this stage's weight versions (Note [Weight versions]);
   // null otherwise and when emulated.
   WeightVersions* versions() { return versions_.get(); }
